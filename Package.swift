@@ -1,0 +1,71 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Depot",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "depotd", targets: ["depotd"]),
+        .executable(name: "depot", targets: ["depot"]),
+        .library(name: "DepotClient", targets: ["DepotClient"]),
+        .library(name: "DepotProtocol", targets: ["DepotProtocol"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CZeroMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        .target(name: "DepotProtocol"),
+        .target(
+            name: "DepotStore",
+            dependencies: ["DepotProtocol", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .target(
+            name: "DepotServer",
+            dependencies: [
+                "DepotStore", "DepotProtocol", "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(name: "DepotClient", dependencies: ["DepotProtocol", "ZeroMQ"]),
+        .executableTarget(
+            name: "depotd",
+            dependencies: [
+                "DepotServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "depot",
+            dependencies: [
+                "DepotClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "DepotBenchmarks",
+            dependencies: [
+                "DepotClient", "ZeroMQ",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Benchmarks/DepotBenchmarks"
+        ),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "DepotProtocolTests", dependencies: ["DepotProtocol"]),
+        .testTarget(
+            name: "DepotStoreTests",
+            dependencies: ["DepotStore", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(name: "DepotServerTests", dependencies: ["DepotServer"]),
+        .testTarget(name: "DepotClientTests", dependencies: ["DepotClient"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "ZeroMQ"]),
+    ]
+)

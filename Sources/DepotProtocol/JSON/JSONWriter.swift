@@ -1,0 +1,88 @@
+/// Serializes ``JSONValue`` to compact UTF-8 JSON.
+///
+/// Object members are written in sorted key order so that equal values give
+/// equal bytes (cache keys, tests, diffs).
+public struct JSONWriter {
+    /// The bytes written so far.
+    public private(set) var bytes: [UInt8] = []
+
+    /// Creates an empty writer, reserving `capacity` bytes.
+    public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    /// Serializes one value.
+    public static func encode(_ value: JSONValue) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.write(value)
+        return writer.bytes
+    }
+
+    /// Appends raw, already-encoded JSON.
+    public mutating func writeRaw(_ json: some Sequence<UInt8>) { bytes.append(contentsOf: json) }
+
+    /// Appends raw ASCII text such as punctuation or a member name.
+    public mutating func writeRaw(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Appends `value`.
+    public mutating func write(_ value: JSONValue) {
+        switch value {
+        case .null: writeRaw("null")
+        case .bool(let flag): flag ? writeRaw("true") : writeRaw("false")
+        case .int(let number): write(number)
+        case .double(let number): write(number)
+        case .string(let text): write(text)
+        case .array(let elements):
+            bytes.append(UInt8(ascii: "["))
+            for (offset, element) in elements.enumerated() {
+                if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(element)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            for (offset, key) in members.keys.sorted().enumerated() {
+                if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(key)
+                bytes.append(UInt8(ascii: ":"))
+                write(members[key]!)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Appends an integer.
+    public mutating func write(_ number: Int64) {
+        bytes.append(contentsOf: String(number).utf8)
+    }
+
+    /// Appends a double; non-finite values, which JSON cannot carry, become `null`.
+    public mutating func write(_ number: Double) {
+        guard number.isFinite else { return writeRaw("null") }
+        if number.rounded() == number && abs(number) < 1e15 {
+            bytes.append(contentsOf: String(Int64(number)).utf8)
+            bytes.append(contentsOf: ".0".utf8)
+        } else {
+            bytes.append(contentsOf: String(number).utf8)
+        }
+    }
+
+    /// Appends a quoted, escaped string.
+    public mutating func write(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): writeRaw("\\\"")
+            case UInt8(ascii: "\\"): writeRaw("\\\\")
+            case 0x0A: writeRaw("\\n")
+            case 0x0D: writeRaw("\\r")
+            case 0x09: writeRaw("\\t")
+            case 0..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

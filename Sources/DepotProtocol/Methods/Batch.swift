@@ -1,0 +1,132 @@
+/// What `store/batchInsert` does with an object that collides with a uniqueness constraint.
+public enum ConflictResolution: String, Codable, Sendable {
+    /// Fail the whole batch with -32011 (the default).
+    case error
+    /// Update the existing object with the new values (find-or-create, upsert).
+    case update
+    /// Keep the existing object and skip the new one.
+    case ignore
+}
+
+/// `store/batchInsert`: inserts many objects of one entity in one transaction.
+public enum BatchInsert: Method {
+    public static let name = "store/batchInsert"
+
+    /// The objects.
+    public struct Parameters: Codable, Hashable, Sendable {
+        /// The entity.
+        public var entity: String
+        /// Each object's values.
+        public var objects: [[String: JSONValue]]
+        /// What to do on a uniqueness collision.
+        public var onConflict: ConflictResolution?
+        /// Who made the change.
+        public var author: String?
+        /// A token for work-done `$/progress`.
+        public var workDoneToken: JSONValue?
+
+        /// Creates the params.
+        public init(entity: String, objects: [[String: JSONValue]], onConflict: ConflictResolution? = nil, author: String? = nil, workDoneToken: JSONValue? = nil) {
+            self.entity = entity
+            self.objects = objects
+            self.onConflict = onConflict
+            self.author = author
+            self.workDoneToken = workDoneToken
+        }
+    }
+
+    /// What the batch did.
+    public struct Result: Codable, Hashable, Sendable {
+        /// Objects inserted.
+        public var inserted: Int
+        /// Existing objects updated (`onConflict: update`).
+        public var updated: Int
+        /// Objects skipped (`onConflict: ignore`).
+        public var ignored: Int
+        /// The transaction's number; 0 when nothing changed.
+        public var transaction: Int64
+
+        /// Creates the result.
+        public init(inserted: Int, updated: Int, ignored: Int, transaction: Int64) {
+            self.inserted = inserted
+            self.updated = updated
+            self.ignored = ignored
+            self.transaction = transaction
+        }
+    }
+}
+
+/// `store/batchUpdate`: sets values on every object matching a predicate, in one transaction.
+public enum BatchUpdate: Method {
+    public static let name = "store/batchUpdate"
+
+    /// What to change.
+    public struct Parameters: Codable, Hashable, Sendable {
+        /// The entity.
+        public var entity: String
+        /// Which objects; all when `nil`.
+        public var predicate: String?
+        /// The predicate's bindings.
+        public var arguments: JSONValue?
+        /// The new values.
+        public var values: [String: JSONValue]
+        /// Who made the change.
+        public var author: String?
+        /// A token for work-done `$/progress`.
+        public var workDoneToken: JSONValue?
+
+        /// Creates the params.
+        public init(entity: String, predicate: String? = nil, arguments: JSONValue? = nil, values: [String: JSONValue], author: String? = nil, workDoneToken: JSONValue? = nil) {
+            self.entity = entity
+            self.predicate = predicate
+            self.arguments = arguments
+            self.values = values
+            self.author = author
+            self.workDoneToken = workDoneToken
+        }
+    }
+
+    /// What the batch did.
+    public struct Result: Codable, Hashable, Sendable {
+        /// Objects changed.
+        public var count: Int
+        /// The transaction's number; 0 when nothing changed.
+        public var transaction: Int64
+
+        /// Creates the result.
+        public init(count: Int, transaction: Int64) {
+            self.count = count
+            self.transaction = transaction
+        }
+    }
+}
+
+/// `store/batchDelete`: deletes every object matching a predicate, in one transaction; delete rules apply.
+public enum BatchDelete: Method {
+    public static let name = "store/batchDelete"
+
+    /// What to delete.
+    public struct Parameters: Codable, Hashable, Sendable {
+        /// The entity.
+        public var entity: String
+        /// Which objects; all when `nil`.
+        public var predicate: String?
+        /// The predicate's bindings.
+        public var arguments: JSONValue?
+        /// Who made the change.
+        public var author: String?
+        /// A token for work-done `$/progress`.
+        public var workDoneToken: JSONValue?
+
+        /// Creates the params.
+        public init(entity: String, predicate: String? = nil, arguments: JSONValue? = nil, author: String? = nil, workDoneToken: JSONValue? = nil) {
+            self.entity = entity
+            self.predicate = predicate
+            self.arguments = arguments
+            self.author = author
+            self.workDoneToken = workDoneToken
+        }
+    }
+
+    public typealias Result = BatchUpdate.Result
+}
