@@ -27,6 +27,9 @@ public enum PredicateCompilation {
         throw RPCError(code: .predicateSyntax, message: "predicates are not supported yet: \(predicate)")
     }
 
+    /// Registers the SQL functions that compiled predicates call, on every connection.
+    public static func registerFunctions(in db: Database) {}
+
     /// The SQL expression (over alias `t0`) and type of an attribute key path, through to-one relationships.
     public static func keyPathExpression(
         _ keyPath: String, entity: EntitySchema, schema: Schema, field: String

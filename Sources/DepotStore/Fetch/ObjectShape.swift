@@ -1,0 +1,85 @@
+import DepotProtocol
+import GRDB
+
+/// Which keys of an entity to read, and how to turn a row into a wire object:
+/// `{"id": "Team/42", "entity": "Team", "version": 3, <attributes>, <to-one ids>}`.
+///
+/// To-many relationships are read only when named in `properties`, as arrays
+/// of ids gathered by a correlated subquery in the same statement.
+public struct ObjectShape: Sendable {
+    /// The entity.
+    public let entity: EntitySchema
+    /// Attribute and to-one keys to read, in order.
+    public let keys: [String]
+    /// To-many keys to read.
+    public let toManyKeys: [String]
+
+    /// The shape for `properties`, or all attributes and to-one relationships when `nil`.
+    public init(entity: EntitySchema, properties: [String]?, field: String = "properties") throws(RPCError) {
+        self.entity = entity
+        guard let properties else {
+            keys = entity.columnKeys
+            toManyKeys = []
+            return
+        }
+        var keys: [String] = []
+        var toManyKeys: [String] = []
+        for (index, key) in properties.enumerated() {
+            if entity.attributes[key] != nil || entity.toOne[key] != nil {
+                keys.append(key)
+            } else if entity.toMany[key] != nil {
+                toManyKeys.append(key)
+            } else {
+                throw .invalidParams("unknown key '\(key)' on \(entity.name) (keys: \(entity.keyList))", field: "\(field)[\(index)]")
+            }
+        }
+        self.keys = keys
+        self.toManyKeys = toManyKeys
+    }
+
+    /// The SELECT list over alias `t0`: id, version, the keys, then the to-many id lists.
+    public func selectList(schema: Schema) -> String {
+        var columns = ["t0.id", "t0._version"]
+        columns += keys.map { "t0." + entity.column($0) }
+        for key in toManyKeys {
+            guard let relationship = entity.toMany[key], let inverse = relationship.inverse,
+                let destination = schema.entity(named: relationship.destination)
+            else { continue }
+            columns.append(
+                "(SELECT group_concat(d.id) FROM (SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = t0.id ORDER BY id) AS d)"
+            )
+        }
+        return columns.joined(separator: ", ")
+    }
+
+    /// The wire object for a row read with ``selectList(schema:)``.
+    ///
+    /// - Parameter dictionary: leave out id, entity and version (`resultType: dictionaries`).
+    public func object(from row: Row, dictionary: Bool = false) -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        members.reserveCapacity(keys.count + 3)
+        if !dictionary {
+            members["id"] = .string("\(entity.name)/\(row[0] as Int64)")
+            members["entity"] = .string(entity.name)
+            members["version"] = .int(row[1])
+        }
+        var column = 2
+        for key in keys {
+            let value: DatabaseValue = row[column]
+            if let attribute = entity.attributes[key] {
+                members[key] = ValueCoding.json(value, type: attribute.type)
+            } else if let relationship = entity.toOne[key] {
+                members[key] = Int64.fromDatabaseValue(value).map { .string("\(relationship.destination)/\($0)") } ?? .null
+            }
+            column += 1
+        }
+        for key in toManyKeys {
+            let destination = entity.toMany[key]?.destination ?? ""
+            let list: String? = row[column]
+            let ids = (list ?? "").split(separator: ",").map { JSONValue.string("\(destination)/\($0)") }
+            members[key] = .array(ids)
+            column += 1
+        }
+        return .object(members)
+    }
+}

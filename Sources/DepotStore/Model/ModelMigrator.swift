@@ -1,0 +1,170 @@
+import DepotProtocol
+import Foundation
+import GRDB
+
+/// Defines the model and migrates the tables in place (DESIGN.md §4).
+///
+/// A lightweight migration adds entities, optional or defaulted attributes,
+/// relationships and indexes, and renames what names `renamedFrom`. Anything
+/// else (removing, retyping, making optional values required) is refused with
+/// -32016 and nothing changes: the whole definition runs in one transaction.
+enum ModelMigrator {
+    /// Reads the stored model.
+    static func loadSchema(_ db: Database) throws -> Schema {
+        guard let text = try String.fetchOne(db, sql: "SELECT value FROM depot_meta WHERE key = 'model'") else {
+            return .empty
+        }
+        let version = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'modelVersion'") ?? 1
+        let entities = try JSONDecoder().decode([EntityDescription].self, from: Data(text.utf8))
+        return Schema(version: version, entities: entities.map(EntitySchema.init))
+    }
+
+    /// Migrates from `old` to `entities` inside the caller's transaction.
+    static func migrate(_ db: Database, from old: Schema, to entities: [EntityDescription]) throws -> (Schema, [String]) {
+        try ModelValidator.validate(entities)
+        var changes: [String] = []
+        var kept = Set<String>()
+        for entity in entities {
+            let previous = old.entity(named: entity.renamedFrom ?? entity.name) ?? old.entity(named: entity.name)
+            guard let previous else {
+                try createTable(db, for: EntitySchema(entity))
+                changes.append("added entity \(entity.name)")
+                continue
+            }
+            kept.insert(previous.name)
+            if previous.name != entity.name {
+                try db.execute(sql: "ALTER TABLE \(previous.table) RENAME TO \(EntitySchema.quote("e_" + entity.name))")
+                changes.append("renamed entity \(previous.name) to \(entity.name)")
+            }
+            try migrateColumns(db, from: previous.description, to: entity, changes: &changes)
+        }
+        for entity in old.entities where !kept.contains(entity.name) {
+            throw refused("removing entity \(entity.name)")
+        }
+        let schema = Schema(version: old.version + (changes.isEmpty ? 0 : 1), entities: entities.map(EntitySchema.init))
+        for entity in schema.entities {
+            try syncIndexes(db, for: entity, changes: &changes)
+        }
+        if changes.isEmpty && !old.entities.isEmpty { return (old, []) }
+        let finalSchema = Schema(version: max(old.version + (changes.isEmpty ? 0 : 1), 1), entities: schema.entities)
+        let json = try JSONEncoder().encode(entities)
+        try db.execute(sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('model', ?)", arguments: [String(decoding: json, as: UTF8.self)])
+        try db.execute(sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)", arguments: [String(finalSchema.version)])
+        return (finalSchema, changes)
+    }
+
+    private static func refused(_ what: String) -> RPCError {
+        RPCError(code: .migrationRefused, message: "\(what) is not a lightweight migration; nothing was changed", data: ["change": .string(what)])
+    }
+
+    private static func createTable(_ db: Database, for entity: EntitySchema) throws {
+        var columns = ["id INTEGER PRIMARY KEY AUTOINCREMENT", "_version INTEGER NOT NULL DEFAULT 1"]
+        for key in entity.columnKeys {
+            columns.append(entity.column(key) + (entity.toOne[key] != nil ? " INTEGER" : ""))
+        }
+        try db.execute(sql: "CREATE TABLE \(entity.table) (\(columns.joined(separator: ", ")))")
+    }
+
+    private static func migrateColumns(_ db: Database, from old: EntityDescription, to new: EntityDescription, changes: inout [String]) throws {
+        let table = EntitySchema.quote("e_" + new.name)
+        var keptKeys = Set<String>()
+        for attribute in new.attributes {
+            let source = old.attribute(named: attribute.renamedFrom ?? attribute.name) ?? old.attribute(named: attribute.name)
+            guard let source else {
+                guard attribute.optional || attribute.defaultValue != nil else {
+                    throw refused("adding required attribute \(new.name).\(attribute.name) without a default")
+                }
+                try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(EntitySchema.quote(attribute.name))")
+                if let value = attribute.defaultValue, !value.isNull {
+                    let stored = try ValueCoding.databaseValue(value, type: attribute.type)
+                    try db.execute(sql: "UPDATE \(table) SET \(EntitySchema.quote(attribute.name)) = ?", arguments: [stored])
+                }
+                changes.append("added attribute \(new.name).\(attribute.name)")
+                continue
+            }
+            keptKeys.insert(source.name)
+            guard source.type == attribute.type else {
+                throw refused("changing the type of \(new.name).\(attribute.name) from \(source.type.rawValue) to \(attribute.type.rawValue)")
+            }
+            if source.optional && !attribute.optional && attribute.defaultValue == nil {
+                throw refused("making optional attribute \(new.name).\(attribute.name) required")
+            }
+            if source.name != attribute.name {
+                try db.execute(sql: "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(source.name)) TO \(EntitySchema.quote(attribute.name))")
+                changes.append("renamed attribute \(new.name).\(source.name) to \(attribute.name)")
+            }
+        }
+        for relationship in new.relationships {
+            let source = old.relationship(named: relationship.renamedFrom ?? relationship.name) ?? old.relationship(named: relationship.name)
+            guard let source else {
+                if !relationship.toMany {
+                    try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(EntitySchema.quote(relationship.name)) INTEGER")
+                }
+                changes.append("added relationship \(new.name).\(relationship.name)")
+                continue
+            }
+            keptKeys.insert(source.name)
+            guard source.destination == relationship.destination, source.toMany == relationship.toMany else {
+                throw refused("changing the destination or cardinality of \(new.name).\(relationship.name)")
+            }
+            if source.name != relationship.name {
+                if !relationship.toMany {
+                    try db.execute(sql: "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(source.name)) TO \(EntitySchema.quote(relationship.name))")
+                }
+                changes.append("renamed relationship \(new.name).\(source.name) to \(relationship.name)")
+            }
+            if source.deleteRule != relationship.deleteRule || source.inverse != relationship.inverse {
+                changes.append("changed relationship \(new.name).\(relationship.name)")
+            }
+        }
+        for key in old.attributes.map(\.name) + old.relationships.map(\.name) where !keptKeys.contains(key) {
+            throw refused("removing \(old.name).\(key)")
+        }
+    }
+
+    /// Makes the entity's indexes exactly the declared ones, plus one per to-one relationship column.
+    private static func syncIndexes(_ db: Database, for entity: EntitySchema, changes: inout [String]) throws {
+        var desired: [String: String] = [:]
+        func add(_ prefix: String, _ keys: [String], unique: Bool) {
+            let name = "\(prefix)_\(entity.name)_\(keys.joined(separator: "_"))"
+            let columns = keys.map(entity.column).joined(separator: ", ")
+            desired[name] = "CREATE \(unique ? "UNIQUE " : "")INDEX \(EntitySchema.quote(name)) ON \(entity.table) (\(columns))"
+        }
+        for attribute in entity.description.attributes where attribute.indexed { add("i", [attribute.name], unique: false) }
+        for keys in entity.description.indexes { add("i", keys, unique: false) }
+        for keys in entity.description.uniquenessConstraints { add("u", keys, unique: true) }
+        for key in entity.toOne.keys { add("r", [key], unique: false) }
+        let existing = try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", arguments: [entity.tableName])
+        var present: [String: String] = [:]
+        for row in existing {
+            if let name: String = row["name"], let sql: String = row["sql"] { present[name] = sql }
+        }
+        for (name, sql) in present where desired[name] != sql {
+            try db.execute(sql: "DROP INDEX \(EntitySchema.quote(name))")
+            if !name.hasPrefix("r_") { changes.append("dropped index \(name)") }
+        }
+        for (name, sql) in desired.sorted(by: { $0.key < $1.key }) where present[name] != sql {
+            do {
+                try db.execute(sql: sql)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw refused("adding uniqueness constraint \(name) while existing objects share its values")
+            }
+            if !name.hasPrefix("r_") { changes.append("added index \(name)") }
+        }
+    }
+}
+
+extension Store {
+    /// `model/define`: validates and applies the model in one transaction.
+    public func defineModel(_ entities: [EntityDescription]) throws(RPCError) -> ModelDefine.Result {
+        let (schema, changes) = try write { db in try ModelMigrator.migrate(db, from: self.schema, to: entities) }
+        replaceSchema(schema)
+        return ModelDefine.Result(version: schema.version, changes: changes)
+    }
+
+    /// `model/get`.
+    public func model() -> ModelGet.Result {
+        let schema = schema
+        return ModelGet.Result(version: schema.version, entities: schema.descriptions)
+    }
+}

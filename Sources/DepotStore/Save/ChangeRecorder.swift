@@ -1,0 +1,94 @@
+import DepotProtocol
+
+/// What one committed transaction changed: the input of `store/didSave`,
+/// history, and the fetched-results engine.
+public struct CommittedTransaction: Sendable {
+    /// The transaction's number.
+    public var number: Int64
+    /// Who made it.
+    public var author: String?
+    /// When it committed, seconds since 1970.
+    public var timestamp: Double
+    /// The changes, by entity name.
+    public var changes: [String: EntityChangeSet]
+
+    /// The wire form of the changes.
+    public var wireChanges: [String: EntityChanges] { changes.mapValues { $0.wire } }
+}
+
+/// The rows of one entity that a transaction inserted, updated or deleted.
+public struct EntityChangeSet: Sendable {
+    /// The entity.
+    public var entity: String
+    /// Inserted rows, in order.
+    public var inserted: [Int64] = []
+    /// Updated rows with their changed keys, in order of first change.
+    public var updated: [(row: Int64, keys: Set<String>)] = []
+    /// Deleted rows, in order.
+    public var deleted: [Int64] = []
+
+    /// The wire form.
+    public var wire: EntityChanges {
+        EntityChanges(
+            inserted: inserted.map { "\(entity)/\($0)" },
+            updated: updated.map { EntityChanges.Update(id: "\(entity)/\($0.row)", keys: $0.keys.sorted()) },
+            deleted: deleted.map { "\(entity)/\($0)" })
+    }
+
+    /// Every row the transaction touched.
+    public var allRows: [Int64] { inserted + updated.map(\.row) + deleted }
+}
+
+/// Collects changes while a write runs, folding repeats: an update of a row
+/// inserted or deleted in the same transaction is not reported as an update.
+struct ChangeRecorder {
+    private var inserted: [String: [Int64]] = [:]
+    private var insertedSet: Set<ObjectID> = []
+    private var updatedOrder: [String: [Int64]] = [:]
+    private var updatedKeys: [ObjectID: Set<String>] = [:]
+    private var deleted: [String: [Int64]] = [:]
+    private var deletedSet: Set<ObjectID> = []
+
+    mutating func insert(_ entity: String, _ row: Int64) {
+        inserted[entity, default: []].append(row)
+        insertedSet.insert(ObjectID(entity: entity, row: row))
+    }
+
+    mutating func update(_ entity: String, _ row: Int64, key: String) {
+        let id = ObjectID(entity: entity, row: row)
+        if updatedKeys[id] == nil { updatedOrder[entity, default: []].append(row) }
+        updatedKeys[id, default: []].insert(key)
+    }
+
+    mutating func delete(_ entity: String, _ row: Int64) {
+        let id = ObjectID(entity: entity, row: row)
+        guard deletedSet.insert(id).inserted else { return }
+        deleted[entity, default: []].append(row)
+    }
+
+    func isDeleted(_ entity: String, _ row: Int64) -> Bool { deletedSet.contains(ObjectID(entity: entity, row: row)) }
+
+    /// Rows updated and neither inserted nor deleted: the ones whose version grows.
+    var updatedRows: [ObjectID] {
+        updatedOrder.flatMap { entity, rows in
+            rows.map { ObjectID(entity: entity, row: $0) }.filter { !insertedSet.contains($0) && !deletedSet.contains($0) }
+        }
+    }
+
+    var isEmpty: Bool { inserted.isEmpty && updatedRows.isEmpty && deleted.isEmpty }
+
+    func changes() -> [String: EntityChangeSet] {
+        var result: [String: EntityChangeSet] = [:]
+        for (entity, rows) in inserted {
+            result[entity, default: EntityChangeSet(entity: entity)].inserted = rows.filter { !deletedSet.contains(ObjectID(entity: entity, row: $0)) }
+        }
+        for id in updatedRows {
+            result[id.entity, default: EntityChangeSet(entity: id.entity)].updated.append((id.row, updatedKeys[id] ?? []))
+        }
+        for (entity, rows) in deleted {
+            let kept = rows.filter { !insertedSet.contains(ObjectID(entity: entity, row: $0)) }
+            result[entity, default: EntityChangeSet(entity: entity)].deleted = kept
+        }
+        return result.filter { !($0.value.inserted.isEmpty && $0.value.updated.isEmpty && $0.value.deleted.isEmpty) }
+    }
+}

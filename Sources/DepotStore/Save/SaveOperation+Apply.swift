@@ -1,0 +1,255 @@
+import DepotProtocol
+import Foundation
+import GRDB
+
+// MARK: - Delete rules
+
+extension SaveOperation {
+    /// The deletes plus everything their `cascade` rules reach, after checking `deny` rules.
+    func expandDeletes(_ db: Database) throws -> [(ObjectID, EntitySchema)] {
+        var ordered: [(ObjectID, EntitySchema)] = []
+        var seen: Set<ObjectID> = []
+        var queue = deletes.map { ($0.id, $0.entity) }
+        while !queue.isEmpty {
+            let (id, entity) = queue.removeFirst()
+            guard seen.insert(id).inserted else { continue }
+            ordered.append((id, entity))
+            for relationship in entity.description.relationships where relationship.deleteRule == .cascade {
+                guard let destination = schema.entity(named: relationship.destination) else { continue }
+                for row in try relatedRows(db, of: id, entity: entity, relationship: relationship) {
+                    queue.append((ObjectID(entity: destination.name, row: row), destination))
+                }
+            }
+        }
+        for (id, entity) in ordered {
+            for relationship in entity.description.relationships where relationship.deleteRule == .deny {
+                let blocking = try relatedRows(db, of: id, entity: entity, relationship: relationship)
+                    .map { ObjectID(entity: relationship.destination, row: $0) }
+                    .filter { !seen.contains($0) }
+                if let first = blocking.first {
+                    throw RPCError(
+                        code: .deleteDenied,
+                        message: "cannot delete \(id): its relationship '\(relationship.name)' has the deny rule and still holds \(first)\(blocking.count > 1 ? " and \(blocking.count - 1) more" : "")",
+                        data: ["id": .string(id.description), "relationship": .string(relationship.name), "objects": .array(blocking.map { .string($0.description) })])
+                }
+            }
+        }
+        return ordered
+    }
+
+    /// The destination rows of `relationship` from object `id`.
+    func relatedRows(_ db: Database, of id: ObjectID, entity: EntitySchema, relationship: RelationshipDescription) throws -> [Int64] {
+        guard let destination = schema.entity(named: relationship.destination) else { return [] }
+        if relationship.toMany {
+            guard let inverse = relationship.inverse else { return [] }
+            return try Int64.fetchAll(db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ? ORDER BY id", arguments: [id.row])
+        }
+        let value = try Int64.fetchOne(db, sql: "SELECT \(entity.column(relationship.name)) FROM \(entity.table) WHERE id = ?", arguments: [id.row])
+        return value.map { [$0] } ?? []
+    }
+
+    mutating func applyDeletes(_ db: Database, _ targets: [(ObjectID, EntitySchema)]) throws {
+        let doomed = Set(targets.map(\.0))
+        for (id, entity) in targets {
+            for relationship in entity.description.relationships {
+                guard let destination = schema.entity(named: relationship.destination) else { continue }
+                let related = try relatedRows(db, of: id, entity: entity, relationship: relationship)
+                    .filter { !doomed.contains(ObjectID(entity: destination.name, row: $0)) }
+                guard let inverse = relationship.inverse, !related.isEmpty else { continue }
+                if relationship.toMany {
+                    guard relationship.deleteRule == .nullify || relationship.deleteRule == .cascade else { continue }
+                    for row in related {
+                        try db.execute(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?", arguments: [row])
+                        recorder.update(destination.name, row, key: inverse)
+                    }
+                } else {
+                    // The destination's to-many loses this object.
+                    for row in related { recorder.update(destination.name, row, key: inverse) }
+                }
+            }
+            // To-one references without a declared inverse would dangle: clear them.
+            for other in schema.entities {
+                for relationship in other.toOne.values where relationship.destination == entity.name {
+                    if let inverse = relationship.inverse, entity.toMany[inverse] != nil { continue }
+                    let rows = try Int64.fetchAll(db, sql: "SELECT id FROM \(other.table) WHERE \(other.column(relationship.name)) = ?", arguments: [id.row])
+                    for row in rows where !doomed.contains(ObjectID(entity: other.name, row: row)) {
+                        try db.execute(sql: "UPDATE \(other.table) SET \(other.column(relationship.name)) = NULL WHERE id = ?", arguments: [row])
+                        recorder.update(other.name, row, key: relationship.name)
+                    }
+                }
+            }
+            try db.execute(sql: "DELETE FROM \(entity.table) WHERE id = ?", arguments: [id.row])
+            recorder.delete(entity.name, id.row)
+        }
+    }
+}
+
+// MARK: - Inserts and updates
+
+extension SaveOperation {
+    func resolve(_ reference: Reference) -> ObjectID? {
+        switch reference {
+        case .existing(let id): id
+        case .temporary(let name): temporaryRows[name]
+        }
+    }
+
+    mutating func applyInserts(_ db: Database) throws {
+        for position in inserts.indices where !inserts[position].isUpsert {
+            let insert = inserts[position]
+            var columns = ["_version"]
+            var arguments: [DatabaseValue] = [1.databaseValue]
+            for key in insert.entity.columnKeys {
+                if let value = insert.values[key] {
+                    columns.append(insert.entity.column(key))
+                    arguments.append(value)
+                } else if case .existing(let id)?? = insert.toOne[key] {
+                    columns.append(insert.entity.column(key))
+                    arguments.append(id.row.databaseValue)
+                }
+            }
+            let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+            do {
+                try db.execute(
+                    sql: "INSERT INTO \(insert.entity.table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))",
+                    arguments: StatementArguments(arguments))
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw RPCError(code: .uniqueConstraint, message: "inserting \(insert.tempId ?? "inserted[\(insert.index)]") into \(insert.entity.name) violates a uniqueness constraint: \(error.message ?? "")")
+            }
+            let row = db.lastInsertedRowID
+            inserts[position].row = row
+            recorder.insert(insert.entity.name, row)
+            if let tempId = insert.tempId { temporaryRows[tempId] = ObjectID(entity: insert.entity.name, row: row) }
+            for (key, reference) in insert.toOne {
+                if case .existing(let id)? = reference { noteInverse(insert.entity, key: key, destinationRow: id.row) }
+            }
+        }
+        // Upserts and folded duplicates resolve to rows that now exist.
+        for position in inserts.indices where inserts[position].isUpsert {
+            let insert = inserts[position]
+            guard let marker = insert.row else { continue }
+            let row = marker > 0 ? marker : inserts[Int(-marker - 1)].row ?? 0
+            inserts[position].row = row
+            let id = ObjectID(entity: insert.entity.name, row: row)
+            if let tempId = insert.tempId { temporaryRows[tempId] = id }
+            if !insert.upsertKeepsStore {
+                updates.append(Update(index: -1, id: id, entity: insert.entity, values: insert.values, toOne: insert.toOne, toMany: insert.toMany))
+            }
+        }
+        // Second pass: references to other inserts of this save, and to-many values.
+        for insert in inserts where !insert.isUpsert {
+            guard let row = insert.row else { continue }
+            for (key, reference) in insert.toOne {
+                guard case .temporary? = reference, let target = reference.flatMap(resolve) else { continue }
+                try db.execute(sql: "UPDATE \(insert.entity.table) SET \(insert.entity.column(key)) = ? WHERE id = ?", arguments: [target.row, row])
+                noteInverse(insert.entity, key: key, destinationRow: target.row)
+            }
+            for (key, references) in insert.toMany {
+                try setToMany(db, entity: insert.entity, row: row, key: key, to: references)
+            }
+        }
+    }
+
+    /// Records that the destination's inverse to-many changed.
+    mutating func noteInverse(_ entity: EntitySchema, key: String, destinationRow: Int64) {
+        guard let relationship = entity.toOne[key], let inverse = relationship.inverse else { return }
+        recorder.update(relationship.destination, destinationRow, key: inverse)
+    }
+
+    mutating func applyUpdates(_ db: Database) throws {
+        for update in updates {
+            guard let row = try storedRow(db, update.id, entity: update.entity) else {
+                throw RPCError.notFound("object \(update.id) was deleted by this same save", id: update.id.description)
+            }
+            var assignments: [String] = []
+            var arguments: [DatabaseValue] = []
+            for (key, value) in update.values.sorted(by: { $0.key < $1.key }) where (row[key] ?? DatabaseValue.null) != value {
+                assignments.append("\(update.entity.column(key)) = ?")
+                arguments.append(value)
+                recorder.update(update.entity.name, update.id.row, key: key)
+            }
+            for (key, reference) in update.toOne.sorted(by: { $0.key < $1.key }) {
+                let target = reference.flatMap(resolve)
+                let old = Int64.fromDatabaseValue(row[key] ?? .null)
+                guard old != target?.row else { continue }
+                assignments.append("\(update.entity.column(key)) = ?")
+                arguments.append(target?.row.databaseValue ?? .null)
+                recorder.update(update.entity.name, update.id.row, key: key)
+                if let old { noteInverse(update.entity, key: key, destinationRow: old) }
+                if let target { noteInverse(update.entity, key: key, destinationRow: target.row) }
+            }
+            if !assignments.isEmpty {
+                do {
+                    try db.execute(
+                        sql: "UPDATE \(update.entity.table) SET \(assignments.joined(separator: ", ")) WHERE id = ?",
+                        arguments: StatementArguments(arguments + [update.id.row.databaseValue]))
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                    throw RPCError(code: .uniqueConstraint, message: "updating \(update.id) violates a uniqueness constraint: \(error.message ?? "")")
+                }
+            }
+            for (key, references) in update.toMany {
+                try setToMany(db, entity: update.entity, row: update.id.row, key: key, to: references)
+            }
+        }
+    }
+
+    /// Makes the to-many `key` of `row` hold exactly `references`, by moving the destinations' inverse column.
+    mutating func setToMany(_ db: Database, entity: EntitySchema, row: Int64, key: String, to references: [Reference]) throws {
+        guard let relationship = entity.toMany[key], let inverse = relationship.inverse,
+            let destination = schema.entity(named: relationship.destination)
+        else { return }
+        let desired = Set(references.compactMap { resolve($0)?.row })
+        let current = Set(try Int64.fetchAll(db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?", arguments: [row]))
+        for removed in current.subtracting(desired).sorted() {
+            try db.execute(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?", arguments: [removed])
+            recorder.update(destination.name, removed, key: inverse)
+        }
+        for added in desired.subtracting(current).sorted() {
+            if let owner = try Int64.fetchOne(db, sql: "SELECT \(destination.column(inverse)) FROM \(destination.table) WHERE id = ?", arguments: [added]) {
+                recorder.update(entity.name, owner, key: key)
+            }
+            try db.execute(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = ? WHERE id = ?", arguments: [row, added])
+            recorder.update(destination.name, added, key: inverse)
+        }
+        if desired != current { recorder.update(entity.name, row, key: key) }
+    }
+
+    /// Bumps versions, records the transaction and builds the result.
+    mutating func finish(_ db: Database) throws -> (StoreSave.Result, CommittedTransaction?) {
+        for id in recorder.updatedRows {
+            guard let entity = schema.entity(named: id.entity) else { continue }
+            try db.execute(sql: "UPDATE \(entity.table) SET _version = _version + 1 WHERE id = ?", arguments: [id.row])
+        }
+        var ids: [String: String] = [:]
+        for insert in inserts {
+            if let tempId = insert.tempId, let id = temporaryRows[tempId] { ids[tempId] = id.description }
+        }
+        guard !recorder.isEmpty else {
+            return (StoreSave.Result(ids: ids, versions: [:], transaction: 0), nil)
+        }
+        let changes = recorder.changes()
+        let transaction = try HistoryLog.record(db, author: author, changes: changes)
+        var versions: [String: Int64] = [:]
+        for (name, change) in changes {
+            guard let entity = schema.entity(named: name) else { continue }
+            for row in change.inserted + change.updated.map(\.row) {
+                versions["\(name)/\(row)"] = try Int64.fetchOne(db, sql: "SELECT _version FROM \(entity.table) WHERE id = ?", arguments: [row])
+            }
+        }
+        return (StoreSave.Result(ids: ids, versions: versions, transaction: transaction.number), transaction)
+    }
+}
+
+extension Store {
+    /// `store/save`: validates, resolves conflicts and commits atomically.
+    ///
+    /// - Returns: the result for the client and, when anything changed, the
+    ///   committed transaction for notifications.
+    public func save(_ params: StoreSave.Parameters) throws(RPCError) -> (StoreSave.Result, CommittedTransaction?) {
+        let schema = schema
+        return try write { db in
+            var operation = SaveOperation(schema: schema, policy: params.mergePolicy ?? .error, author: params.author)
+            return try operation.run(db, params: params)
+        }
+    }
+}

@@ -1,0 +1,227 @@
+import DepotProtocol
+import GRDB
+
+/// One `store/save`, run inside the writer's transaction (DESIGN.md §6).
+///
+/// It works in phases so that nothing is written before everything is known
+/// to be valid: resolve and validate every object (reporting all problems at
+/// once), detect conflicts and apply the merge policy, check uniqueness
+/// (erroring or turning inserts into updates), check `deny` rules, then apply
+/// and record the changes. Any throw rolls the whole transaction back.
+struct SaveOperation {
+    /// A relationship value: an existing object or an insert of this save.
+    enum Reference: Hashable {
+        case existing(ObjectID)
+        case temporary(String)
+    }
+
+    struct Insert {
+        var index: Int
+        var entity: EntitySchema
+        var tempId: String?
+        var values: [String: DatabaseValue]
+        var toOne: [String: Reference?]
+        var toMany: [String: [Reference]]
+        /// The existing row this insert became an update of (upsert), or the row it was inserted as.
+        var row: Int64?
+        /// Set when the insert folded into an existing row instead of inserting.
+        var upsertKeepsStore = false
+        var isUpsert = false
+    }
+
+    struct Update {
+        var index: Int
+        var id: ObjectID
+        var entity: EntitySchema
+        var version: Int64?
+        var original: [String: JSONValue]?
+        var values: [String: DatabaseValue]
+        var toOne: [String: Reference?]
+        var toMany: [String: [Reference]]
+        var keys: Set<String> { Set(values.keys).union(toOne.keys).union(toMany.keys) }
+    }
+
+    struct Delete {
+        var id: ObjectID
+        var entity: EntitySchema
+        var version: Int64?
+    }
+
+    let schema: Schema
+    let policy: MergePolicy
+    let author: String?
+    var inserts: [Insert] = []
+    var updates: [Update] = []
+    var deletes: [Delete] = []
+    var problems: [JSONValue] = []
+    var recorder = ChangeRecorder()
+    /// Rows by tempId once inserted (or matched by an upsert).
+    var temporaryRows: [String: ObjectID] = [:]
+
+    init(schema: Schema, policy: MergePolicy, author: String?) {
+        self.schema = schema
+        self.policy = policy
+        self.author = author
+    }
+
+    mutating func problem(_ object: String, _ key: String?, _ code: String, _ message: String) {
+        var members: [String: JSONValue] = ["object": .string(object), "code": .string(code), "message": .string(message)]
+        members["key"] = key.map { .string($0) } ?? .null
+        problems.append(.object(members))
+    }
+
+    /// Runs the whole save on `db`, inside the caller's transaction.
+    mutating func run(_ db: Database, params: StoreSave.Parameters) throws -> (StoreSave.Result, CommittedTransaction?) {
+        try resolve(db, params: params)
+        try resolveConflicts(db)
+        try resolveUniqueness(db)
+        let deleteSet = try expandDeletes(db)
+        try applyDeletes(db, deleteSet)
+        try applyInserts(db)
+        try applyUpdates(db)
+        return try finish(db)
+    }
+}
+
+// MARK: - Resolving and validating
+
+extension SaveOperation {
+    mutating func resolve(_ db: Database, params: StoreSave.Parameters) throws {
+        var tempIds: [String: String] = [:]
+        for (index, object) in params.inserted.enumerated() {
+            guard let tempId = object.tempId else { continue }
+            if tempIds[tempId] != nil {
+                problem("inserted[\(index)]", "tempId", "duplicateTempId", "tempId '\(tempId)' is used by more than one insert")
+            }
+            tempIds[tempId] = object.entity
+        }
+        for (index, object) in params.inserted.enumerated() {
+            let name = object.tempId ?? "inserted[\(index)]"
+            guard let entity = schema.entity(named: object.entity) else {
+                problem(name, "entity", "unknownEntity", "unknown entity '\(object.entity)'")
+                continue
+            }
+            var insert = Insert(index: index, entity: entity, tempId: object.tempId, values: [:], toOne: [:], toMany: [:])
+            resolveValues(db, object.values, entity: entity, object: name, tempIds: tempIds, into: &insert.values, &insert.toOne, &insert.toMany)
+            for attribute in entity.description.attributes where insert.values[attribute.name] == nil || insert.values[attribute.name] == .null {
+                if let value = attribute.defaultValue, !value.isNull, let stored = try? ValueCoding.databaseValue(value, type: attribute.type) {
+                    insert.values[attribute.name] = stored
+                } else if !attribute.optional && (object.values[attribute.name] ?? .null).isNull {
+                    problem(name, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
+                }
+            }
+            for relationship in entity.toOne.values where !relationship.optional {
+                if insert.toOne[relationship.name] == nil || insert.toOne[relationship.name]! == nil {
+                    problem(name, relationship.name, "required", "\(entity.name).\(relationship.name) is required")
+                }
+            }
+            inserts.append(insert)
+        }
+        for (index, object) in params.updated.enumerated() {
+            guard let id = ObjectID(object.id) else {
+                problem(object.id, "id", "badId", "'\(object.id)' is not an object id (Entity/number) at updated[\(index)]")
+                continue
+            }
+            guard let entity = schema.entity(named: id.entity) else {
+                problem(object.id, "id", "unknownEntity", "unknown entity '\(id.entity)'")
+                continue
+            }
+            guard try exists(db, id, entity: entity) else {
+                throw RPCError.notFound("updated[\(index)]: object \(object.id) does not exist", id: object.id)
+            }
+            var update = Update(index: index, id: id, entity: entity, version: object.version, original: object.original, values: [:], toOne: [:], toMany: [:])
+            resolveValues(db, object.values, entity: entity, object: object.id, tempIds: tempIds, into: &update.values, &update.toOne, &update.toMany)
+            for (key, value) in update.values where value == .null && entity.attributes[key]?.optional == false {
+                problem(object.id, key, "required", "\(entity.name).\(key) is required and cannot be set to null")
+            }
+            for (key, value) in update.toOne where value == nil && entity.toOne[key]?.optional == false {
+                problem(object.id, key, "required", "\(entity.name).\(key) is required and cannot be set to null")
+            }
+            if let original = object.original {
+                for key in original.keys where !entity.hasKey(key) {
+                    problem(object.id, key, "unknownKey", "original names unknown key '\(key)' of \(entity.name)")
+                }
+            }
+            updates.append(update)
+        }
+        for (index, object) in params.deleted.enumerated() {
+            guard let id = ObjectID(object.id), let entity = schema.entity(named: id.entity) else {
+                problem(object.id, "id", "badId", "'\(object.id)' is not an object id of a known entity at deleted[\(index)]")
+                continue
+            }
+            guard try exists(db, id, entity: entity) else {
+                throw RPCError.notFound("deleted[\(index)]: object \(object.id) does not exist", id: object.id)
+            }
+            deletes.append(Delete(id: id, entity: entity, version: object.version))
+        }
+        if !problems.isEmpty {
+            let count = problems.count
+            let first = problems.first?["message"]?.stringValue ?? ""
+            throw RPCError(
+                code: .validationFailed,
+                message: "the save is invalid (\(count) problem\(count == 1 ? "" : "s")): \(first)\(count > 1 ? "; …" : "")",
+                data: ["errors": .array(problems)])
+        }
+    }
+
+    func exists(_ db: Database, _ id: ObjectID, entity: EntitySchema) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM \(entity.table) WHERE id = ?", arguments: [id.row]) ?? false
+    }
+
+    /// Sorts `values` into attributes, to-one and to-many references, noting every problem.
+    mutating func resolveValues(
+        _ db: Database, _ values: [String: JSONValue], entity: EntitySchema, object: String, tempIds: [String: String],
+        into attributes: inout [String: DatabaseValue], _ toOne: inout [String: Reference?], _ toMany: inout [String: [Reference]]
+    ) {
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+            if let attribute = entity.attributes[key] {
+                do {
+                    attributes[key] = try ValueCoding.databaseValue(value, type: attribute.type)
+                } catch {
+                    problem(object, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
+                }
+            } else if let relationship = entity.toOne[key] {
+                if value.isNull {
+                    toOne[key] = .some(nil)
+                } else if let reference = reference(db, value, destination: relationship.destination, object: object, key: key, tempIds: tempIds) {
+                    toOne[key] = reference
+                }
+            } else if let relationship = entity.toMany[key] {
+                guard case .array(let elements) = value else {
+                    problem(object, key, "type", "\(entity.name).\(key) is to-many and must be an array of ids, got \(value.excerpt())")
+                    continue
+                }
+                toMany[key] = elements.compactMap {
+                    reference(db, $0, destination: relationship.destination, object: object, key: key, tempIds: tempIds)
+                }
+            } else {
+                problem(object, key, "unknownKey", "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))")
+            }
+        }
+    }
+
+    mutating func reference(
+        _ db: Database, _ value: JSONValue, destination: String, object: String, key: String, tempIds: [String: String]
+    ) -> Reference? {
+        guard case .string(let text) = value else {
+            problem(object, key, "type", "\(key) must be an object id or tempId, got \(value.excerpt())")
+            return nil
+        }
+        if let entityName = tempIds[text] {
+            guard entityName == destination else {
+                problem(object, key, "badReference", "\(key) must refer to a \(destination), but tempId '\(text)' is a \(entityName)")
+                return nil
+            }
+            return .temporary(text)
+        }
+        guard let id = ObjectID(text), id.entity == destination, let entity = schema.entity(named: destination) else {
+            problem(object, key, "badReference", "\(key) must be the id of a \(destination) or a tempId of this save, got '\(text)'")
+            return nil
+        }
+        guard (try? exists(db, id, entity: entity)) == true else {
+            problem(object, key, "badReference", "\(key) refers to \(text), which does not exist")
+            return nil
+        }
+        return .existing(id)
+    }
+}

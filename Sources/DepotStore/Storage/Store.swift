@@ -1,0 +1,94 @@
+import DepotProtocol
+import Foundation
+import GRDB
+import Synchronization
+
+/// The object store: a model, objects in SQLite, fetches, saves and history.
+///
+/// One `Store` owns one database file through a GRDB `DatabasePool` in WAL mode:
+/// writes are serialized on the pool's single writer, reads run concurrently on
+/// its readers and see committed snapshots, so a long write never blocks a read.
+/// Every method is synchronous and may block: call it from a worker thread,
+/// never from the transport loop.
+public final class Store: Sendable {
+    /// The underlying pool; exposed for tests and for the fetched-results engine's reads.
+    public let pool: DatabasePool
+    private let currentSchema: Mutex<Schema>
+
+    /// Opens (creating if needed) the store at `path`.
+    public init(path: String) throws(RPCError) {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.maximumReaderCount = 4
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            PredicateCompilation.registerFunctions(in: db)
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            let schema = try pool.write { db in
+                try Self.createMetaTables(db)
+                return try ModelMigrator.loadSchema(db)
+            }
+            currentSchema = Mutex(schema)
+        } catch {
+            throw .internalError("could not open the store at \(path): \(error)")
+        }
+    }
+
+    /// The current model.
+    public var schema: Schema { currentSchema.withLock { $0 } }
+
+    func replaceSchema(_ schema: Schema) { currentSchema.withLock { $0 = schema } }
+
+    private static func createMetaTables(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS depot_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS depot_transaction (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    timestamp REAL NOT NULL,
+                    author TEXT,
+                    changes TEXT NOT NULL);
+                """)
+    }
+
+    /// The newest committed transaction's number (0 before any).
+    public func latestTransaction() throws(RPCError) -> Int64 {
+        try read { db in try Self.latestTransaction(db) }
+    }
+
+    static func latestTransaction(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'depot_transaction'") ?? 0
+    }
+
+    /// Runs `body` in a read-only snapshot, mapping errors to ``RPCError``.
+    public func read<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
+        try Self.mapErrors { try pool.read(body) }
+    }
+
+    /// Runs `body` as the single writer, in one transaction, mapping errors to ``RPCError``.
+    public func write<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
+        try Self.mapErrors { try pool.write(body) }
+    }
+
+    /// Turns any thrown error into an ``RPCError``: our own pass through,
+    /// SQLite's become -32603 with the failing statement.
+    static func mapErrors<T>(_ body: () throws -> T) throws(RPCError) -> T {
+        do {
+            return try body()
+        } catch let error as RPCError {
+            throw error
+        } catch let error as DatabaseError {
+            if error.resultCode == .SQLITE_INTERRUPT { throw RPCError.cancelled }
+            throw RPCError.internalError("database error: \(error.message ?? "\(error.resultCode)") in \(error.sql ?? "?")")
+        } catch {
+            throw RPCError.internalError("\(error)")
+        }
+    }
+
+    /// Writes the WAL back into the database file (at shutdown).
+    public func checkpoint() {
+        _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+    }
+}
