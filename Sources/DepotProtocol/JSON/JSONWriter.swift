@@ -16,6 +16,45 @@ public struct JSONWriter {
         return writer.bytes
     }
 
+    /// Serializes one value with two-space indentation, for people.
+    public static func encodePretty(_ value: JSONValue) -> String {
+        var writer = JSONWriter()
+        writer.writePretty(value, indent: 0)
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    private mutating func newline(_ indent: Int) {
+        bytes.append(0x0A)
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * 2))
+    }
+
+    private mutating func writePretty(_ value: JSONValue, indent: Int) {
+        switch value {
+        case .array(let elements) where !elements.isEmpty:
+            bytes.append(UInt8(ascii: "["))
+            for (offset, element) in elements.enumerated() {
+                if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+                newline(indent + 1)
+                writePretty(element, indent: indent + 1)
+            }
+            newline(indent)
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members) where !members.isEmpty:
+            bytes.append(UInt8(ascii: "{"))
+            for (offset, key) in members.keys.sorted().enumerated() {
+                if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+                newline(indent + 1)
+                write(key)
+                writeRaw(": ")
+                writePretty(members[key]!, indent: indent + 1)
+            }
+            newline(indent)
+            bytes.append(UInt8(ascii: "}"))
+        default:
+            write(value)
+        }
+    }
+
     /// Appends raw, already-encoded JSON.
     public mutating func writeRaw(_ json: some Sequence<UInt8>) { bytes.append(contentsOf: json) }
 

@@ -1,0 +1,150 @@
+import DepotProtocol
+import Foundation
+import Synchronization
+import ZeroMQ
+
+/// The client's socket loop: one thread owns the DEALER socket; calls post
+/// frames through a ``Mailbox`` and wait for their responses by id.
+final class ClientTransport: @unchecked Sendable {
+    // @unchecked: `socket` is touched only on the I/O thread; the rest is locked or atomic.
+    typealias Completion = @Sendable (Result<JSONValue, DepotClientError>) -> Void
+
+    private struct Pending {
+        var method: String
+        var deadline: ContinuousClock.Instant
+        var timeout: Duration
+        var completion: Completion
+    }
+
+    private let context: Context
+    private let socket: Socket
+    private let outbox = Mailbox<[UInt8]>()
+    private let pending = Mutex<[RequestID: Pending]>([:])
+    private let subscribers = Mutex<[UUID: AsyncStream<ServerNotification>.Continuation]>([:])
+    private let nextID = Atomic<Int64>(1)
+    private let stopRequested = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let lastSent = Mutex(ContinuousClock.now)
+    /// Seconds between heartbeats; 0 until `initialize` tells the interval.
+    let heartbeatInterval = Mutex<Double>(0)
+
+    init(endpoint: String) throws(ZMQError) {
+        context = try Context()
+        socket = try Socket(context: context, type: .dealer)
+        try socket.setLinger(milliseconds: 0)
+        try socket.setSendHighWaterMark(0)
+        try socket.setReceiveHighWaterMark(0)
+        try socket.setReconnectInterval(milliseconds: 100)
+        try socket.connect(endpoint)
+        let thread = Thread { [self] in
+            run()
+            finished.signal()
+        }
+        thread.name = "depot-client"
+        thread.start()
+    }
+
+    /// A fresh request id.
+    func makeID() -> RequestID { .number(nextID.wrappingAdd(1, ordering: .relaxed).oldValue) }
+
+    /// Sends a request; `completion` runs on the I/O thread with the result or error.
+    func request(id: RequestID, method: String, params: JSONValue?, timeout: Duration, completion: @escaping Completion) {
+        guard !stopRequested.load(ordering: .relaxed) else { return completion(.failure(.closed)) }
+        pending.withLock { $0[id] = Pending(method: method, deadline: .now + timeout, timeout: timeout, completion: completion) }
+        outbox.post(Message.request(id: id, method: method, params: params).encoded)
+    }
+
+    /// Forgets a pending request (its answer, if any, is dropped).
+    func abandon(_ id: RequestID) { _ = pending.withLock { $0.removeValue(forKey: id) } }
+
+    /// Sends raw bytes (a notification, or a hand-made message in tests).
+    func send(_ bytes: [UInt8]) { outbox.post(bytes) }
+
+    /// A new stream of every notification from now on.
+    func notifications() -> AsyncStream<ServerNotification> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ServerNotification.self, bufferingPolicy: .unbounded)
+        let key = UUID()
+        subscribers.withLock { $0[key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    /// Stops the loop, failing pending calls with ``DepotClientError/closed``.
+    func stop() {
+        guard !stopRequested.exchange(true, ordering: .relaxed) else { return }
+        outbox.wake()
+        finished.wait()
+        let failed = pending.withLock { pending in
+            let all = pending.values
+            pending.removeAll()
+            return Array(all)
+        }
+        failed.forEach { $0.completion(.failure(.closed)) }
+        subscribers.withLock { subscribers in
+            subscribers.values.forEach { $0.finish() }
+            subscribers.removeAll()
+        }
+    }
+
+    private func run() {
+        var poller = Poller()
+        let socketIndex = poller.add(socket)
+        let wakeIndex = poller.add(fileDescriptor: outbox.wakeDescriptor)
+        while !stopRequested.load(ordering: .relaxed) {
+            guard let ready = try? poller.poll(timeoutMilliseconds: 50) else { break }
+            if ready[wakeIndex].contains(.readable) {
+                for bytes in outbox.drain() {
+                    _ = try? socket.send(bytes)
+                }
+                lastSent.withLock { $0 = .now }
+            }
+            if ready[socketIndex].contains(.readable) {
+                while let message = try? socket.receive(dontWait: true) {
+                    if let frame = message.last { deliver(frame) }
+                }
+            }
+            expireAndBeat()
+        }
+        for bytes in outbox.drain() { _ = try? socket.send(bytes, dontWait: true) }
+        socket.close()
+        context.terminate()
+    }
+
+    private func deliver(_ frame: [UInt8]) {
+        guard let json = try? JSONParser.parse(frame) else { return }
+        let messages = json.arrayValue ?? [json]
+        for element in messages {
+            guard let message = try? Message.decode(element) else { continue }
+            switch message {
+            case .result(let id, let result):
+                pending.withLock { $0.removeValue(forKey: id) }?.completion(.success(result))
+            case .error(let id?, let error):
+                pending.withLock { $0.removeValue(forKey: id) }?.completion(.failure(.server(error)))
+            case .notification(let method, let params):
+                let notification = ServerNotification(method: method, params: params ?? .object([:]))
+                for continuation in subscribers.withLock({ Array($0.values) }) {
+                    continuation.yield(notification)
+                }
+            case .error(nil, _), .request:
+                break
+            }
+        }
+    }
+
+    private func expireAndBeat() {
+        let now = ContinuousClock.now
+        let expired = pending.withLock { pending in
+            let late = pending.filter { $0.value.deadline <= now }
+            for id in late.keys { pending[id] = nil }
+            return Array(late.values)
+        }
+        expired.forEach { $0.completion(.failure(.timedOut(method: $0.method, after: $0.timeout))) }
+        let interval = heartbeatInterval.withLock { $0 }
+        guard interval > 0, now - lastSent.withLock({ $0 }) > .milliseconds(Int64(interval * 500)) else { return }
+        // A ping keeps the session alive; its answer matches no pending call and is dropped.
+        _ = try? socket.send(Message.request(id: .string("heartbeat"), method: Ping.name, params: nil).encoded)
+        lastSent.withLock { $0 = now }
+    }
+}

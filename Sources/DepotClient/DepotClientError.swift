@@ -1,0 +1,32 @@
+import DepotProtocol
+import ZeroMQ
+
+/// Why a call through a ``DepotConnection`` failed.
+public enum DepotClientError: Error, Sendable, CustomStringConvertible {
+    /// The server answered with a JSON-RPC error (its code, message and data).
+    case server(RPCError)
+    /// No answer came within the timeout.
+    case timedOut(method: String, after: Duration)
+    /// The connection is closed.
+    case closed
+    /// ZeroMQ failed (a bad endpoint, say).
+    case transport(ZMQError)
+    /// The server's answer did not have the expected shape.
+    case invalidResponse(String)
+
+    public var description: String {
+        switch self {
+        case .server(let error): "server error \(error.code.rawValue): \(error.message)"
+        case .timedOut(let method, let after): "no answer to \(method) within \(after): is depotd running at that endpoint?"
+        case .closed: "the connection is closed"
+        case .transport(let error): "transport error: \(error)"
+        case .invalidResponse(let detail): "invalid response: \(detail)"
+        }
+    }
+
+    /// The server's error, if this is one.
+    public var rpcError: RPCError? {
+        if case .server(let error) = self { return error }
+        return nil
+    }
+}

@@ -1,0 +1,55 @@
+import DepotProtocol
+
+/// Where a handler runs.
+enum Execution: Sendable {
+    /// On the transport thread: only for work that never blocks (ping, session bookkeeping).
+    case inline
+    /// On the concurrent reader pool: fetches and other reads.
+    case read
+    /// On the single serial writer: anything that commits, so that
+    /// notifications of transaction T go out before those of T+1.
+    case write
+}
+
+/// A method's handler with its params decoded and its result encoded.
+struct Handler: Sendable {
+    let execution: Execution
+    let run: @Sendable (JSONValue?, RequestContext) throws(RPCError) -> [UInt8]
+}
+
+/// The methods the server answers, by name, each typed by its ``Method``.
+struct HandlerRegistry: Sendable {
+    private(set) var handlers: [String: Handler] = [:]
+
+    /// Registers `body` for `method`; params are decoded before and the result encoded after.
+    mutating func register<M: Method>(
+        _ method: M.Type, _ execution: Execution,
+        _ body: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> M.Result
+    ) {
+        handlers[M.name] = Handler(execution: execution) { (params, context) throws(RPCError) in
+            let decoded = try Self.decode(M.Parameters.self, from: params)
+            return try JSONCoding.encodeBytes(try body(decoded, context))
+        }
+    }
+
+    /// Registers a handler that writes its own result bytes (large results).
+    mutating func registerRaw<M: Method>(
+        _ method: M.Type, _ execution: Execution,
+        _ body: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> [UInt8]
+    ) {
+        handlers[M.name] = Handler(execution: execution) { (params, context) throws(RPCError) in
+            try body(try Self.decode(M.Parameters.self, from: params), context)
+        }
+    }
+
+    /// The handler for `name`.
+    subscript(name: String) -> Handler? { handlers[name] }
+
+    static func decode<P: Decodable>(_ type: P.Type, from params: JSONValue?) throws(RPCError) -> P {
+        switch params {
+        case nil: return try JSONCoding.decode(P.self, from: .object([:]))
+        case .object?: return try JSONCoding.decode(P.self, from: params!)
+        default: throw .invalidParams("params must be an object (named params)", field: "params")
+        }
+    }
+}

@@ -1,0 +1,27 @@
+import DepotProtocol
+import DepotStore
+
+/// What a handler knows about the request it serves.
+struct RequestContext: Sendable {
+    /// The server, for the store and notifications.
+    let server: DepotServer
+    /// The peer that sent the request.
+    let routingID: [UInt8]
+    /// The request's id (`nil` inside notifications).
+    let requestID: RequestID?
+    /// Set when the client sends `$/cancelRequest` or the server shuts down.
+    let cancellation: Cancellation
+
+    /// The store.
+    var store: Store { server.store }
+
+    /// Sends a notification to this request's session.
+    func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters) {
+        server.notify(method, params, to: routingID)
+    }
+
+    /// A work-done progress reporter for `token`, or `nil` when the request carried none.
+    func progress(token: JSONValue?) -> ProgressReporter? {
+        token.map { ProgressReporter(token: $0, routingID: routingID, server: server) }
+    }
+}

@@ -1,0 +1,37 @@
+import DepotProtocol
+
+extension DepotServer {
+    static func registerLifecycleHandlers(_ handlers: inout HandlerRegistry) {
+        handlers.register(Initialize.self, .inline) { (params, context) throws(RPCError) in
+            guard params.protocolVersion == depotProtocolVersion else {
+                throw .invalidParams("protocolVersion '\(params.protocolVersion)' is not supported (this server speaks \"\(depotProtocolVersion)\")", field: "params.protocolVersion")
+            }
+            let server = context.server
+            guard let session = server.sessions.open(routingID: context.routingID, clientInfo: params.clientInfo) else {
+                throw RPCError(code: .invalidRequest, message: "this connection is already initialized; send disconnect first to start over")
+            }
+            server.logger.debug("session \(session.id) opened by \(params.clientInfo?.name ?? "unnamed client")")
+            return Initialize.Result(
+                serverInfo: ImplementationInfo(name: "depotd", version: server.configuration.version),
+                protocolVersion: depotProtocolVersion,
+                sessionId: session.id,
+                heartbeatInterval: server.configuration.heartbeatInterval,
+                capabilities: [
+                    "batch": true, "progress": true, "partialResults": true, "cancellation": true,
+                    "maxMessageSize": .int(server.configuration.maxMessageSize),
+                ])
+        }
+        handlers.register(Ping.self, .inline) { _, _ in Empty() }
+        handlers.register(Disconnect.self, .inline) { _, context in
+            context.server.closeSession(context.routingID, reason: "disconnect")
+            return Null()
+        }
+    }
+
+    static func registerModelHandlers(_ handlers: inout HandlerRegistry) {
+        handlers.register(ModelGet.self, .inline) { _, context in context.store.model() }
+        handlers.register(ModelDefine.self, .write) { (params, context) throws(RPCError) in
+            try context.store.defineModel(params.entities)
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import DepotProtocol
+import DepotStore
+
+/// Fans a committed transaction out to every `store/observe` registration as
+/// `store/didSave` (Core Data's did-save notification, across processes).
+struct ObservationCenter {
+    /// Queues the notifications for `transaction`; runs on the writer queue
+    /// right after the commit, so they precede the committing request's response.
+    static func publish(_ transaction: CommittedTransaction, server: DepotServer) {
+        let observers = server.sessions.observers()
+        guard !observers.isEmpty else { return }
+        let changes = transaction.wireChanges
+        var values: [String: JSONValue]?
+        for (routingID, observer, parameters) in observers {
+            var selected = changes
+            if let entities = parameters.entities {
+                selected = changes.filter { entities.contains($0.key) }
+                if selected.isEmpty { continue }
+            }
+            var objects: [String: JSONValue]?
+            if parameters.includeValues == true {
+                if values == nil { values = readValues(changes, store: server.store) }
+                objects = values?.filter { key, _ in selected.keys.contains(String(key.split(separator: "/").first ?? "")) }
+            }
+            let params = DidSave.Parameters(observer: observer, transaction: transaction.number, author: transaction.author, changes: selected, objects: objects)
+            server.notify(DidSave.self, params, to: routingID)
+        }
+    }
+
+    private static func readValues(_ changes: [String: EntityChanges], store: Store) -> [String: JSONValue] {
+        let ids = changes.values.flatMap { $0.inserted + $0.updated.map(\.id) }
+        guard let objects = try? store.objects(ids: ids) else { return [:] }
+        return Dictionary(zip(ids, objects).filter { !$0.1.isNull }, uniquingKeysWith: { first, _ in first })
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// How a ``DepotServer`` runs.
+public struct ServerConfiguration: Sendable {
+    /// The directory holding the database (created mode 0700).
+    public var dataDirectory: URL
+    /// Endpoints to bind; the ipc endpoint in the data directory when empty.
+    public var endpoints: [String]
+    /// Seconds between a client's messages at most; three silent intervals end a session.
+    public var heartbeatInterval: Double
+    /// The largest inbound message in bytes (`ZMQ_MAXMSGSIZE`).
+    public var maxMessageSize: Int64
+    /// Messages ZeroMQ queues per peer before the server's own backlog takes over.
+    public var sendHighWaterMark: Int32
+    /// Messages the server queues per session beyond ZeroMQ before a subscription overflows.
+    public var sessionQueueLimit: Int
+    /// The server's version string.
+    public var version: String
+
+    /// A configuration with Depot's defaults for `dataDirectory`.
+    public init(
+        dataDirectory: URL, endpoints: [String] = [], heartbeatInterval: Double = 10,
+        maxMessageSize: Int64 = 16 << 20, sendHighWaterMark: Int32 = 10_000, sessionQueueLimit: Int = 10_000,
+        version: String = depotVersion
+    ) {
+        self.dataDirectory = dataDirectory
+        self.endpoints = endpoints
+        self.heartbeatInterval = heartbeatInterval
+        self.maxMessageSize = maxMessageSize
+        self.sendHighWaterMark = sendHighWaterMark
+        self.sessionQueueLimit = sessionQueueLimit
+        self.version = version
+    }
+
+    /// The default endpoint: `ipc://<data-dir>/depot.sock`.
+    public var defaultEndpoint: String { "ipc://" + dataDirectory.appendingPathComponent("depot.sock").path }
+
+    /// The endpoints actually bound.
+    public var effectiveEndpoints: [String] { endpoints.isEmpty ? [defaultEndpoint] : endpoints }
+}
+
+/// Depot's version.
+public let depotVersion = "0.1.0"
+
+/// Why a configuration cannot start.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// What is wrong, for the person starting the daemon.
+    public let description: String
+}
+
+extension ServerConfiguration {
+    /// Refuses endpoints that would expose the store without authentication.
+    ///
+    /// A `tcp://` bind must be on loopback until CURVE keys exist.
+    public func validate() throws(ConfigurationError) {
+        for endpoint in effectiveEndpoints {
+            guard endpoint.hasPrefix("tcp://") else {
+                guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") else {
+                    throw ConfigurationError(description: "unsupported endpoint '\(endpoint)': use ipc://PATH or tcp://127.0.0.1:PORT")
+                }
+                continue
+            }
+            let hostPort = endpoint.dropFirst("tcp://".count)
+            let host: Substring
+            if hostPort.hasPrefix("[") {
+                host = hostPort.dropFirst().prefix { $0 != "]" }
+            } else {
+                host = hostPort.prefix { $0 != ":" }
+            }
+            let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
+            guard loopback else {
+                throw ConfigurationError(description: "refusing to listen on non-loopback '\(endpoint)': anyone on the network could read and write the store. CURVE authentication (--curve-secret-key, --authorized-keys) is not implemented yet; bind tcp://127.0.0.1:PORT or an ipc:// endpoint")
+            }
+        }
+        guard heartbeatInterval > 0 else { throw ConfigurationError(description: "heartbeat interval must be positive") }
+    }
+}

@@ -1,0 +1,19 @@
+import DepotProtocol
+import DepotStore
+import Foundation
+
+/// One client connection's state, keyed by its ZeroMQ routing id.
+struct Session: Sendable {
+    /// The session's id, as `initialize` returned it.
+    let id: String
+    /// The peer's routing id on the ROUTER socket.
+    let routingID: [UInt8]
+    /// Who the client said it is.
+    var clientInfo: ImplementationInfo?
+    /// When the client last sent anything.
+    var lastSeen: ContinuousClock.Instant
+    /// The session's `store/observe` registrations, by observer id.
+    var observers: [String: StoreObserve.Parameters] = [:]
+    /// Requests still running, so `$/cancelRequest` can reach them.
+    var inFlight: [RequestID: Cancellation] = [:]
+}

@@ -1,0 +1,108 @@
+import DepotProtocol
+import DepotStore
+import Foundation
+import Synchronization
+
+/// Every open session, shared by the transport thread (which opens, touches
+/// and expires them) and the workers (which fan out notifications).
+final class SessionRegistry: Sendable {
+    private let sessions = Mutex<[[UInt8]: Session]>([:])
+    private let nextObserver = Atomic<Int>(1)
+
+    /// Opens a session for `routingID`; `nil` if one is already open.
+    func open(routingID: [UInt8], clientInfo: ImplementationInfo?) -> Session? {
+        sessions.withLock { sessions in
+            guard sessions[routingID] == nil else { return nil }
+            let session = Session(id: UUID().uuidString.lowercased(), routingID: routingID, clientInfo: clientInfo, lastSeen: .now)
+            sessions[routingID] = session
+            return session
+        }
+    }
+
+    /// The session of `routingID`, if open.
+    func session(for routingID: [UInt8]) -> Session? {
+        sessions.withLock { $0[routingID] }
+    }
+
+    /// Notes that `routingID` sent something; returns whether it has a session.
+    @discardableResult
+    func touch(_ routingID: [UInt8]) -> Bool {
+        sessions.withLock { sessions in
+            guard sessions[routingID] != nil else { return false }
+            sessions[routingID]!.lastSeen = .now
+            return true
+        }
+    }
+
+    /// Closes the session, cancelling its running requests; returns it if it was open.
+    @discardableResult
+    func close(_ routingID: [UInt8]) -> Session? {
+        let session = sessions.withLock { $0.removeValue(forKey: routingID) }
+        session?.inFlight.values.forEach { $0.cancel() }
+        return session
+    }
+
+    /// Closes every session silent for longer than `limit`; returns them.
+    func expire(silentFor limit: Duration) -> [Session] {
+        let now = ContinuousClock.now
+        let expired = sessions.withLock { sessions in
+            let stale = sessions.values.filter { now - $0.lastSeen > limit }
+            for session in stale { sessions[session.routingID] = nil }
+            return stale
+        }
+        expired.forEach { $0.inFlight.values.forEach { $0.cancel() } }
+        return expired
+    }
+
+    /// Registers a running request; returns its cancellation flag.
+    func begin(_ id: RequestID, routingID: [UInt8]) -> Cancellation {
+        let cancellation = Cancellation()
+        sessions.withLock { $0[routingID]?.inFlight[id] = cancellation }
+        return cancellation
+    }
+
+    /// Forgets a finished request.
+    func end(_ id: RequestID, routingID: [UInt8]) {
+        sessions.withLock { _ = $0[routingID]?.inFlight.removeValue(forKey: id) }
+    }
+
+    /// Cancels a running request of the session; `false` if it is not running.
+    @discardableResult
+    func cancel(_ id: RequestID, routingID: [UInt8]) -> Bool {
+        guard let cancellation = sessions.withLock({ $0[routingID]?.inFlight[id] }) else { return false }
+        cancellation.cancel()
+        return true
+    }
+
+    /// Cancels every running request of every session (shutdown).
+    func cancelAll() {
+        sessions.withLock { $0.values.flatMap { $0.inFlight.values } }.forEach { $0.cancel() }
+    }
+
+    /// Adds an observer to the session; returns its id.
+    func addObserver(_ parameters: StoreObserve.Parameters, routingID: [UInt8]) -> String? {
+        let id = "o\(nextObserver.wrappingAdd(1, ordering: .relaxed).oldValue)"
+        return sessions.withLock { sessions in
+            guard sessions[routingID] != nil else { return nil }
+            sessions[routingID]!.observers[id] = parameters
+            return id
+        }
+    }
+
+    /// Removes an observer; `false` if the session has no such observer.
+    func removeObserver(_ id: String, routingID: [UInt8]) -> Bool {
+        sessions.withLock { $0[routingID]?.observers.removeValue(forKey: id) != nil }
+    }
+
+    /// Every (session, observer id, params) registered.
+    func observers() -> [(routingID: [UInt8], observer: String, parameters: StoreObserve.Parameters)] {
+        sessions.withLock { sessions in
+            sessions.values.flatMap { session in
+                session.observers.map { (session.routingID, $0.key, $0.value) }
+            }
+        }
+    }
+
+    /// How many sessions are open.
+    var count: Int { sessions.withLock { $0.count } }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import Logging
+import Synchronization
+import ZeroMQ
+
+/// What the transport hands up: one inbound frame from one peer.
+protocol TransportDelegate: AnyObject, Sendable {
+    /// A message arrived (transport thread). `payload` is the frame after the routing id.
+    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8])
+    /// A send failed because the peer is gone (`ROUTER_MANDATORY`).
+    func transport(_ transport: RouterTransport, peerVanished routingID: [UInt8])
+    /// Called about once a second on the transport thread, for timers.
+    func transportDidTick(_ transport: RouterTransport)
+}
+
+/// The socket loop: one thread that owns the ROUTER socket, receives every
+/// inbound message, and sends everything the outbox (a ``Mailbox``) collects.
+///
+/// Messages a peer cannot take yet (its high-water mark is reached) wait in a
+/// per-peer backlog and are retried; the backlog's size is exposed so that the
+/// server can apply its slow-consumer policy.
+final class RouterTransport: @unchecked Sendable {
+    // @unchecked: `socket` and `backlog` are touched only on the transport thread.
+    private let context: Context
+    private let socket: Socket
+    let outbox = Mailbox<OutboundMessage>()
+    private let logger: Logger
+    private let stopRequested = Mutex(false)
+    private var backlog: [[UInt8]: [[UInt8]]] = [:]
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+    weak var delegate: (any TransportDelegate)?
+
+    /// Binds every endpoint; throws on the first that fails.
+    init(endpoints: [String], maxMessageSize: Int64, sendHighWaterMark: Int32, logger: Logger) throws(ZMQError) {
+        self.logger = logger
+        context = try Context()
+        socket = try Socket(context: context, type: .router)
+        try socket.setRouterMandatory(true)
+        try socket.setMaxMessageSize(maxMessageSize)
+        try socket.setSendHighWaterMark(sendHighWaterMark)
+        try socket.setReceiveHighWaterMark(0)
+        try socket.setLinger(milliseconds: 1000)
+        for endpoint in endpoints {
+            try socket.bind(endpoint)
+        }
+    }
+
+    /// The endpoint last bound, with the port the system chose for `tcp://…:*`.
+    var lastEndpoint: String { (try? socket.lastEndpoint()) ?? "" }
+
+    /// Starts the loop on its own thread.
+    func start() {
+        let thread = Thread { [self] in
+            run()
+            finished.signal()
+        }
+        thread.name = "depot-transport"
+        thread.stackSize = 4 << 20
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Stops the loop after sending what is queued, and closes the socket.
+    func stop() {
+        stopRequested.withLock { $0 = true }
+        outbox.wake()
+        finished.wait()
+    }
+
+    /// Sends now if on the transport thread with nothing queued ahead, else queues.
+    func send(_ payload: [UInt8], to routingID: [UInt8]) {
+        outbox.post(OutboundMessage(routingID: routingID, payload: payload))
+    }
+
+    /// How many messages wait for `routingID` beyond ZeroMQ's own queue (transport thread).
+    func backlogCount(for routingID: [UInt8]) -> Int { backlog[routingID]?.count ?? 0 }
+
+    private func run() {
+        var poller = Poller()
+        let socketIndex = poller.add(socket)
+        let wakeIndex = poller.add(fileDescriptor: outbox.wakeDescriptor)
+        var nextTick = ContinuousClock.now + .seconds(1)
+        while true {
+            let timeout = backlog.isEmpty ? 250 : 5
+            let ready: [Poller.Events]
+            do {
+                ready = try poller.poll(timeoutMilliseconds: timeout)
+            } catch {
+                logger.error("poll failed: \(error)")
+                break
+            }
+            if ready[socketIndex].contains(.readable) { receiveAll() }
+            if ready[wakeIndex].contains(.readable) || !backlog.isEmpty { flush() }
+            if ContinuousClock.now >= nextTick {
+                nextTick = ContinuousClock.now + .seconds(1)
+                delegate?.transportDidTick(self)
+            }
+            if stopRequested.withLock({ $0 }) {
+                flush()
+                break
+            }
+        }
+        socket.close()
+        context.terminate()
+    }
+
+    private func receiveAll() {
+        // Bounded so that a flood of input cannot starve the outbound side.
+        for _ in 0..<256 {
+            let message: Message?
+            do {
+                message = try socket.receive(dontWait: true)
+            } catch {
+                logger.warning("receive failed: \(error)")
+                return
+            }
+            guard let message else { return }
+            guard message.count >= 2 else { continue }
+            // A DEALER may send an empty delimiter frame (REQ-style); skip it.
+            let payload = message.count >= 3 && message[1].isEmpty ? message[2] : message[1]
+            delegate?.transport(self, didReceive: payload, from: message[0])
+        }
+    }
+
+    private func flush() {
+        for message in outbox.drain() {
+            if backlog[message.routingID] != nil {
+                backlog[message.routingID]!.append(message.payload)
+            } else if !deliver(message.payload, to: message.routingID) {
+                backlog[message.routingID] = [message.payload]
+            }
+        }
+        for routingID in Array(backlog.keys) {
+            var queue = backlog[routingID]!
+            var sent = 0
+            for payload in queue {
+                guard deliver(payload, to: routingID) else { break }
+                sent += 1
+            }
+            if backlog[routingID] == nil { continue }  // the peer vanished meanwhile
+            queue.removeFirst(sent)
+            backlog[routingID] = queue.isEmpty ? nil : queue
+        }
+    }
+
+    /// Sends one message; `false` when the peer cannot take it yet.
+    private func deliver(_ payload: [UInt8], to routingID: [UInt8]) -> Bool {
+        do {
+            return try socket.send([routingID, payload], dontWait: true)
+        } catch let error where error.isHostUnreachable {
+            backlog[routingID] = nil
+            delegate?.transport(self, peerVanished: routingID)
+            return true
+        } catch {
+            logger.warning("send failed: \(error)")
+            return true
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import ArgumentParser
+import DepotProtocol
+import DepotServer
+import Foundation
+import Logging
+
+/// `depotd`: the Depot store daemon.
+@main
+struct Depotd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "depotd",
+        abstract: "Serve a Depot store: typed objects in SQLite, JSON-RPC 2.0 over ZeroMQ, live fetched results.",
+        version: depotVersion)
+
+    @Option(name: .customLong("data-dir"), help: "The directory holding the store (created mode 0700).")
+    var dataDirectory = "./depot-data"
+
+    @Option(name: .customLong("listen"), help: "An endpoint to bind, repeatable (default: ipc://<data-dir>/depot.sock). tcp binds must be on loopback.")
+    var endpoints: [String] = []
+
+    @Option(help: "A model file ({\"entities\": [...]}) to define at start-up.")
+    var model: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    @Option(name: .customLong("heartbeat-interval"), help: "Seconds; a client silent for three intervals is disconnected.")
+    var heartbeatInterval = 10.0
+
+    @Option(name: .customLong("max-message-size"), help: "The largest inbound message, in bytes.")
+    var maxMessageSize: Int64 = 16 << 20
+
+    func run() throws {
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("unknown log level '\(logLevel)'")
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "depotd")
+        let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL
+        let configuration = ServerConfiguration(
+            dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval, maxMessageSize: maxMessageSize)
+        let server: DepotServer
+        do {
+            server = try DepotServer(configuration: configuration, logger: logger)
+        } catch let error as ConfigurationError {
+            throw ValidationError(error.description)
+        } catch let error as RPCError {
+            throw ValidationError(error.message)
+        }
+        if let model {
+            try defineModel(from: model, in: server, logger: logger)
+        }
+        let stop = installSignalHandlers(server)
+        server.start()
+        let bound = configuration.effectiveEndpoints.count == 1 ? server.boundEndpoint : configuration.effectiveEndpoints.joined(separator: " ")
+        // Written unbuffered: scripts and tests wait for this line to learn the port.
+        FileHandle.standardOutput.write(Data("depotd listening on \(bound)\n".utf8))
+        withExtendedLifetime(stop) { dispatchMain() }
+    }
+
+    private func defineModel(from path: String, in server: DepotServer, logger: Logger) throws {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw ValidationError("cannot read model file \(path): \(error.localizedDescription)")
+        }
+        let json: JSONValue
+        do {
+            json = try JSONParser.parse(Array(data))
+        } catch {
+            throw ValidationError("model file \(path) is not JSON: \(error)")
+        }
+        do {
+            let entities = json["entities"] ?? json
+            let parsed = try JSONCoding.decode([EntityDescription].self, from: entities, field: "entities")
+            let result = try server.store.defineModel(parsed)
+            logger.info("model version \(result.version): \(result.changes.isEmpty ? "unchanged" : result.changes.joined(separator: ", "))")
+        } catch {
+            throw ValidationError("model file \(path): \(error.message)")
+        }
+    }
+
+    /// Stops the server and exits 0 on SIGTERM or SIGINT.
+    private func installSignalHandlers(_ server: DepotServer) -> [any DispatchSourceSignal] {
+        [SIGTERM, SIGINT].map { signalNumber in
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler {
+                server.stop()
+                Foundation.exit(0)
+            }
+            source.resume()
+            return source
+        }
+    }
+}
