@@ -19,6 +19,7 @@ public final class DepotServer: Sendable {
     public let store: Store
     let logger: Logger
     let sessions = SessionRegistry()
+    let results = ResultsEngine()
     private let transport: RouterTransport
     private let dispatcherBox = Mutex<Dispatcher?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -43,6 +44,7 @@ public final class DepotServer: Sendable {
         Self.registerLifecycleHandlers(&handlers)
         Self.registerModelHandlers(&handlers)
         Self.registerStoreHandlers(&handlers)
+        Self.registerResultsHandlers(&handlers)
         dispatcherBox.withLock { $0 = Dispatcher(server: self, handlers: handlers) }
         transport.delegate = self
     }
@@ -86,10 +88,12 @@ public final class DepotServer: Sendable {
     /// Publishes a committed transaction to observers (writer queue, after commit).
     func publish(_ transaction: CommittedTransaction?) {
         guard let transaction else { return }
+        results.publish(transaction, server: self)
         ObservationCenter.publish(transaction, server: self)
     }
 
     func closeSession(_ routingID: [UInt8], reason: String) {
+        results.removeSubscriptions(of: routingID)
         if let session = sessions.close(routingID) {
             logger.debug("session \(session.id) closed: \(reason)")
         }
@@ -108,6 +112,7 @@ extension DepotServer: TransportDelegate {
     func transportDidTick(_ transport: RouterTransport) {
         let limit = Duration.milliseconds(Int64(configuration.heartbeatInterval * 3000))
         for session in sessions.expire(silentFor: limit) {
+            results.removeSubscriptions(of: session.routingID)
             logger.debug("session \(session.id) expired after \(limit) of silence")
         }
     }

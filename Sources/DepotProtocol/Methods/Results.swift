@@ -4,8 +4,8 @@ public enum ResultsInclude: String, Codable, Sendable {
     case firstBatch
     /// Every object.
     case all
-    /// Ids and sections only; objects by `results/objects`.
-    case none
+    /// Sections and count only (`"none"` on the wire); objects by `results/objects`.
+    case noObjects = "none"
 }
 
 /// One section of fetched results.

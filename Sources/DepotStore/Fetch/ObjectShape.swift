@@ -5,7 +5,10 @@ import GRDB
 /// `{"id": "Team/42", "entity": "Team", "version": 3, <attributes>, <to-one ids>}`.
 ///
 /// To-many relationships are read only when named in `properties`, as arrays
-/// of ids gathered by a correlated subquery in the same statement.
+/// of ids gathered by a correlated subquery in the same statement. With
+/// `properties`, an object carries `id`, `entity` and those keys only: no
+/// `version`, which belongs to the whole object (and would change when keys
+/// the request left out change).
 public struct ObjectShape: Sendable {
     /// The entity.
     public let entity: EntitySchema
@@ -14,9 +17,13 @@ public struct ObjectShape: Sendable {
     /// To-many keys to read.
     public let toManyKeys: [String]
 
+    /// Whether objects carry `version` (only when no `properties` narrowed them).
+    public let includesVersion: Bool
+
     /// The shape for `properties`, or all attributes and to-one relationships when `nil`.
     public init(entity: EntitySchema, properties: [String]?, field: String = "properties") throws(RPCError) {
         self.entity = entity
+        includesVersion = properties == nil
         guard let properties else {
             keys = entity.columnKeys
             toManyKeys = []
@@ -61,7 +68,7 @@ public struct ObjectShape: Sendable {
         if !dictionary {
             members["id"] = .string("\(entity.name)/\(row[0] as Int64)")
             members["entity"] = .string(entity.name)
-            members["version"] = .int(row[1])
+            if includesVersion { members["version"] = .int(row[1]) }
         }
         var column = 2
         for key in keys {

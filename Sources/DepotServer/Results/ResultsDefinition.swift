@@ -1,0 +1,60 @@
+import DepotProtocol
+import DepotStore
+
+/// A `results/subscribe` request checked against the model: its plan, its
+/// sharing key, and the entities whose changes can reach it.
+struct ResultsDefinition: Sendable {
+    let plan: FetchPlan
+    let key: String
+    let sectioned: Bool
+    let dependencies: [ResultSet.Dependency]
+
+    init(_ params: ResultsSubscribe.Parameters, schema: Schema) throws(RPCError) {
+        let request = params.request
+        guard let sort = request.sort, !sort.isEmpty else {
+            throw .invalidParams("fetched results need request.sort: the order is what the deltas' index paths refer to", field: "params.request.sort")
+        }
+        if request.limit != nil || request.offset != nil {
+            throw .invalidParams("request.limit and request.offset are not supported by results/subscribe; page with results/objects", field: request.limit != nil ? "params.request.limit" : "params.request.offset")
+        }
+        if let type = request.resultType, type != .objects {
+            throw .invalidParams("results/subscribe returns objects; resultType '\(type.rawValue)' is not supported", field: "params.request.resultType")
+        }
+        if let sectionKeyPath = params.sectionKeyPath, sectionKeyPath != sort[0].key {
+            throw .invalidParams(
+                "sectionKeyPath '\(sectionKeyPath)' must order like the first sort key '\(sort[0].key)' (as NSFetchedResultsController requires): sort by it first",
+                field: "params.sectionKeyPath")
+        }
+        if let coalesce = params.coalesceMs, coalesce < 0 {
+            throw .invalidParams("coalesceMs must not be negative, got \(coalesce)", field: "params.coalesceMs")
+        }
+        plan = try FetchPlan(request, schema: schema, field: "params.request")
+        sectioned = params.sectionKeyPath != nil
+        var canonical = request
+        canonical.batchSize = nil
+        canonical.workDoneToken = nil
+        canonical.partialResultToken = nil
+        canonical.countFirst = nil
+        let section = JSONValue.string(params.sectionKeyPath ?? "")
+        key = String(decoding: JSONWriter.encode(["request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section]), as: UTF8.self)
+        var dependencies: [ResultSet.Dependency] = []
+        let entity = plan.entity
+        // Sort and section key paths through to-one relationships.
+        for descriptor in sort {
+            let parts = descriptor.key.split(separator: ".").map(String.init)
+            var current = entity
+            for depth in 0..<max(0, parts.count - 1) {
+                guard let relationship = current.toOne[parts[depth]], let next = schema.entity(named: relationship.destination) else { break }
+                dependencies.append(.path(entity: next.name, path: Array(parts[0...depth])))
+                current = next
+            }
+        }
+        // Predicates that name a relationship: re-evaluate on any change of its destination.
+        if let predicate = request.predicate {
+            for relationship in entity.description.relationships where predicate.contains(relationship.name) {
+                dependencies.append(.any(entity: relationship.destination))
+            }
+        }
+        self.dependencies = dependencies
+    }
+}

@@ -1,0 +1,97 @@
+import GRDB
+
+/// One sort-key value, ordered exactly as SQLite's `ORDER BY` orders stored
+/// values: NULL first, then numbers (integers and reals compared by value),
+/// then text (bytewise UTF-8, the BINARY collation), then blobs.
+///
+/// The fetched-results index keeps these instead of whole objects, so that a
+/// changed row's position can be found without asking the database.
+public enum SortValue: Hashable, Sendable {
+    /// SQL NULL.
+    case null
+    /// An INTEGER.
+    case integer(Int64)
+    /// A REAL.
+    case real(Double)
+    /// TEXT.
+    case text(String)
+    /// A BLOB.
+    case blob([UInt8])
+
+    /// The value read from a row column.
+    public init(_ value: DatabaseValue) {
+        switch value.storage {
+        case .null: self = .null
+        case .int64(let number): self = .integer(number)
+        case .double(let number): self = .real(number)
+        case .string(let text): self = .text(text)
+        case .blob(let data): self = .blob(Array(data))
+        }
+    }
+
+    private var rank: Int {
+        switch self {
+        case .null: 0
+        case .integer, .real: 1
+        case .text: 2
+        case .blob: 3
+        }
+    }
+
+    /// -1, 0 or 1 as SQLite would order `self` against `other` ascending.
+    public func compare(_ other: SortValue) -> Int {
+        switch (self, other) {
+        case (.integer(let a), .integer(let b)): return a < b ? -1 : (a == b ? 0 : 1)
+        case (.real(let a), .real(let b)): return a < b ? -1 : (a == b ? 0 : 1)
+        case (.integer(let a), .real(let b)): return Double(a) < b ? -1 : (Double(a) == b ? 0 : 1)
+        case (.real(let a), .integer(let b)): return a < Double(b) ? -1 : (a == Double(b) ? 0 : 1)
+        case (.text(let a), .text(let b)): return Self.compareBytes(a.utf8, b.utf8)
+        case (.blob(let a), .blob(let b)): return Self.compareBytes(a, b)
+        case (.null, .null): return 0
+        default: return rank < other.rank ? -1 : 1
+        }
+    }
+
+    private static func compareBytes<C: Collection>(_ a: C, _ b: C) -> Int where C.Element == UInt8 {
+        var left = a.makeIterator()
+        var right = b.makeIterator()
+        while true {
+            switch (left.next(), right.next()) {
+            case (nil, nil): return 0
+            case (nil, _): return -1
+            case (_, nil): return 1
+            case (let x?, let y?) where x != y: return x < y ? -1 : 1
+            default: continue
+            }
+        }
+    }
+
+    /// The section name: the value's text, `""` for nil (as `NSFetchedResultsController` names sections).
+    public var sectionName: String {
+        switch self {
+        case .null: ""
+        case .integer(let number): String(number)
+        case .real(let number): number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        case .text(let text): text
+        case .blob(let bytes): bytes.map { String($0, radix: 16) }.joined()
+        }
+    }
+}
+
+/// The sort-key values of one object, compared under the request's sort directions.
+public struct SortKey: Hashable, Sendable {
+    /// The values, one per sort descriptor.
+    public var values: [SortValue]
+
+    /// Creates a key.
+    public init(values: [SortValue]) { self.values = values }
+
+    /// -1, 0 or 1 under `ascending` (one flag per value).
+    public func compare(_ other: SortKey, ascending: [Bool]) -> Int {
+        for index in values.indices {
+            let order = values[index].compare(other.values[index])
+            if order != 0 { return ascending[index] ? order : -order }
+        }
+        return 0
+    }
+}

@@ -1,0 +1,124 @@
+import DepotProtocol
+import GRDB
+
+/// A matching object's id and sort-key values: what a fetched-results index holds.
+public struct KeyedRow: Sendable {
+    /// The object's row number.
+    public var id: Int64
+    /// Its sort-key values, one per sort descriptor.
+    public var key: SortKey
+}
+
+extension Store {
+    /// Every match of `plan` as (id, sort key), in order, with the transaction the read saw.
+    public func keyedRows(_ plan: FetchPlan, cancellation: Cancellation? = nil) throws(RPCError) -> (rows: [KeyedRow], transaction: Int64) {
+        try read { db in
+            let transaction = try Self.latestTransaction(db)
+            let sql = "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE \(plan.condition.sql) ORDER BY \(plan.ordering)"
+            let cursor = try Row.fetchCursor(db, sql: sql, arguments: plan.arguments)
+            var rows: [KeyedRow] = []
+            while let row = try cursor.next() {
+                rows.append(Self.keyedRow(row, keyCount: plan.sortExpressions.count))
+                if rows.count % 10_000 == 0 { try cancellation?.check() }
+            }
+            return (rows, transaction)
+        }
+    }
+
+    /// The rows among `ids` that match `plan`, with their current sort keys (unordered).
+    ///
+    /// The fetched-results engine calls this with a transaction's changed rows
+    /// only: it costs what the change costs, not what the result set costs.
+    public func keyedRows(_ plan: FetchPlan, among ids: [Int64]) throws(RPCError) -> [Int64: SortKey] {
+        guard !ids.isEmpty else { return [:] }
+        return try read { db in
+            let sql = "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?)) AND (\(plan.condition.sql))"
+            var arguments: [DatabaseValue] = [Self.jsonArray(ids).databaseValue]
+            arguments += plan.condition.arguments
+            var result: [Int64: SortKey] = [:]
+            for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)) {
+                let keyed = Self.keyedRow(row, keyCount: plan.sortExpressions.count)
+                result[keyed.id] = keyed.key
+            }
+            return result
+        }
+    }
+
+    /// The wire objects of `ids` in `shape`, by row (missing rows are left out).
+    public func objects(rows ids: [Int64], shape: ObjectShape) throws(RPCError) -> [Int64: JSONValue] {
+        guard !ids.isEmpty else { return [:] }
+        let schema = schema
+        return try read { db in
+            let sql = "SELECT \(shape.selectList(schema: schema)) FROM \(shape.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
+            var result: [Int64: JSONValue] = [:]
+            for row in try Row.fetchAll(db, sql: sql, arguments: [Self.jsonArray(ids)]) {
+                result[row[0]] = shape.object(from: row)
+            }
+            return result
+        }
+    }
+
+    /// Rows of `entity` whose to-one key path `path` (relationship names) leads to one of `targets`.
+    ///
+    /// The engine uses it to find objects whose sort or section value goes
+    /// through a relationship to an object that changed.
+    public func rows(of entity: EntitySchema, reaching targets: [Int64], through path: [String]) throws(RPCError) -> [Int64] {
+        guard !targets.isEmpty, !path.isEmpty else { return [] }
+        let schema = schema
+        var expression = "t0." + entity.column(path[0])
+        var current = entity
+        for (depth, name) in path.enumerated().dropFirst() {
+            guard let relationship = current.toOne[path[depth - 1]], let next = schema.entity(named: relationship.destination) else { return [] }
+            expression = "(SELECT x\(depth).\(next.column(name)) FROM \(next.table) AS x\(depth) WHERE x\(depth).id = \(expression))"
+            current = next
+        }
+        let sql = "SELECT t0.id FROM \(entity.table) AS t0 WHERE \(expression) IN (SELECT value FROM json_each(?))"
+        return try read { db in try Int64.fetchAll(db, sql: sql, arguments: [Self.jsonArray(targets)]) }
+    }
+
+    /// Every row of `entity` (the fallback when a change's reach cannot be narrowed).
+    public func allRows(of entity: EntitySchema) throws(RPCError) -> [Int64] {
+        try read { db in try Int64.fetchAll(db, sql: "SELECT id FROM \(entity.table)") }
+    }
+
+    /// The rows each entity changed in the transactions after `since`, from history;
+    /// `nil` when history no longer reaches back that far.
+    public func changedRows(since: Int64) throws(RPCError) -> (rows: [String: Set<Int64>], keys: [String: [Int64: Set<String>]], latest: Int64)? {
+        try read { db in
+            let latest = try Self.latestTransaction(db)
+            guard latest > since else { return ([:], [:], latest) }
+            let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
+            guard oldest <= since + 1 else { return nil }
+            var rows: [String: Set<Int64>] = [:]
+            var keys: [String: [Int64: Set<String>]] = [:]
+            for record in try HistoryLog.transactions(db, since: since, limit: Int.max) {
+                for (entity, changes) in record.changes {
+                    for id in changes.inserted + changes.deleted {
+                        if let row = ObjectID(id)?.row { rows[entity, default: []].insert(row) }
+                    }
+                    for update in changes.updated {
+                        guard let row = ObjectID(update.id)?.row else { continue }
+                        rows[entity, default: []].insert(row)
+                        keys[entity, default: [:]][row, default: []].formUnion(update.keys)
+                    }
+                }
+            }
+            return (rows, keys, latest)
+        }
+    }
+
+    private func keyColumns(_ plan: FetchPlan) -> String {
+        plan.sortExpressions.map { ", " + $0.sql }.joined()
+    }
+
+    private static func keyedRow(_ row: Row, keyCount: Int) -> KeyedRow {
+        var values: [SortValue] = []
+        values.reserveCapacity(keyCount)
+        for index in 0..<keyCount { values.append(SortValue(row[index + 1] as DatabaseValue)) }
+        return KeyedRow(id: row[0], key: SortKey(values: values))
+    }
+
+    static func jsonArray(_ ids: [Int64]) -> String {
+        "[" + ids.map(String.init).joined(separator: ",") + "]"
+    }
+}
