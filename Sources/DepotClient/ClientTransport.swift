@@ -82,10 +82,12 @@ final class ClientTransport: @unchecked Sendable {
             return Array(all)
         }
         failed.forEach { $0.completion(.failure(.closed)) }
-        subscribers.withLock { subscribers in
-            subscribers.values.forEach { $0.finish() }
-            subscribers.removeAll()
+        // Finished outside the lock: finishing runs onTermination, which takes it.
+        let streams = subscribers.withLock { subscribers in
+            defer { subscribers.removeAll() }
+            return Array(subscribers.values)
         }
+        streams.forEach { $0.finish() }
     }
 
     private func run() {

@@ -69,6 +69,7 @@ public final class DepotServer: Sendable {
         logger.info("stopping")
         sessions.cancelAll()
         dispatcher.drain()
+        results.persistAll(store: store)
         transport.stop()
         store.checkpoint()
         logger.info("stopped")
@@ -93,7 +94,7 @@ public final class DepotServer: Sendable {
     }
 
     func closeSession(_ routingID: [UInt8], reason: String) {
-        results.removeSubscriptions(of: routingID)
+        results.removeSubscriptions(of: routingID, server: self)
         if let session = sessions.close(routingID) {
             logger.debug("session \(session.id) closed: \(reason)")
         }
@@ -112,7 +113,7 @@ extension DepotServer: TransportDelegate {
     func transportDidTick(_ transport: RouterTransport) {
         let limit = Duration.milliseconds(Int64(configuration.heartbeatInterval * 3000))
         for session in sessions.expire(silentFor: limit) {
-            results.removeSubscriptions(of: session.routingID)
+            results.removeSubscriptions(of: session.routingID, server: self)
             logger.debug("session \(session.id) expired after \(limit) of silence")
         }
     }

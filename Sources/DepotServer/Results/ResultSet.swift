@@ -67,6 +67,11 @@ struct ResultSet: Sendable {
         }
     }
 
+    /// The set as a cache entry on disk.
+    var cacheEntry: ResultsCacheEntry {
+        ResultsCacheEntry(requestKey: key, transaction: transaction, rows: index.allEntries.map { KeyedRow(id: $0.id, key: $0.key) })
+    }
+
     /// The section list for the wire.
     var sectionInfos: [SectionInfo] {
         if !sectioned { return [SectionInfo(name: "", indexTitle: "", count: index.count)] }

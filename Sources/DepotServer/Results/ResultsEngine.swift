@@ -40,20 +40,36 @@ final class ResultsEngine: Sendable {
     func subscribe(_ params: ResultsSubscribe.Parameters, context: RequestContext) throws(RPCError) -> ResultsSubscribe.Result {
         let store = context.store
         let definition = try ResultsDefinition(params, schema: store.schema)
+        if let name = params.cacheName, name.isEmpty || name.count > 200 {
+            throw .invalidParams("cacheName must be 1 to 200 characters, got '\(name.prefix(40))'", field: "params.cacheName")
+        }
         let existing = state.withLock { $0.sets[definition.key] != nil }
         var built: ResultSet?
+        var fromCache = false
         if !existing {
-            let progress = context.progress(token: params.workDoneToken)
-            progress?.begin(title: "Subscribing to \(params.request.entity)", total: nil)
-            let (rows, transaction) = try store.keyedRows(definition.plan, cancellation: context.cancellation)
-            progress?.end(completed: Int64(rows.count), cancelled: false)
+            var rows: [KeyedRow]
+            var transaction: Int64
+            if let name = params.cacheName, let cached = try store.loadResultsCache(name), cached.requestKey == definition.key {
+                (rows, transaction) = (cached.rows, cached.transaction)
+                fromCache = true
+            } else {
+                let progress = context.progress(token: params.workDoneToken)
+                progress?.begin(title: "Subscribing to \(params.request.entity)", total: nil)
+                (rows, transaction) = try store.keyedRows(definition.plan, cancellation: context.cancellation)
+                progress?.end(completed: Int64(rows.count), cancelled: false)
+            }
             built = ResultSet(
                 key: definition.key, plan: definition.plan, shape: definition.plan.shape, sectioned: definition.sectioned,
                 dependencies: definition.dependencies, rows: rows, transaction: transaction)
+            built?.cacheName = params.cacheName
         }
         let result: Result<(Subscription, ResultSet), RPCError> = context.server.dispatcher.writer.sync {
             Result { () throws(RPCError) in
-                try self.register(built, key: definition.key, routingID: context.routingID, store: store)
+                let registered = try self.register(built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID, store: store)
+                if let name = params.cacheName, !fromCache || registered.1.transaction != built?.transaction {
+                    try store.saveResultsCache(name, registered.1.cacheEntry)
+                }
+                return registered
             }
         }
         let (subscription, set) = try result.get()
@@ -67,15 +83,16 @@ final class ResultsEngine: Sendable {
         let objects = try page(set: set, subscription: subscription, offset: 0, length: length, store: store)
         return ResultsSubscribe.Result(
             subscription: subscription.id, seq: 0, transaction: set.transaction, count: set.index.count,
-            sections: set.sectionInfos, objects: objects.objects, fromCache: nil)
+            sections: set.sectionInfos, objects: objects.objects, fromCache: params.cacheName == nil ? nil : fromCache)
     }
 
     /// On the writer queue: installs or catches up the set and adds the subscription.
-    private func register(_ built: ResultSet?, key: String, routingID: [UInt8], store: Store) throws(RPCError) -> (Subscription, ResultSet) {
+    private func register(_ built: ResultSet?, key: String, cacheName: String?, routingID: [UInt8], store: Store) throws(RPCError) -> (Subscription, ResultSet) {
         if var set = built {
             try catchUp(&set, store: store)
             return state.withLock { state in
                 if let shared = state.sets[key] { set = shared }
+                if let cacheName { set.cacheName = cacheName }
                 let id = "s\(state.nextID)"
                 state.nextID += 1
                 set.subscribers.insert(id)
@@ -89,6 +106,7 @@ final class ResultsEngine: Sendable {
             guard var set = state.sets[key] else {
                 throw RPCError(code: .internalError, message: "the shared result set vanished; subscribe again")
             }
+            if let cacheName { set.cacheName = cacheName }
             let id = "s\(state.nextID)"
             state.nextID += 1
             set.subscribers.insert(id)
@@ -170,26 +188,43 @@ final class ResultsEngine: Sendable {
     }
 
     /// `results/unsubscribe`.
-    func unsubscribe(_ id: String, routingID: [UInt8]) throws(RPCError) {
+    func unsubscribe(_ id: String, routingID: [UInt8], server: DepotServer) throws(RPCError) {
         _ = try lookup(id, routingID: routingID)
-        state.withLock { state in Self.remove(id, from: &state) }
+        let freed = state.withLock { state in Self.remove(id, from: &state) }
+        persist(freed.map { [$0] } ?? [], server: server)
     }
 
     /// Frees every subscription of a closed session.
-    func removeSubscriptions(of routingID: [UInt8]) {
-        state.withLock { state in
-            for (id, subscription) in state.subscriptions where subscription.routingID == routingID {
-                Self.remove(id, from: &state)
+    func removeSubscriptions(of routingID: [UInt8], server: DepotServer) {
+        let freed = state.withLock { state in
+            state.subscriptions.filter { $0.value.routingID == routingID }.keys.compactMap { Self.remove($0, from: &state) }
+        }
+        persist(freed, server: server)
+    }
+
+    /// Removes a subscription; returns its set when that was the last subscriber.
+    private static func remove(_ id: String, from state: inout State) -> ResultSet? {
+        guard let subscription = state.subscriptions.removeValue(forKey: id) else { return nil }
+        state.sets[subscription.setKey]?.subscribers.remove(id)
+        guard state.sets[subscription.setKey]?.subscribers.isEmpty == true else { return nil }
+        return state.sets.removeValue(forKey: subscription.setKey)
+    }
+
+    /// Writes named caches of freed sets, on the writer queue (ordered with commits).
+    private func persist(_ sets: [ResultSet], server: DepotServer) {
+        let named = sets.filter { $0.cacheName != nil }
+        guard !named.isEmpty else { return }
+        server.dispatcher.writer.async {
+            for set in named {
+                try? server.store.saveResultsCache(set.cacheName!, set.cacheEntry)
             }
         }
     }
 
-    private static func remove(_ id: String, from state: inout State) {
-        guard let subscription = state.subscriptions.removeValue(forKey: id) else { return }
-        state.sets[subscription.setKey]?.subscribers.remove(id)
-        if state.sets[subscription.setKey]?.subscribers.isEmpty == true {
-            state.sets[subscription.setKey] = nil
-        }
+    /// Writes every live named cache (at shutdown, after the writer drained).
+    func persistAll(store: Store) {
+        let named = state.withLock { $0.sets.values.filter { $0.cacheName != nil } }
+        for set in named { try? store.saveResultsCache(set.cacheName!, set.cacheEntry) }
     }
 
     /// How many subscriptions and shared sets are live (for tests and logs).
@@ -255,10 +290,14 @@ final class ResultsEngine: Sendable {
 }
 
 extension ResultsEngine {
-    /// `results/deleteCache`: removes a named cache, or every cache.
+    /// `results/deleteCache`: removes a named cache, or every cache; live
+    /// subscriptions keep running but no longer persist under that name.
     func deleteCache(_ name: String?, store: Store) throws(RPCError) {
-        // Caches are kept in memory only until persistence lands; nothing to remove on disk yet.
-        _ = name
-        _ = store
+        state.withLock { state in
+            for (key, set) in state.sets where name == nil || set.cacheName == name {
+                state.sets[key]?.cacheName = nil
+            }
+        }
+        try store.deleteResultsCache(name)
     }
 }

@@ -7,6 +7,12 @@ public struct KeyedRow: Sendable {
     public var id: Int64
     /// Its sort-key values, one per sort descriptor.
     public var key: SortKey
+
+    /// Creates a keyed row.
+    public init(id: Int64, key: SortKey) {
+        self.id = id
+        self.key = key
+    }
 }
 
 extension Store {

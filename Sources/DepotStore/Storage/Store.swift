@@ -28,6 +28,7 @@ public final class Store: Sendable {
             pool = try DatabasePool(path: path, configuration: configuration)
             let schema = try pool.write { db in
                 try Self.createMetaTables(db)
+                try Self.createResultsCacheTable(db)
                 return try ModelMigrator.loadSchema(db)
             }
             currentSchema = Mutex(schema)
