@@ -110,6 +110,15 @@ extension DepotServer: TransportDelegate {
         closeSession(routingID, reason: "peer vanished")
     }
 
+    func transport(_ transport: RouterTransport, didDrain routingID: [UInt8]) {
+        results.sendInvalidations(to: routingID, server: self)
+    }
+
+    /// Whether the peer's outbound queue is past the slow-consumer limit.
+    func isOverflowing(_ routingID: [UInt8]) -> Bool {
+        transport.backlogCount(for: routingID) > configuration.sessionQueueLimit
+    }
+
     func transportDidTick(_ transport: RouterTransport) {
         let limit = Duration.milliseconds(Int64(configuration.heartbeatInterval * 3000))
         for session in sessions.expire(silentFor: limit) {

@@ -30,6 +30,12 @@ struct Depotd: ParsableCommand {
     @Option(name: .customLong("max-message-size"), help: "The largest inbound message, in bytes.")
     var maxMessageSize: Int64 = 16 << 20
 
+    @Option(name: .customLong("send-high-water-mark"), help: "Messages ZeroMQ queues per client before the daemon's own backlog takes over.")
+    var sendHighWaterMark: Int32 = 10_000
+
+    @Option(name: .customLong("session-queue-limit"), help: "Backlogged messages per client past which its subscriptions overflow (results/didInvalidate).")
+    var sessionQueueLimit = 10_000
+
     func run() throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
@@ -42,7 +48,8 @@ struct Depotd: ParsableCommand {
         let logger = Logger(label: "depotd")
         let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL
         let configuration = ServerConfiguration(
-            dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval, maxMessageSize: maxMessageSize)
+            dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval, maxMessageSize: maxMessageSize,
+            sendHighWaterMark: sendHighWaterMark, sessionQueueLimit: sessionQueueLimit)
         let server: DepotServer
         do {
             server = try DepotServer(configuration: configuration, logger: logger)

@@ -232,6 +232,31 @@ final class ResultsEngine: Sendable {
         state.withLock { ($0.subscriptions.count, $0.sets.count) }
     }
 
+    // MARK: Slow consumers
+
+    /// Whether `subscription`'s deltas must be dropped: its session's queue is
+    /// past the limit, or it already overflowed and owes a resync.
+    private func overflow(_ subscription: Subscription, server: DepotServer) -> Bool {
+        if subscription.overflowed { return true }
+        guard server.isOverflowing(subscription.routingID) else { return false }
+        state.withLock { $0.subscriptions[subscription.id]?.overflowed = true }
+        server.logger.notice("subscription \(subscription.id) overflowed its session's queue; deltas stop until it drains")
+        return true
+    }
+
+    /// After a session's queue drained: tells each of its overflowed
+    /// subscriptions to resync (`results/didInvalidate`, reason `overflow`).
+    func sendInvalidations(to routingID: [UInt8], server: DepotServer) {
+        let owed = state.withLock { state in
+            let ids = state.subscriptions.values.filter { $0.routingID == routingID && $0.overflowed }.map(\.id)
+            for id in ids { state.subscriptions[id]?.overflowed = false }
+            return ids
+        }
+        for id in owed.sorted() {
+            server.notify(ResultsDidInvalidate.self, .init(subscription: id, reason: "overflow"), to: routingID)
+        }
+    }
+
     // MARK: Publishing
 
     /// Sends each affected subscription its `results/didChange` for `transaction`
@@ -277,6 +302,7 @@ final class ResultsEngine: Sendable {
                         object: change.type == .delete ? nil : objects[change.id])
                 }
                 for subscription in receivers {
+                    guard !overflow(subscription, server: server) else { continue }
                     let params = ResultsDidChange.Parameters(
                         subscription: subscription.id, seq: subscription.seq, transaction: transaction.number,
                         sections: delta.sections, objects: changes)

@@ -9,6 +9,8 @@ protocol TransportDelegate: AnyObject, Sendable {
     func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8])
     /// A send failed because the peer is gone (`ROUTER_MANDATORY`).
     func transport(_ transport: RouterTransport, peerVanished routingID: [UInt8])
+    /// A peer whose backlog had built up took everything queued for it.
+    func transport(_ transport: RouterTransport, didDrain routingID: [UInt8])
     /// Called about once a second on the transport thread, for timers.
     func transportDidTick(_ transport: RouterTransport)
 }
@@ -27,6 +29,8 @@ final class RouterTransport: @unchecked Sendable {
     private let logger: Logger
     private let stopRequested = Mutex(false)
     private var backlog: [[UInt8]: [[UInt8]]] = [:]
+    /// Backlog sizes, readable from any thread (the slow-consumer policy reads them).
+    private let backlogSizes = Mutex<[[UInt8]: Int]>([:])
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
     weak var delegate: (any TransportDelegate)?
@@ -73,8 +77,8 @@ final class RouterTransport: @unchecked Sendable {
         outbox.post(OutboundMessage(routingID: routingID, payload: payload))
     }
 
-    /// How many messages wait for `routingID` beyond ZeroMQ's own queue (transport thread).
-    func backlogCount(for routingID: [UInt8]) -> Int { backlog[routingID]?.count ?? 0 }
+    /// How many messages wait for `routingID` beyond ZeroMQ's own queue (any thread; as of the last flush).
+    func backlogCount(for routingID: [UInt8]) -> Int { backlogSizes.withLock { $0[routingID] ?? 0 } }
 
     private func run() {
         var poller = Poller()
@@ -124,6 +128,7 @@ final class RouterTransport: @unchecked Sendable {
     }
 
     private func flush() {
+        let hadBacklog = Set(backlog.keys)
         for message in outbox.drain() {
             if backlog[message.routingID] != nil {
                 backlog[message.routingID]!.append(message.payload)
@@ -141,6 +146,14 @@ final class RouterTransport: @unchecked Sendable {
             if backlog[routingID] == nil { continue }  // the peer vanished meanwhile
             queue.removeFirst(sent)
             backlog[routingID] = queue.isEmpty ? nil : queue
+        }
+        if !hadBacklog.isEmpty || !backlog.isEmpty {
+            backlogSizes.withLock { sizes in
+                sizes = backlog.mapValues(\.count)
+            }
+            for routingID in hadBacklog where backlog[routingID] == nil {
+                delegate?.transport(self, didDrain: routingID)
+            }
         }
     }
 
