@@ -47,6 +47,11 @@ final class OrderedIndexTests: XCTestCase {
         XCTAssertEqual(index.rank(of: 5000), 5000)
     }
 
+    /// The memory budget of a subscription is ids and sort keys: keep an entry small.
+    func testEntryOfASingleKeySortIsCompact() {
+        XCTAssertLessThanOrEqual(MemoryLayout<OrderedIndex.Entry>.stride, 40)
+    }
+
     func testSortValuesOrderLikeSQLite() {
         let ordered: [SortValue] = [.null, .integer(-5), .real(-1.5), .integer(0), .real(0.5), .integer(2), .text(""), .text("B"), .text("a"), .text("é"), .blob([0])]
         for (i, a) in ordered.enumerated() {

@@ -55,7 +55,7 @@ struct ResultSet: Sendable {
         self.transaction = transaction
         if sectioned {
             for row in rows {
-                let value = row.key.values[0]
+                let value = row.key.first
                 if let last = sections.last, last.value.compare(value) == 0 {
                     sections[sections.count - 1].count += 1
                 } else {
@@ -111,7 +111,7 @@ struct ResultSet: Sendable {
     private mutating func indexPath(of id: Int64, key: SortKey, sections: [(value: SortValue, count: Int)]) -> [Int] {
         let rank = index.rank(of: id) ?? 0
         guard sectioned else { return [0, rank] }
-        let (section, _) = sectionPosition(key.values[0], in: sections)
+        let (section, _) = sectionPosition(key.first, in: sections)
         let start = sections[..<section].reduce(0) { $0 + $1.count }
         return [section, rank - start]
     }
@@ -161,11 +161,11 @@ struct ResultSet: Sendable {
         }
         for entry in deletes + moves.map(\.old) {
             index.remove(entry.id)
-            adjustSection(entry.key.values.first ?? .null, by: -1)
+            adjustSection(entry.key.first, by: -1)
         }
         for entry in inserts + moves.map({ OrderedIndex.Entry(key: $0.new, id: $0.old.id) }) {
             index.insert(entry)
-            adjustSection(entry.key.values.first ?? .null, by: 1)
+            adjustSection(entry.key.first, by: 1)
         }
         if sectioned { sections.removeAll { $0.count == 0 } }
         let newSections = sections

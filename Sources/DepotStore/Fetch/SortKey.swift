@@ -79,18 +79,32 @@ public enum SortValue: Hashable, Sendable {
 }
 
 /// The sort-key values of one object, compared under the request's sort directions.
+///
+/// The first value is stored inline and the rest in an array that stays
+/// empty (no allocation) for single-key sorts: an index entry of a one-key
+/// subscription is then 40 bytes with its id.
 public struct SortKey: Hashable, Sendable {
-    /// The values, one per sort descriptor.
-    public var values: [SortValue]
+    /// The first sort key's value (also the section value).
+    public var first: SortValue
+    /// The values of the other sort keys.
+    public var rest: [SortValue]
 
-    /// Creates a key.
-    public init(values: [SortValue]) { self.values = values }
+    /// Creates a key from one value per sort descriptor (at least one).
+    public init(values: [SortValue]) {
+        first = values.first ?? .null
+        rest = Array(values.dropFirst())
+    }
+
+    /// The values, one per sort descriptor.
+    public var values: [SortValue] { [first] + rest }
 
     /// -1, 0 or 1 under `ascending` (one flag per value).
     public func compare(_ other: SortKey, ascending: [Bool]) -> Int {
-        for index in values.indices {
-            let order = values[index].compare(other.values[index])
-            if order != 0 { return ascending[index] ? order : -order }
+        let order = first.compare(other.first)
+        if order != 0 { return ascending[0] ? order : -order }
+        for index in rest.indices {
+            let order = rest[index].compare(other.rest[index])
+            if order != 0 { return ascending[index + 1] ? order : -order }
         }
         return 0
     }
