@@ -57,6 +57,29 @@ final class FoundationTests: XCTestCase {
         XCTAssertEqual(note?.objects?[brazil]?["wins"], 6)
     }
 
+    /// Two processes: this one observes, the `depot` CLI saves.
+    func testObserverSeesAnotherProcessSave() async throws {
+        let daemon = try Daemon()
+        let observer = try await daemon.connect(name: "observer")
+        try await observer.loadWorldCup()
+        let notes = ChangeCollector(observer)
+        let registration = try await observer.call(StoreObserve.self, .init())
+        let cli = Process()
+        cli.executableURL = Daemon.executable.deletingLastPathComponent().appendingPathComponent("depot")
+        cli.arguments = ["call", "--connect", daemon.endpoint, "store/save",
+                         #"{"inserted":[{"entity":"Team","tempId":"n","values":{"teamName":"Narnia","qualifyingZone":"Fiction"}}],"author":"cli"}"#]
+        let output = Pipe()
+        cli.standardOutput = output
+        try cli.run()
+        let printed = try JSONParser.parse(Array(output.fileHandleForReading.readDataToEndOfFile()))
+        cli.waitUntilExit()
+        XCTAssertEqual(cli.terminationStatus, 0)
+        let note = await notes.take { $0.method == DidSave.name }?.decode(DidSave.self)
+        XCTAssertEqual(note?.observer, registration.observer)
+        XCTAssertEqual(note?.author, "cli")
+        XCTAssertEqual(note?.changes["Team"]?.inserted, [printed["ids"]?["n"]?.stringValue ?? "?"])
+    }
+
     func testAtomicSaveLeavesNothingOnConstraintViolation() async throws {
         let daemon = try Daemon()
         let client = try await daemon.connect()
