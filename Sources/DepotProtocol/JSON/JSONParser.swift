@@ -268,6 +268,8 @@ public struct JSONParser {
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if isInteger, let value = Int64(text) { return .int(value) }
         guard let value = Double(text) else { throw Failure(offset: start, reason: "invalid number") }
+        // JSON has no infinities: a literal too large for a double is refused, not turned into one.
+        guard value.isFinite else { throw Failure(offset: start, reason: "number out of range") }
         return .double(value)
     }
 }

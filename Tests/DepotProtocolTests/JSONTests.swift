@@ -1,0 +1,88 @@
+import XCTest
+
+@testable import DepotProtocol
+
+final class JSONTests: XCTestCase {
+    func testParsesAndWritesEveryKind() throws {
+        let text = #"{"a":[1,-2.5,1e3,true,false,null,"x\n\u00e9\ud83d\ude00"],"b":{},"c":[],"d":9223372036854775807}"#
+        let value = try JSONParser.parse(text)
+        XCTAssertEqual(value["a"]?.arrayValue?[0], .int(1))
+        XCTAssertEqual(value["a"]?.arrayValue?[1], .double(-2.5))
+        XCTAssertEqual(value["a"]?.arrayValue?[2], .double(1000))
+        XCTAssertEqual(value["a"]?.arrayValue?[6], .string("x\né😀"))
+        XCTAssertEqual(value["d"], .int(Int64.max))
+        XCTAssertEqual(try JSONParser.parse(JSONWriter.encode(value)), value, "round trip")
+        XCTAssertEqual(String(decoding: JSONWriter.encode(["b": 1, "a": [nil, 2.0]]), as: UTF8.self), #"{"a":[null,2.0],"b":1}"#)
+    }
+
+    func testRejectsMalformedInputWithAnOffset() {
+        for (text, offset) in [("{", 1), ("[1,]", 3), ("{\"a\" 1}", 5), ("01", 1), ("\"\\x\"", 3), ("tru", 0), ("[1] x", 4), ("\"\u{01}\"", 1), ("\"\\ud800\"", 7)] {
+            XCTAssertThrowsError(try JSONParser.parse(text), text) { error in
+                XCTAssertEqual((error as? JSONParser.Failure)?.offset, offset, "\(text): \(error)")
+            }
+        }
+        XCTAssertThrowsError(try JSONParser.parse([0x22, 0xFF, 0x22]), "invalid UTF-8")
+    }
+
+    func testDepthIsBounded() {
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        XCTAssertThrowsError(try JSONParser.parse(deep)) { error in
+            XCTAssertTrue("\(error)".contains("nesting"))
+        }
+        let fine = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        XCTAssertNoThrow(try JSONParser.parse(fine))
+    }
+
+    func testRandomBytesNeverCrash() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]",:0123456789.eE+-truefalsnl\ "#.utf8)
+        for _ in 0..<20_000 {
+            let bytes = (0..<Int.random(in: 0..<40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+            if let value = try? JSONParser.parse(bytes) {
+                XCTAssertEqual(try? JSONParser.parse(JSONWriter.encode(value)), value)
+            }
+        }
+    }
+}
+
+final class MessageTests: XCTestCase {
+    func testClassifiesMessages() throws {
+        XCTAssertEqual(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#)), .request(id: .string("a"), method: "ping", params: nil))
+        XCTAssertEqual(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","method":"x","params":[1]}"#)), .notification(method: "x", params: [1]))
+        XCTAssertEqual(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","id":3,"result":{}}"#)), .result(id: .number(3), result: [:]))
+        let error = try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#))
+        XCTAssertEqual(error, .error(id: nil, error: RPCError(code: .parseError, message: "bad")))
+    }
+
+    func testRejectsInvalidRequests() throws {
+        let cases = [
+            #"[]"#, #"{"jsonrpc":"2.0"}"#, #"{"jsonrpc":"2","id":1,"method":"x"}"#, #"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":""}"#, #"{"jsonrpc":"2.0","id":1,"method":"x","params":"p"}"#,
+        ]
+        for text in cases {
+            XCTAssertThrowsError(try Message.decode(try JSONParser.parse(text)), text) { error in
+                XCTAssertEqual((error as? InvalidMessage)?.error.code, .invalidRequest, text)
+            }
+        }
+        XCTAssertThrowsError(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"1.0","id":7,"method":"x"}"#))) { error in
+            XCTAssertEqual((error as? InvalidMessage)?.id, .number(7), "the id survives for the error response")
+        }
+    }
+
+    func testTypedParamsNameTheBadField() {
+        XCTAssertThrowsError(try JSONCoding.decode(FetchRequest.self, from: ["entity": "Team", "sort": [["key": 3]]])) { error in
+            XCTAssertEqual((error as? RPCError)?.data?["field"], "params.sort[0].key")
+            XCTAssertTrue((error as? RPCError)?.message.contains("must be a string") == true, "\(error)")
+        }
+        XCTAssertThrowsError(try JSONCoding.decode(StoreSave.Parameters.self, from: ["inserted": [["values": [:]]]])) { error in
+            XCTAssertEqual((error as? RPCError)?.data?["field"], "params.inserted[0].entity")
+        }
+    }
+
+    func testResponsesAreBuiltAroundEncodedResults() throws {
+        let bytes = MessageEncoder.response(id: .number(4), resultJSON: Array(#"{"ok":true}"#.utf8))
+        XCTAssertEqual(try JSONParser.parse(bytes), ["jsonrpc": "2.0", "id": 4, "result": ["ok": true]])
+        let progress = WorkDoneProgress(kind: .begin, title: "Fetching Item").json
+        XCTAssertEqual(progress["total"], .null, "begin always carries total")
+    }
+}
