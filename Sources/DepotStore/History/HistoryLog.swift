@@ -8,7 +8,7 @@ enum HistoryLog {
     /// Records a transaction inside the writer's transaction and returns it.
     static func record(_ db: Database, author: String?, changes: [String: EntityChangeSet]) throws -> CommittedTransaction {
         let timestamp = Date().timeIntervalSince1970
-        let wire = JSONValue.object(changes.mapValues { (try? JSONCoding.encode($0.wire)) ?? .null })
+        let wire = JSONValue.object(changes.mapValues(\.json))
         try db.execute(
             sql: "INSERT INTO depot_transaction (timestamp, author, changes) VALUES (?, ?, ?)",
             arguments: [timestamp, author, String(decoding: JSONWriter.encode(wire), as: UTF8.self)])
@@ -34,7 +34,7 @@ extension Store {
         return try read { db in
             let transactions = try HistoryLog.transactions(db, since: since, limit: limit)
             let latest = try Self.latestTransaction(db)
-            let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
+            let oldest = try Int64.fetchOneCached(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
             return StoreHistory.Result(transactions: transactions, latest: latest, oldest: oldest)
         }
     }

@@ -42,9 +42,9 @@ extension SaveOperation {
         guard let destination = schema.entity(named: relationship.destination) else { return [] }
         if relationship.toMany {
             guard let inverse = relationship.inverse else { return [] }
-            return try Int64.fetchAll(db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ? ORDER BY id", arguments: [id.row])
+            return try Int64.fetchAllCached(db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ? ORDER BY id", arguments: [id.row])
         }
-        let value = try Int64.fetchOne(db, sql: "SELECT \(entity.column(relationship.name)) FROM \(entity.table) WHERE id = ?", arguments: [id.row])
+        let value = try Int64.fetchOneCached(db, sql: "SELECT \(entity.column(relationship.name)) FROM \(entity.table) WHERE id = ?", arguments: [id.row])
         return value.map { [$0] } ?? []
     }
 
@@ -59,7 +59,7 @@ extension SaveOperation {
                 if relationship.toMany {
                     guard relationship.deleteRule == .nullify || relationship.deleteRule == .cascade else { continue }
                     for row in related {
-                        try db.execute(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?", arguments: [row])
+                        try db.executeCached(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?", arguments: [row])
                         recorder.update(destination.name, row, key: inverse)
                     }
                 } else {
@@ -71,14 +71,14 @@ extension SaveOperation {
             for other in schema.entities {
                 for relationship in other.toOne.values where relationship.destination == entity.name {
                     if let inverse = relationship.inverse, entity.toMany[inverse] != nil { continue }
-                    let rows = try Int64.fetchAll(db, sql: "SELECT id FROM \(other.table) WHERE \(other.column(relationship.name)) = ?", arguments: [id.row])
+                    let rows = try Int64.fetchAllCached(db, sql: "SELECT id FROM \(other.table) WHERE \(other.column(relationship.name)) = ?", arguments: [id.row])
                     for row in rows where !doomed.contains(ObjectID(entity: other.name, row: row)) {
-                        try db.execute(sql: "UPDATE \(other.table) SET \(other.column(relationship.name)) = NULL WHERE id = ?", arguments: [row])
+                        try db.executeCached(sql: "UPDATE \(other.table) SET \(other.column(relationship.name)) = NULL WHERE id = ?", arguments: [row])
                         recorder.update(other.name, row, key: relationship.name)
                     }
                 }
             }
-            try db.execute(sql: "DELETE FROM \(entity.table) WHERE id = ?", arguments: [id.row])
+            try db.executeCached(sql: "DELETE FROM \(entity.table) WHERE id = ?", arguments: [id.row])
             recorder.delete(entity.name, id.row)
         }
     }
@@ -141,7 +141,7 @@ extension SaveOperation {
             guard let row = insert.row else { continue }
             for (key, reference) in insert.toOne {
                 guard case .temporary? = reference, let target = reference.flatMap(resolve) else { continue }
-                try db.execute(sql: "UPDATE \(insert.entity.table) SET \(insert.entity.column(key)) = ? WHERE id = ?", arguments: [target.row, row])
+                try db.executeCached(sql: "UPDATE \(insert.entity.table) SET \(insert.entity.column(key)) = ? WHERE id = ?", arguments: [target.row, row])
                 noteInverse(insert.entity, key: key, destinationRow: target.row)
             }
             for (key, references) in insert.toMany {
@@ -199,16 +199,16 @@ extension SaveOperation {
             let destination = schema.entity(named: relationship.destination)
         else { return }
         let desired = Set(references.compactMap { resolve($0)?.row })
-        let current = Set(try Int64.fetchAll(db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?", arguments: [row]))
+        let current = Set(try Int64.fetchAllCached(db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?", arguments: [row]))
         for removed in current.subtracting(desired).sorted() {
-            try db.execute(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?", arguments: [removed])
+            try db.executeCached(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?", arguments: [removed])
             recorder.update(destination.name, removed, key: inverse)
         }
         for added in desired.subtracting(current).sorted() {
-            if let owner = try Int64.fetchOne(db, sql: "SELECT \(destination.column(inverse)) FROM \(destination.table) WHERE id = ?", arguments: [added]) {
+            if let owner = try Int64.fetchOneCached(db, sql: "SELECT \(destination.column(inverse)) FROM \(destination.table) WHERE id = ?", arguments: [added]) {
                 recorder.update(entity.name, owner, key: key)
             }
-            try db.execute(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = ? WHERE id = ?", arguments: [row, added])
+            try db.executeCached(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = ? WHERE id = ?", arguments: [row, added])
             recorder.update(destination.name, added, key: inverse)
         }
         if desired != current { recorder.update(entity.name, row, key: key) }
@@ -216,9 +216,11 @@ extension SaveOperation {
 
     /// Bumps versions, records the transaction and builds the result.
     mutating func finish(_ db: Database) throws -> (StoreSave.Result, CommittedTransaction?) {
+        var versions: [String: Int64] = [:]
         for id in recorder.updatedRows {
             guard let entity = schema.entity(named: id.entity) else { continue }
-            try db.execute(sql: "UPDATE \(entity.table) SET _version = _version + 1 WHERE id = ?", arguments: [id.row])
+            versions[id.description] = try Int64.fetchOneCached(
+                db, sql: "UPDATE \(entity.table) SET _version = _version + 1 WHERE id = ? RETURNING _version", arguments: [id.row])
         }
         var ids: [String: String] = [:]
         for insert in inserts {
@@ -229,12 +231,8 @@ extension SaveOperation {
         }
         let changes = recorder.changes()
         let transaction = try HistoryLog.record(db, author: author, changes: changes)
-        var versions: [String: Int64] = [:]
         for (name, change) in changes {
-            guard let entity = schema.entity(named: name) else { continue }
-            for row in change.inserted + change.updated.map(\.row) {
-                versions["\(name)/\(row)"] = try Int64.fetchOne(db, sql: "SELECT _version FROM \(entity.table) WHERE id = ?", arguments: [row])
-            }
+            for row in change.inserted { versions["\(name)/\(row)"] = 1 }
         }
         return (StoreSave.Result(ids: ids, versions: versions, transaction: transaction.number), transaction)
     }

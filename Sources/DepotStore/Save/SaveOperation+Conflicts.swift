@@ -6,7 +6,7 @@ import GRDB
 extension SaveOperation {
     /// The stored row of `id`.
     func storedRow(_ db: Database, _ id: ObjectID, entity: EntitySchema) throws -> Row? {
-        try Row.fetchOne(db, sql: "SELECT * FROM \(entity.table) WHERE id = ?", arguments: [id.row])
+        try Row.fetchOneCached(db, sql: "SELECT * FROM \(entity.table) WHERE id = ?", arguments: [id.row])
     }
 
     /// The stored value of `key` as it would appear on the wire.
@@ -149,7 +149,7 @@ extension SaveOperation {
                 }
                 claimed[signature] = position
                 let condition = constraint.map { "\(entity.column($0)) = ?" }.joined(separator: " AND ")
-                let matches = try Int64.fetchAll(db, sql: "SELECT id FROM \(entity.table) WHERE \(condition)", arguments: StatementArguments(values))
+                let matches = try Int64.fetchAllCached(db, sql: "SELECT id FROM \(entity.table) WHERE \(condition)", arguments: StatementArguments(values))
                 guard let existing = matches.first(where: { !deleted.contains(ObjectID(entity: entity.name, row: $0)) }) else { continue }
                 switch policy {
                 case .error:

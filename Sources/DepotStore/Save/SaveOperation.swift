@@ -165,7 +165,7 @@ extension SaveOperation {
     }
 
     func exists(_ db: Database, _ id: ObjectID, entity: EntitySchema) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT 1 FROM \(entity.table) WHERE id = ?", arguments: [id.row]) ?? false
+        try Bool.fetchOneCached(db, sql: "SELECT 1 FROM \(entity.table) WHERE id = ?", arguments: [id.row]) ?? false
     }
 
     /// Sorts `values` into attributes, to-one and to-many references, noting every problem.

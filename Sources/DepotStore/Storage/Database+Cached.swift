@@ -1,0 +1,30 @@
+import GRDB
+
+// The save path runs the same few statements for every object: preparing
+// them once per connection (GRDB's statement cache) instead of per call
+// halves the cost of a small save.
+extension Database {
+    /// Executes `sql` through the connection's statement cache.
+    func executeCached(sql: String, arguments: StatementArguments = StatementArguments()) throws {
+        try cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+}
+
+extension Row {
+    /// One row, through the statement cache.
+    static func fetchOneCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws -> Row? {
+        try fetchOne(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+}
+
+extension DatabaseValueConvertible {
+    /// One value, through the statement cache.
+    static func fetchOneCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws -> Self? {
+        try fetchOne(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+
+    /// Every value, through the statement cache.
+    static func fetchAllCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws -> [Self] {
+        try fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+}
