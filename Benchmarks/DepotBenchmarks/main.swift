@@ -1,9 +1,10 @@
-import DepotClient
-import DepotProtocol
 import Foundation
-import ZeroMQ
 
-// Usage: DepotBenchmarks --depotd PATH [--output DIR] [--quick] [--filter NAME]
+// DepotBenchmarks: side-by-side benchmarks, each against a baseline measured in
+// the same run, printed as ratios and written as JSON.
+//
+//   DepotBenchmarks --depotd PATH [--output DIR] [--quick] [--filter foundation|results]
+
 let arguments = CommandLine.arguments
 func option(_ name: String) -> String? {
     arguments.firstIndex(of: name).flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
@@ -12,63 +13,55 @@ let depotd = URL(fileURLWithPath: option("--depotd") ?? ".build/release/depotd")
 let output = URL(fileURLWithPath: option("--output") ?? "Benchmarks/results")
 let quick = arguments.contains("--quick")
 let filter = option("--filter")
+func selected(_ name: String) -> Bool { filter == nil || filter == name }
 
-var results: [String: String] = [:]
-if filter == "latency" {
-    let daemon = try BenchmarkDaemon(executable: depotd)
-    let client = try await DepotClient.DepotConnection.connect(to: daemon.endpoint)
-    _ = try await client.call(DepotProtocol.ModelDefine.self, .init(entities: [DepotProtocol.EntityDescription(name: "Item", attributes: [DepotProtocol.AttributeDescription(name: "name", type: .string)])]))
-    for (label, body) in [("ping", { () async throws -> Void in _ = try await client.call(DepotProtocol.Ping.self, DepotProtocol.Empty()) }),
-                          ("save", { () async throws -> Void in _ = try await client.call(DepotProtocol.StoreSave.self, .init(inserted: [.init(entity: "Item", values: ["name": "x"])])) })] {
-        var samples: [Double] = []
-        for _ in 0..<2000 {
-            let start = ContinuousClock.now
-            try await body()
-            samples.append((ContinuousClock.now - start).milliseconds)
-        }
-        print(label, "p50", percentile(samples, 0.5), "p99", percentile(samples, 0.99))
-    }
-    let context = try ZeroMQ.Context()
-    let raw = try ZeroMQ.Socket(context: context, type: .dealer)
-    try raw.connect(daemon.endpoint)
-    var samples: [Double] = []
-    let ping = Array(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.utf8)
-    for _ in 0..<5000 {
-        let start = ContinuousClock.now
-        try raw.send(ping)
-        _ = try raw.receive()
-        samples.append((ContinuousClock.now - start).milliseconds)
-    }
-    print("raw ping p50", percentile(samples, 0.5), "p99", percentile(samples, 0.99))
-    let router = try ZeroMQ.Socket(context: context, type: .router)
-    try router.bind("tcp://127.0.0.1:*")
-    let echo = try ZeroMQ.Socket(context: context, type: .dealer)
-    try echo.connect(try router.lastEndpoint())
-    let thread = Thread {
-        while let message = try? router.receive() { _ = try? router.send(message) }
-    }
-    thread.start()
-    samples = []
-    for _ in 0..<5000 {
-        let start = ContinuousClock.now
-        try echo.send(ping)
-        _ = try echo.receive()
-        samples.append((ContinuousClock.now - start).milliseconds)
-    }
-    print("raw echo p50", percentile(samples, 0.5), "p99", percentile(samples, 0.99))
-    daemon.stop()
-    exit(0)
+/// One line of the summary: a measured ratio against its target.
+struct Ratio: Codable {
+    var name: String
+    var value: Double
+    var target: String
+    var met: Bool
 }
-if filter == nil || filter == "results" {
-    let benchmark = FetchedResultsBenchmark(rows: quick ? 50_000 : 1_000_000, samples: quick ? 50 : 300)
-    let report = try await benchmark.run(depotd: depotd)
-    print(String(format: "fetched results over %d rows: save→didChange p50 %.3f ms, p99 %.3f ms; refetch-and-diff p50 %.1f ms, p99 %.1f ms; speedup %.0f×; %.1f bytes/row; subscribe %.2f s",
-                 report.rows, report.incrementalP50Ms, report.incrementalP99Ms, report.refetchP50Ms, report.refetchP99Ms,
-                 report.speedupP50, report.rssBytesPerRow, report.subscribeSeconds))
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    results["fetchedResults"] = String(decoding: try encoder.encode(report), as: UTF8.self)
+
+let encoder = JSONEncoder()
+encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+var sections: [String: Data] = [:]
+var ratios: [Ratio] = []
+
+if selected("foundation") {
+    let report = try await FoundationBenchmark(iterations: quick ? 2_000 : 20_000).run(depotd: depotd)
+    print(String(format: "ping: raw echo %.0f/s, depotd (raw DEALER) %.0f/s, DepotConnection %.0f/s", report.rawEchoPerSecond, report.depotPingPerSecond, report.clientPingPerSecond))
+    print(String(format: "save: raw SQLite %.0f commits/s, depotd (raw DEALER) %.0f/s, DepotConnection %.0f/s", report.rawCommitsPerSecond, report.depotSavesPerSecond, report.clientSavesPerSecond))
+    ratios.append(Ratio(name: "ping depotd / raw echo", value: report.pingRatio, target: ">= 0.5", met: report.pingRatio >= 0.5))
+    ratios.append(Ratio(name: "ping DepotConnection / raw echo", value: report.clientPingRatio, target: "(client library, no target)", met: true))
+    ratios.append(Ratio(name: "save depotd / raw SQLite commit", value: report.saveRatio, target: ">= 0.3", met: report.saveRatio >= 0.3))
+    ratios.append(Ratio(name: "save DepotConnection / raw SQLite commit", value: report.clientSaveRatio, target: "(client library, no target)", met: true))
+    sections["foundation"] = try encoder.encode(report)
 }
+
+if selected("results") {
+    let report = try await FetchedResultsBenchmark(rows: quick ? 50_000 : 1_000_000, samples: quick ? 50 : 300).run(depotd: depotd)
+    print(String(format: "fetched results over %d rows: save→didChange p50 %.3f ms p99 %.3f ms; refetch-and-diff p50 %.1f ms p99 %.1f ms; %.1f bytes/row; subscribe %.2f s",
+                 report.rows, report.incrementalP50Ms, report.incrementalP99Ms, report.refetchP50Ms, report.refetchP99Ms, report.rssBytesPerRow, report.subscribeSeconds))
+    ratios.append(Ratio(name: "refetch-and-diff p50 / incremental p50", value: report.speedupP50, target: ">= 100", met: report.speedupP50 >= 100))
+    ratios.append(Ratio(name: "incremental p50 ms", value: report.incrementalP50Ms, target: "< 0.5", met: report.incrementalP50Ms < 0.5))
+    ratios.append(Ratio(name: "incremental p99 ms", value: report.incrementalP99Ms, target: "< 2", met: report.incrementalP99Ms < 2))
+    ratios.append(Ratio(name: "daemon RSS bytes per subscribed row", value: report.rssBytesPerRow, target: "< 64", met: report.rssBytesPerRow < 64))
+    sections["fetchedResults"] = try encoder.encode(report)
+}
+
+print("")
+for ratio in ratios {
+    print(String(format: "%-45@ %12.3f   target %@ %@", ratio.name as NSString, ratio.value, ratio.target, ratio.met ? "" : "  MISSED"))
+}
+
+let stamp = ISO8601DateFormatter().string(from: Date())
+var document = "{\n\"date\": \"\(stamp)\",\n\"quick\": \(quick),\n\"ratios\": " + String(decoding: try encoder.encode(ratios), as: UTF8.self)
+for (name, data) in sections.sorted(by: { $0.key < $1.key }) {
+    document += ",\n\"\(name)\": " + String(decoding: data, as: UTF8.self)
+}
+document += "\n}\n"
 try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
-let json = "{" + results.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ",\n") + "}\n"
-try json.write(to: output.appendingPathComponent("latest.json"), atomically: true, encoding: .utf8)
+try document.write(to: output.appendingPathComponent("latest.json"), atomically: true, encoding: .utf8)
+try document.write(to: output.appendingPathComponent("\(stamp.replacingOccurrences(of: ":", with: "-")).json"), atomically: true, encoding: .utf8)
+print("\nwritten to \(output.appendingPathComponent("latest.json").path)")

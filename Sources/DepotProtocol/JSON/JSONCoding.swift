@@ -12,7 +12,7 @@ public enum JSONCoding {
         throws(RPCError) -> T
     {
         do {
-            return try JSONDecoder().decode(T.self, from: Data(JSONWriter.encode(value)))
+            return try JSONValueDecoder.decode(T.self, from: value)
         } catch let error as DecodingError {
             throw RPCError.invalidParams(describe(error, root: field), field: fieldPath(error, root: field))
         } catch {

@@ -30,9 +30,9 @@ struct OrderedIndex: Sendable {
     private var order: [Int32] = []
     /// Where each chunk number sits in `order`.
     private var positionOfChunk: [Int32] = []
-    /// Entries before each position in `order` (prefix sums), rebuilt lazily.
-    private var prefix: [Int] = []
-    private var prefixValid = false
+    /// Entries before each position in `order` (prefix sums), kept current by every change
+    /// so that lookups never mutate (a mutation would copy the whole index if it is shared).
+    private var prefix: [Int] = [0]
     /// The chunk holding each id.
     private var chunkOfID: [Int64: Int32] = [:]
     /// Storage slots of chunks that emptied, for reuse.
@@ -68,17 +68,21 @@ struct OrderedIndex: Sendable {
             for entry in sortedEntries[start..<end] { chunkOfID[entry.id] = number }
             start = end
         }
+        rebuildPrefix()
     }
 
     // MARK: Lookups
 
-    private mutating func prefixSums() {
-        guard !prefixValid else { return }
+    private mutating func rebuildPrefix() {
         prefix = [Int](repeating: 0, count: order.count + 1)
         for position in order.indices {
             prefix[position + 1] = prefix[position] + chunks[Int(order[position])].entries.count
         }
-        prefixValid = true
+    }
+
+    /// Adds `delta` to the counts after the chunk at `position`.
+    private mutating func shiftPrefix(after position: Int, by delta: Int) {
+        for index in (position + 1)..<prefix.count { prefix[index] += delta }
     }
 
     /// The entry of `id`, if present.
@@ -88,17 +92,15 @@ struct OrderedIndex: Sendable {
     }
 
     /// The flat position of `id` in the order.
-    mutating func rank(of id: Int64) -> Int? {
+    func rank(of id: Int64) -> Int? {
         guard let number = chunkOfID[id] else { return nil }
-        prefixSums()
         let position = Int(positionOfChunk[Int(number)])
         guard let offset = chunks[Int(number)].entries.firstIndex(where: { $0.id == id }) else { return nil }
         return prefix[position] + offset
     }
 
     /// How many entries order before `probe` (its insertion rank).
-    mutating func lowerBound(_ probe: Entry) -> Int {
-        prefixSums()
+    func lowerBound(_ probe: Entry) -> Int {
         let position = chunkPosition(for: probe)
         guard position < order.count else { return count }
         let entries = chunks[Int(order[position])].entries
@@ -124,8 +126,7 @@ struct OrderedIndex: Sendable {
     }
 
     /// The entries at flat positions `range`, in order.
-    mutating func entries(in range: Range<Int>) -> [Entry] {
-        prefixSums()
+    func entries(in range: Range<Int>) -> [Entry] {
         var result: [Entry] = []
         result.reserveCapacity(range.count)
         guard !range.isEmpty else { return result }
@@ -159,12 +160,12 @@ struct OrderedIndex: Sendable {
 
     /// Inserts `entry` (its id must not be present).
     mutating func insert(_ entry: Entry) {
-        prefixValid = false
         if order.isEmpty {
             chunks.append(Chunk(entries: [entry]))
             order.append(Int32(chunks.count - 1))
             positionOfChunk.append(0)
             chunkOfID[entry.id] = Int32(chunks.count - 1)
+            rebuildPrefix()
             return
         }
         var position = chunkPosition(for: entry)
@@ -195,23 +196,28 @@ struct OrderedIndex: Sendable {
             order.insert(newNumber, at: position + 1)
             for (offset, chunk) in order.enumerated().dropFirst(position + 1) { positionOfChunk[Int(chunk)] = Int32(offset) }
             for moved in upper { chunkOfID[moved.id] = newNumber }
+            chunks[number].entries = entries
+            rebuildPrefix()
+            return
         }
         chunks[number].entries = entries
+        shiftPrefix(after: position, by: 1)
     }
 
     /// Removes `id`; returns its entry.
     @discardableResult
     mutating func remove(_ id: Int64) -> Entry? {
         guard let number = chunkOfID.removeValue(forKey: id) else { return nil }
-        prefixValid = false
         guard let offset = chunks[Int(number)].entries.firstIndex(where: { $0.id == id }) else { return nil }
         let entry = chunks[Int(number)].entries.remove(at: offset)
+        shiftPrefix(after: Int(positionOfChunk[Int(number)]), by: -1)
         if chunks[Int(number)].entries.isEmpty && order.count > 1 {
             // Drop the empty chunk from the sequence; its storage slot stays unused.
             let position = Int(positionOfChunk[Int(number)])
             order.remove(at: position)
             freeChunks.append(number)
             for (offset, chunk) in order.enumerated().dropFirst(position) { positionOfChunk[Int(chunk)] = Int32(offset) }
+            rebuildPrefix()
         }
         return entry
     }

@@ -4,7 +4,12 @@ import DepotStore
 /// One maintained fetched-results set: the ordered (sort key, id) index and
 /// section counts of a request, shared by every subscription whose request is
 /// the same (DESIGN.md §7). It holds ids and sort keys only, never objects.
-struct ResultSet: Sendable {
+///
+/// A class, so that the index is never copied: a value copy held by a reader
+/// would make the writer's next change copy a million entries. Its mutable
+/// state is touched only under ``ResultsEngine``'s lock (or before the set is
+/// registered), hence `@unchecked Sendable`.
+final class ResultSet: @unchecked Sendable {
     /// What makes two requests the same.
     let key: String
     /// The resolved request (entity, predicate SQL, sort expressions).
@@ -49,10 +54,17 @@ struct ResultSet: Sendable {
         self.sectioned = sectioned
         self.dependencies = dependencies
         self.interestingKeys = Set(shape.keys + shape.toManyKeys)
-        let ascending = plan.sortExpressions.map(\.ascending)
-        index = OrderedIndex(sortedEntries: rows.map { OrderedIndex.Entry(key: $0.key, id: $0.id) }, ascending: ascending)
+        index = OrderedIndex(ascending: plan.sortExpressions.map(\.ascending))
         sections = []
         self.transaction = transaction
+        reset(rows: rows, transaction: transaction)
+    }
+
+    /// Replaces the contents with `rows` (in order) as of `transaction`.
+    func reset(rows: [KeyedRow], transaction: Int64) {
+        index = OrderedIndex(sortedEntries: rows.map { OrderedIndex.Entry(key: $0.key, id: $0.id) }, ascending: index.ascending)
+        self.transaction = transaction
+        sections = []
         if sectioned {
             for row in rows {
                 let value = row.key.first
@@ -108,7 +120,7 @@ struct ResultSet: Sendable {
     }
 
     /// The index path of an entry that is in the index, against `sections`.
-    private mutating func indexPath(of id: Int64, key: SortKey, sections: [(value: SortValue, count: Int)]) -> [Int] {
+    private func indexPath(of id: Int64, key: SortKey, sections: [(value: SortValue, count: Int)]) -> [Int] {
         let rank = index.rank(of: id) ?? 0
         guard sectioned else { return [0, rank] }
         let (section, _) = sectionPosition(key.first, in: sections)
@@ -116,7 +128,7 @@ struct ResultSet: Sendable {
         return [section, rank - start]
     }
 
-    private mutating func adjustSection(_ value: SortValue, by delta: Int) {
+    private func adjustSection(_ value: SortValue, by delta: Int) {
         guard sectioned else {
             sections[0].count += delta
             return
@@ -133,7 +145,7 @@ struct ResultSet: Sendable {
     /// longer matches or exists) and returns the changes in index paths.
     ///
     /// - Parameter touched: the keys the transaction changed per row (for updates).
-    mutating func apply(_ candidates: [Int64: SortKey?], touched: [Int64: Set<String>]) -> Delta {
+    func apply(_ candidates: [Int64: SortKey?], touched: [Int64: Set<String>]) -> Delta {
         var deletes: [OrderedIndex.Entry] = []
         var moves: [(old: OrderedIndex.Entry, new: SortKey)] = []
         var updates: [OrderedIndex.Entry] = []

@@ -61,49 +61,49 @@ final class ResultsEngine: Sendable {
             built = ResultSet(
                 key: definition.key, plan: definition.plan, shape: definition.plan.shape, sectioned: definition.sectioned,
                 dependencies: definition.dependencies, rows: rows, transaction: transaction)
-            built?.cacheName = params.cacheName
         }
-        let result: Result<(Subscription, ResultSet), RPCError> = context.server.dispatcher.writer.sync {
+        let include = params.include ?? .firstBatch
+        let firstBatch = max(1, params.request.batchSize ?? 50)
+        let result: Result<Registration, RPCError> = context.server.dispatcher.writer.sync {
             Result { () throws(RPCError) in
-                let registered = try self.register(built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID, store: store)
-                if let name = params.cacheName, !fromCache || registered.1.transaction != built?.transaction {
-                    try store.saveResultsCache(name, registered.1.cacheEntry)
+                if let set = built { try self.catchUp(set, store: store) }
+                let registration = try self.register(built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID) { set in
+                    switch include {
+                    case .all: set.index.count
+                    case .noObjects: 0
+                    case .firstBatch: min(set.index.count, firstBatch)
+                    }
                 }
-                return registered
+                if let name = params.cacheName, !fromCache || registration.transaction != built?.transaction {
+                    try store.saveResultsCache(name, registration.cacheEntry())
+                }
+                return registration
             }
         }
-        let (subscription, set) = try result.get()
-        let include = params.include ?? .firstBatch
-        let length: Int
-        switch include {
-        case .all: length = set.index.count
-        case .noObjects: length = 0
-        case .firstBatch: length = min(set.index.count, max(1, params.request.batchSize ?? 50))
-        }
-        let objects = try page(set: set, subscription: subscription, offset: 0, length: length, store: store)
+        let registration = try result.get()
+        let objects = try store.objects(rows: registration.firstIDs, shape: definition.plan.shape)
         return ResultsSubscribe.Result(
-            subscription: subscription.id, seq: 0, transaction: set.transaction, count: set.index.count,
-            sections: set.sectionInfos, objects: objects.objects, fromCache: params.cacheName == nil ? nil : fromCache)
+            subscription: registration.subscription, seq: 0, transaction: registration.transaction, count: registration.count,
+            sections: registration.sections, objects: registration.firstIDs.map { objects[$0] ?? .null },
+            fromCache: params.cacheName == nil ? nil : fromCache)
     }
 
-    /// On the writer queue: installs or catches up the set and adds the subscription.
-    private func register(_ built: ResultSet?, key: String, cacheName: String?, routingID: [UInt8], store: Store) throws(RPCError) -> (Subscription, ResultSet) {
-        if var set = built {
-            try catchUp(&set, store: store)
-            return state.withLock { state in
-                if let shared = state.sets[key] { set = shared }
-                if let cacheName { set.cacheName = cacheName }
-                let id = "s\(state.nextID)"
-                state.nextID += 1
-                set.subscribers.insert(id)
-                state.sets[key] = set
-                let subscription = Subscription(id: id, routingID: routingID, setKey: key)
-                state.subscriptions[id] = subscription
-                return (subscription, set)
-            }
-        }
-        return try state.withLock { state throws(RPCError) in
-            guard var set = state.sets[key] else {
+    /// What a subscribe learned under the lock.
+    private struct Registration {
+        var subscription: String
+        var transaction: Int64
+        var count: Int
+        var sections: [SectionInfo]
+        var firstIDs: [Int64]
+        var cacheEntry: () -> ResultsCacheEntry
+    }
+
+    /// On the writer queue: installs the set (or joins the shared one) and adds the subscription.
+    private func register(
+        _ built: ResultSet?, key: String, cacheName: String?, routingID: [UInt8], firstBatch: (ResultSet) -> Int
+    ) throws(RPCError) -> Registration {
+        try state.withLock { state throws(RPCError) in
+            guard let set = state.sets[key] ?? built else {
                 throw RPCError(code: .internalError, message: "the shared result set vanished; subscribe again")
             }
             if let cacheName { set.cacheName = cacheName }
@@ -111,38 +111,43 @@ final class ResultsEngine: Sendable {
             state.nextID += 1
             set.subscribers.insert(id)
             state.sets[key] = set
-            let subscription = Subscription(id: id, routingID: routingID, setKey: key)
-            state.subscriptions[id] = subscription
-            return (subscription, set)
+            state.subscriptions[id] = Subscription(id: id, routingID: routingID, setKey: key)
+            let entry = set.cacheEntry
+            return Registration(
+                subscription: id, transaction: set.transaction, count: set.index.count, sections: set.sectionInfos,
+                firstIDs: set.index.entries(in: 0..<firstBatch(set)).map(\.id), cacheEntry: { entry })
         }
     }
 
-    /// Brings a set read at an older transaction up to the latest one, silently.
-    private func catchUp(_ set: inout ResultSet, store: Store) throws(RPCError) {
+    /// Brings a set read at an older transaction up to the latest one, silently
+    /// (writer queue, before the set is shared).
+    private func catchUp(_ set: ResultSet, store: Store) throws(RPCError) {
         guard let changes = try store.changedRows(since: set.transaction) else {
             let (rows, transaction) = try store.keyedRows(set.plan)
-            set = ResultSet(key: set.key, plan: set.plan, shape: set.shape, sectioned: set.sectioned, dependencies: set.dependencies, rows: rows, transaction: transaction)
+            set.reset(rows: rows, transaction: transaction)
             return
         }
         if !changes.rows.isEmpty {
-            let candidates = try candidateRows(for: set, changedRows: changes.rows, store: store)
+            let candidates = try candidateRows(entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store)
             let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
             _ = set.apply(Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: [:])
         }
         set.transaction = changes.latest
     }
 
-    /// The rows of the set's entity whose membership or position the change may affect.
-    private func candidateRows(for set: ResultSet, changedRows: [String: Set<Int64>], store: Store) throws(RPCError) -> Set<Int64> {
-        var candidates = changedRows[set.plan.entity.name] ?? []
-        for dependency in set.dependencies {
+    /// The rows of `entity` whose membership or position the change may affect.
+    private func candidateRows(
+        entity: EntitySchema, dependencies: [ResultSet.Dependency], changedRows: [String: Set<Int64>], store: Store
+    ) throws(RPCError) -> Set<Int64> {
+        var candidates = changedRows[entity.name] ?? []
+        for dependency in dependencies {
             guard let changed = changedRows[dependency.entity], !changed.isEmpty else { continue }
             switch dependency {
             case .path(_, let path):
-                candidates.formUnion(try store.rows(of: set.plan.entity, reaching: Array(changed), through: path))
+                candidates.formUnion(try store.rows(of: entity, reaching: Array(changed), through: path))
             case .any:
-                candidates.formUnion(try store.allRows(of: set.plan.entity))
-                candidates.formUnion(set.index.allEntries.map(\.id))
+                // Every row now in the table; rows that left it were deleted, so they are in `changedRows`.
+                candidates.formUnion(try store.allRows(of: entity))
             }
         }
         return candidates
@@ -150,19 +155,13 @@ final class ResultsEngine: Sendable {
 
     // MARK: Reading
 
-    private func page(set: ResultSet, subscription: Subscription, offset: Int, length: Int, store: Store) throws(RPCError) -> ResultsObjects.Result {
-        var index = set.index
-        let entries = index.entries(in: offset..<min(offset + length, index.count))
-        let objects = try store.objects(rows: entries.map(\.id), shape: set.shape)
-        return ResultsObjects.Result(seq: subscription.seq, objects: entries.map { objects[$0.id] ?? .null })
-    }
-
-    private func lookup(_ id: String, routingID: [UInt8]) throws(RPCError) -> (Subscription, ResultSet) {
-        let found = state.withLock { state -> (Subscription, ResultSet)? in
+    /// Runs `body` on the subscription's set under the lock.
+    private func withSubscription<T>(_ id: String, routingID: [UInt8], _ body: (Subscription, ResultSet) -> T) throws(RPCError) -> T {
+        let found = state.withLock { state -> T? in
             guard let subscription = state.subscriptions[id], subscription.routingID == routingID,
                 let set = state.sets[subscription.setKey]
             else { return nil }
-            return (subscription, set)
+            return body(subscription, set)
         }
         guard let found else { throw .notFound("no subscription '\(id)' in this session", id: id) }
         return found
@@ -174,22 +173,28 @@ final class ResultsEngine: Sendable {
         guard (0...100_000).contains(params.length) else {
             throw .invalidParams("length must be between 0 and 100000, got \(params.length)", field: "params.length")
         }
-        let (subscription, set) = try lookup(params.subscription, routingID: context.routingID)
-        return try page(set: set, subscription: subscription, offset: params.offset, length: params.length, store: context.store)
+        let (seq, ids, shape) = try withSubscription(params.subscription, routingID: context.routingID) { subscription, set in
+            let end = min(params.offset + params.length, set.index.count)
+            let ids = params.offset < end ? set.index.entries(in: params.offset..<end).map(\.id) : []
+            return (subscription.seq, ids, set.shape)
+        }
+        let objects = try context.store.objects(rows: ids, shape: shape)
+        return ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null })
     }
 
     /// `results/snapshot`.
     func snapshot(_ params: ResultsSnapshot.Parameters, context: RequestContext) throws(RPCError) -> ResultsSnapshot.Result {
-        let (subscription, set) = try lookup(params.subscription, routingID: context.routingID)
-        let entity = set.plan.entity.name
-        return ResultsSnapshot.Result(
-            seq: subscription.seq, transaction: set.transaction, sections: set.sectionInfos,
-            ids: set.index.allEntries.map { "\(entity)/\($0.id)" })
+        try withSubscription(params.subscription, routingID: context.routingID) { subscription, set in
+            let entity = set.plan.entity.name
+            return ResultsSnapshot.Result(
+                seq: subscription.seq, transaction: set.transaction, sections: set.sectionInfos,
+                ids: set.index.allEntries.map { "\(entity)/\($0.id)" })
+        }
     }
 
     /// `results/unsubscribe`.
     func unsubscribe(_ id: String, routingID: [UInt8], server: DepotServer) throws(RPCError) {
-        _ = try lookup(id, routingID: routingID)
+        try withSubscription(id, routingID: routingID) { _, _ in }
         let freed = state.withLock { state in Self.remove(id, from: &state) }
         persist(freed.map { [$0] } ?? [], server: server)
     }
@@ -223,8 +228,10 @@ final class ResultsEngine: Sendable {
 
     /// Writes every live named cache (at shutdown, after the writer drained).
     func persistAll(store: Store) {
-        let named = state.withLock { $0.sets.values.filter { $0.cacheName != nil } }
-        for set in named { try? store.saveResultsCache(set.cacheName!, set.cacheEntry) }
+        let named = state.withLock { state in
+            state.sets.values.compactMap { set in set.cacheName.map { ($0, set.cacheEntry) } }
+        }
+        for (name, entry) in named { try? store.saveResultsCache(name, entry) }
     }
 
     /// How many subscriptions and shared sets are live (for tests and logs).
@@ -268,37 +275,33 @@ final class ResultsEngine: Sendable {
             }
         }
         let store = server.store
-        for var set in sets {
+        let changedRows = transaction.changes.mapValues { Set($0.allRows) }
+        for set in sets {
+            let entity = set.plan.entity
             do {
-                let changedRows = transaction.changes.mapValues { Set($0.allRows) }
-                let candidates = try candidateRows(for: set, changedRows: changedRows, store: store)
+                let candidates = try candidateRows(entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
                 let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
                 var touched: [Int64: Set<String>] = [:]
-                for update in transaction.changes[set.plan.entity.name]?.updated ?? [] { touched[update.row] = update.keys }
-                let key = set.key
-                // Apply under the lock to the current version of the set (another subscribe may have joined).
-                let applied = state.withLock { state -> (ResultSet.Delta, [Subscription])? in
-                    guard var current = state.sets[key] else { return nil }
-                    let delta = current.apply(Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: touched)
-                    current.transaction = transaction.number
+                for update in transaction.changes[entity.name]?.updated ?? [] { touched[update.row] = update.keys }
+                // Applied under the lock: a subscribe may be joining the set, a reader paging it.
+                let (delta, receivers) = state.withLock { state -> (ResultSet.Delta, [Subscription]) in
+                    guard state.sets[set.key] === set else { return (ResultSet.Delta(), []) }
+                    let delta = set.apply(Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: touched)
+                    set.transaction = transaction.number
+                    guard !delta.isEmpty else { return (delta, []) }
                     var receivers: [Subscription] = []
-                    if !delta.isEmpty {
-                        for id in current.subscribers {
-                            state.subscriptions[id]?.seq += 1
-                            if let subscription = state.subscriptions[id] { receivers.append(subscription) }
-                        }
+                    for id in set.subscribers.sorted() {
+                        state.subscriptions[id]?.seq += 1
+                        if let subscription = state.subscriptions[id] { receivers.append(subscription) }
                     }
-                    state.sets[key] = current
-                    set = current
                     return (delta, receivers)
                 }
-                guard let (delta, receivers) = applied, !delta.isEmpty else { continue }
+                guard !delta.isEmpty, !receivers.isEmpty else { continue }
                 let valued = delta.objects.filter { $0.type != .delete }.map(\.id)
                 let objects = try store.objects(rows: valued, shape: set.shape)
-                let entity = set.plan.entity.name
                 let changes = delta.objects.map { change in
                     ObjectChange(
-                        type: change.type, indexPath: change.old, newIndexPath: change.new, id: "\(entity)/\(change.id)",
+                        type: change.type, indexPath: change.old, newIndexPath: change.new, id: "\(entity.name)/\(change.id)",
                         object: change.type == .delete ? nil : objects[change.id])
                 }
                 for subscription in receivers {
@@ -309,7 +312,7 @@ final class ResultsEngine: Sendable {
                     server.notify(ResultsDidChange.self, params, to: subscription.routingID)
                 }
             } catch {
-                server.logger.error("fetched results for \(set.plan.entity.name) could not follow transaction \(transaction.number): \(error)")
+                server.logger.error("fetched results for \(entity.name) could not follow transaction \(transaction.number): \(error)")
             }
         }
     }
@@ -320,8 +323,8 @@ extension ResultsEngine {
     /// subscriptions keep running but no longer persist under that name.
     func deleteCache(_ name: String?, store: Store) throws(RPCError) {
         state.withLock { state in
-            for (key, set) in state.sets where name == nil || set.cacheName == name {
-                state.sets[key]?.cacheName = nil
+            for set in state.sets.values where name == nil || set.cacheName == name {
+                set.cacheName = nil
             }
         }
         try store.deleteResultsCache(name)

@@ -110,7 +110,7 @@ extension SaveOperation {
             }
             let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
             do {
-                try db.execute(
+                try db.executeCached(
                     sql: "INSERT INTO \(insert.entity.table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))",
                     arguments: StatementArguments(arguments))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -180,7 +180,7 @@ extension SaveOperation {
             }
             if !assignments.isEmpty {
                 do {
-                    try db.execute(
+                    try db.executeCached(
                         sql: "UPDATE \(update.entity.table) SET \(assignments.joined(separator: ", ")) WHERE id = ?",
                         arguments: StatementArguments(arguments + [update.id.row.databaseValue]))
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
