@@ -22,6 +22,9 @@ struct FoundationBenchmark {
         var clientSavesPerSecond: Double
         var saveRatio: Double
         var clientSaveRatio: Double
+        var concurrentClients: Int
+        var concurrentSavesPerSecond: Double
+        var concurrentSaveRatio: Double
     }
 
     func run(depotd: URL) async throws -> Report {
@@ -88,12 +91,43 @@ struct FoundationBenchmark {
         }
         raw.close()
         client.abort()
+        let clients = 8
+        let concurrentSaves = try concurrentRate(clients: clients, each: saves / clients, endpoint: daemon.endpoint, context: context)
         let rawCommits = try rawSQLiteCommits(saves)
         return Report(
             rawEchoPerSecond: rawEcho, depotPingPerSecond: depotPing, clientPingPerSecond: clientPing,
             pingRatio: depotPing / rawEcho, clientPingRatio: clientPing / rawEcho,
             rawCommitsPerSecond: rawCommits, depotSavesPerSecond: depotSaves, clientSavesPerSecond: clientSaves,
-            saveRatio: depotSaves / rawCommits, clientSaveRatio: clientSaves / rawCommits)
+            saveRatio: depotSaves / rawCommits, clientSaveRatio: clientSaves / rawCommits,
+            concurrentClients: clients, concurrentSavesPerSecond: concurrentSaves, concurrentSaveRatio: concurrentSaves / rawCommits)
+    }
+
+    /// Saves/s with `clients` DEALERs on their own threads, each saving in sequence.
+    private func concurrentRate(clients: Int, each: Int, endpoint: String, context: Context) throws -> Double {
+        let sockets = try (0..<clients).map { _ in
+            let socket = try Socket(context: context, type: .dealer)
+            try socket.setLinger(milliseconds: 0)
+            try socket.connect(endpoint)
+            try socket.send(Array(#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"1"}}"#.utf8))
+            _ = try socket.receive()
+            return socket
+        }
+        let group = DispatchGroup()
+        let start = ContinuousClock.now
+        for (number, socket) in sockets.enumerated() {
+            group.enter()
+            Thread {
+                for index in 0..<each {
+                    _ = try? socket.send(Array(#"{"jsonrpc":"2.0","id":3,"method":"store/save","params":{"inserted":[{"entity":"Item","values":{"name":"c\#(number)-\#(index)","createdAt":"2026-11-22T10:15:30.250Z"}}]}}"#.utf8))
+                    _ = try? socket.receive()
+                }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        let elapsed = (ContinuousClock.now - start).seconds
+        sockets.forEach { $0.close() }
+        return Double(clients * each) / elapsed
     }
 
     /// Single-row transactions through the C API: BEGIN IMMEDIATE, one prepared INSERT, COMMIT.

@@ -36,6 +36,7 @@ if selected("foundation") {
     ratios.append(Ratio(name: "ping DepotConnection / raw echo", value: report.clientPingRatio, target: "(client library, no target)", met: true))
     ratios.append(Ratio(name: "save depotd / raw SQLite commit", value: report.saveRatio, target: ">= 0.3", met: report.saveRatio >= 0.3))
     ratios.append(Ratio(name: "save DepotConnection / raw SQLite commit", value: report.clientSaveRatio, target: "(client library, no target)", met: true))
+    ratios.append(Ratio(name: "save, \(report.concurrentClients) clients / raw SQLite commit", value: report.concurrentSaveRatio, target: "(throughput under load)", met: true))
     sections["foundation"] = try encoder.encode(report)
 }
 
@@ -52,7 +53,8 @@ if selected("results") {
 
 print("")
 for ratio in ratios {
-    print(String(format: "%-45@ %12.3f   target %@ %@", ratio.name as NSString, ratio.value, ratio.target, ratio.met ? "" : "  MISSED"))
+    let name = ratio.name.padding(toLength: 48, withPad: " ", startingAt: 0)
+    print(name + String(format: "%12.3f", ratio.value) + "   target \(ratio.target)" + (ratio.met ? "" : "   MISSED"))
 }
 
 let stamp = ISO8601DateFormatter().string(from: Date())
