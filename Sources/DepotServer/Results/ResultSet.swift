@@ -37,12 +37,14 @@ final class ResultSet: @unchecked Sendable {
     enum Dependency: Sendable {
         /// A change to `entity` affects objects whose to-one path `path` leads to the changed rows.
         case path(entity: String, path: [String])
+        /// A change to a row of `entity` affects the object its `inverse` column names (a to-many's owner).
+        case owner(entity: String, inverse: String)
         /// A change to `entity` may affect any object (re-evaluate all: the slow fallback).
         case any(entity: String)
 
         var entity: String {
             switch self {
-            case .path(let entity, _), .any(let entity): entity
+            case .path(let entity, _), .owner(let entity, _), .any(let entity): entity
             }
         }
     }

@@ -49,10 +49,13 @@ struct ResultsDefinition: Sendable {
                 current = next
             }
         }
-        // Predicates that name a relationship: re-evaluate on any change of its destination.
-        if let predicate = request.predicate {
-            for relationship in entity.description.relationships where predicate.contains(relationship.name) {
-                dependencies.append(.any(entity: relationship.destination))
+        // Predicates that cross relationships, as the compiler reports them.
+        let compiled = try PredicateCompilation.compile(predicate: request.predicate, arguments: request.arguments, entity: entity, schema: schema)
+        for dependency in compiled.dependencies {
+            switch dependency {
+            case .toOne(let name, let path): dependencies.append(.path(entity: name, path: path))
+            case .toMany(let name, let inverse): dependencies.append(.owner(entity: name, inverse: inverse))
+            case .any(let name): dependencies.append(.any(entity: name))
             }
         }
         self.dependencies = dependencies

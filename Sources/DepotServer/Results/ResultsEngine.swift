@@ -145,6 +145,9 @@ final class ResultsEngine: Sendable {
             switch dependency {
             case .path(_, let path):
                 candidates.formUnion(try store.rows(of: entity, reaching: Array(changed), through: path))
+            case .owner(let name, let inverse):
+                guard let destination = store.schema.entity(named: name) else { continue }
+                candidates.formUnion(try store.owners(of: Array(changed), in: destination, through: inverse))
             case .any:
                 // Every row now in the table; rows that left it were deleted, so they are in `changedRows`.
                 candidates.formUnion(try store.allRows(of: entity))

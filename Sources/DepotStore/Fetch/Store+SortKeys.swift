@@ -38,9 +38,10 @@ extension Store {
     public func keyedRows(_ plan: FetchPlan, among ids: [Int64]) throws(RPCError) -> [Int64: SortKey] {
         guard !ids.isEmpty else { return [:] }
         return try read { db in
-            let sql = "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?)) AND (\(plan.condition.sql))"
-            var arguments: [DatabaseValue] = [Self.jsonArray(ids).databaseValue]
-            arguments += plan.condition.arguments
+            // The condition numbers its parameters ?1…?n; the id list comes after them.
+            let idsParameter = "?\(plan.condition.arguments.count + 1)"
+            let sql = "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(\(idsParameter))) AND (\(plan.condition.sql))"
+            let arguments = plan.condition.arguments + [Self.jsonArray(ids).databaseValue]
             var result: [Int64: SortKey] = [:]
             for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)) {
                 let keyed = Self.keyedRow(row, keyCount: plan.sortExpressions.count)
@@ -80,6 +81,13 @@ extension Store {
         }
         let sql = "SELECT t0.id FROM \(entity.table) AS t0 WHERE \(expression) IN (SELECT value FROM json_each(?))"
         return try read { db in try Int64.fetchAll(db, sql: sql, arguments: [Self.jsonArray(targets)]) }
+    }
+
+    /// The owners (values of the `inverse` to-one column) of `rows` of `destination`.
+    public func owners(of rows: [Int64], in destination: EntitySchema, through inverse: String) throws(RPCError) -> [Int64] {
+        guard !rows.isEmpty else { return [] }
+        let sql = "SELECT DISTINCT \(destination.column(inverse)) FROM \(destination.table) WHERE id IN (SELECT value FROM json_each(?)) AND \(destination.column(inverse)) IS NOT NULL"
+        return try read { db in try Int64.fetchAll(db, sql: sql, arguments: [Self.jsonArray(rows)]) }
     }
 
     /// Every row of `entity` (the fallback when a change's reach cannot be narrowed).

@@ -1,0 +1,94 @@
+import DepotProtocol
+
+/// A parsed predicate, with every argument already bound (`$name`, `%@`, `%K`).
+///
+/// Key paths are still names here; ``PredicateCompiler`` resolves them against
+/// the model, so one tree serves SQL and in-memory evaluation alike.
+public indirect enum PredicateNode: Hashable, Sendable {
+    /// `TRUEPREDICATE` / `FALSEPREDICATE`.
+    case constant(Bool)
+    /// `NOT p`.
+    case not(PredicateNode)
+    /// `p AND q AND …`.
+    case and([PredicateNode])
+    /// `p OR q OR …`.
+    case or([PredicateNode])
+    /// `lhs op rhs`, with an optional collection modifier and string options.
+    case comparison(Comparison)
+}
+
+/// One comparison of a predicate.
+public struct Comparison: Hashable, Sendable {
+    /// `ANY`/`SOME`, `ALL` or `NONE` before a to-many key path.
+    public enum Modifier: String, Hashable, Sendable {
+        case any, all, none
+    }
+
+    /// The operator.
+    public enum Operator: String, Hashable, Sendable {
+        case equal = "=="
+        case notEqual = "!="
+        case less = "<"
+        case lessOrEqual = "<="
+        case greater = ">"
+        case greaterOrEqual = ">="
+        case between = "BETWEEN"
+        case `in` = "IN"
+        case beginsWith = "BEGINSWITH"
+        case endsWith = "ENDSWITH"
+        case contains = "CONTAINS"
+        case like = "LIKE"
+        case matches = "MATCHES"
+
+        /// Whether the operator compares strings (and takes `[c]`, `[d]`).
+        var isStringOperator: Bool {
+            switch self {
+            case .beginsWith, .endsWith, .contains, .like, .matches: true
+            default: false
+            }
+        }
+    }
+
+    /// `[c]` (case-insensitive) and `[d]` (diacritic-insensitive).
+    public struct Options: OptionSet, Hashable, Sendable {
+        public let rawValue: Int
+        /// Creates options from bits.
+        public init(rawValue: Int) { self.rawValue = rawValue }
+        /// `[c]`.
+        public static let caseInsensitive = Options(rawValue: 1)
+        /// `[d]`.
+        public static let diacriticInsensitive = Options(rawValue: 2)
+    }
+
+    /// The collection modifier, if any.
+    public var modifier: Modifier?
+    /// The left side.
+    public var lhs: PredicateExpression
+    /// The operator.
+    public var op: Comparison.Operator
+    /// The right side.
+    public var rhs: PredicateExpression
+    /// String options.
+    public var options: Options
+    /// Where the comparison starts in the predicate text, for error messages.
+    public var position: Int
+}
+
+/// One side of a comparison.
+public indirect enum PredicateExpression: Hashable, Sendable {
+    /// A key path such as `team.country.name`; a `$variable` of a SUBQUERY starts with that variable's name.
+    case keyPath([String])
+    /// A constant.
+    case value(JSONValue)
+    /// `{a, b, …}`.
+    case list([PredicateExpression])
+    /// `keyPath.@count`, `keyPath.@sum.key`, … over a to-many relationship.
+    case aggregate(function: AggregateFunction, collection: [String], key: [String])
+    /// `SUBQUERY(collection, $variable, predicate)`; used with `.@count`.
+    case subqueryCount(collection: [String], variable: String, predicate: PredicateNode)
+}
+
+/// A collection operator of a key path.
+public enum AggregateFunction: String, Hashable, Sendable {
+    case count, sum, avg, min, max
+}

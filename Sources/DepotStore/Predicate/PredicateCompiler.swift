@@ -1,0 +1,359 @@
+import DepotProtocol
+import Foundation
+import GRDB
+
+/// What a change to another entity can do to a predicate's or key path's value,
+/// so that fetched results re-evaluate only the objects it can reach.
+public enum PredicateDependency: Hashable, Sendable {
+    /// Objects whose to-one `path` (relationship names from the fetched entity) leads to a changed `entity` row.
+    case toOne(entity: String, path: [String])
+    /// Objects whose to-many relationship holds a changed `entity` row: the row's `inverse` column names the owner.
+    case toMany(entity: String, inverse: String)
+    /// Any object may be affected by a change to `entity` (the fallback for deeper paths).
+    case any(entity: String)
+}
+
+/// Compiles a ``PredicateNode`` to a SQLite condition over the fetched
+/// entity's table, aliased `t0`.
+///
+/// Every comparison compiles to an expression that is 0 or 1, never NULL, so
+/// that NOT, AND and OR follow Core Data's in-memory semantics rather than
+/// SQL's three-valued logic: `nil == nil` and `nil != 'x'` are true, ordering
+/// comparisons with nil are false, ANY over an empty set is false, ALL over
+/// an empty set is true. Values are always bound as parameters; key paths are
+/// resolved against the model and their identifiers quoted.
+struct PredicateCompiler {
+    let schema: Schema
+    private(set) var arguments: [DatabaseValue] = []
+    private(set) var dependencies: Set<PredicateDependency> = []
+    private var aliasCount = 0
+
+    init(schema: Schema) { self.schema = schema }
+
+    /// A row in scope: its entity and the SQL alias of its table.
+    struct Scope {
+        var entity: EntitySchema
+        var alias: String
+        /// Relationship path from the fetched entity, when this scope is reached through to-ones only (for dependencies).
+        var pathFromRoot: [String]?
+        var variables: [String: (entity: EntitySchema, alias: String)] = [:]
+    }
+
+    /// A resolved key path.
+    enum Resolved {
+        /// A single value: an attribute (`type`) or a to-one relationship's row id (`destination`).
+        case scalar(sql: String, type: AttributeType?, destination: EntitySchema?)
+        /// A to-many relationship of the row `owner`, followed by `remainder`.
+        case collection(owner: String, relationship: RelationshipDescription, destination: EntitySchema, remainder: [String], ownerPath: [String]?)
+    }
+
+    private mutating func makeAlias() -> String {
+        aliasCount += 1
+        return "p\(aliasCount)"
+    }
+
+    /// Binds `value`; the placeholder is numbered (`?N`) so that an operand
+    /// may appear twice in the SQL (BETWEEN, IN) without binding it twice.
+    private mutating func bind(_ value: DatabaseValue) -> String {
+        arguments.append(value)
+        return "?\(arguments.count)"
+    }
+
+    // MARK: Key paths
+
+    func unknownKey(_ key: String, of entity: EntitySchema, path: [String]) -> RPCError {
+        .invalidParams(
+            "unknown key path '\(path.joined(separator: "."))': \(entity.name) has no key '\(key)' (keys: \(entity.keyList))",
+            field: "predicate")
+    }
+
+    /// Resolves `path` from `scope`.
+    mutating func resolve(_ path: [String], in scope: Scope) throws(RPCError) -> Resolved {
+        var components = path[...]
+        var entity = scope.entity
+        var rowSQL = "\(scope.alias).id"
+        var isAliasRow = true
+        var alias = scope.alias
+        var pathFromRoot = scope.pathFromRoot
+        if let first = components.first, first.hasPrefix("$") {
+            guard let variable = scope.variables[first] else {
+                throw .invalidParams("unknown variable \(first) in the predicate", field: "predicate")
+            }
+            entity = variable.entity
+            alias = variable.alias
+            rowSQL = "\(alias).id"
+            pathFromRoot = nil
+            components = components.dropFirst()
+            if components.isEmpty { return .scalar(sql: rowSQL, type: nil, destination: entity) }
+        }
+        func column(_ key: String) -> String {
+            isAliasRow ? "\(alias).\(entity.column(key))" : "(SELECT x.\(entity.column(key)) FROM \(entity.table) AS x WHERE x.id = \(rowSQL))"
+        }
+        while let key = components.first {
+            components = components.dropFirst()
+            if let attribute = entity.attributes[key] {
+                guard components.isEmpty else { throw unknownKey(components.first!, of: entity, path: path) }
+                return .scalar(sql: column(key), type: attribute.type, destination: nil)
+            }
+            if let relationship = entity.toOne[key], let destination = schema.entity(named: relationship.destination) {
+                let next = column(key)
+                pathFromRoot = pathFromRoot.map { $0 + [key] }
+                if let path = pathFromRoot { dependencies.insert(.toOne(entity: destination.name, path: path)) } else { dependencies.insert(.any(entity: destination.name)) }
+                if components.isEmpty { return .scalar(sql: next, type: nil, destination: destination) }
+                entity = destination
+                rowSQL = next
+                isAliasRow = false
+                continue
+            }
+            if let relationship = entity.toMany[key], let destination = schema.entity(named: relationship.destination) {
+                if let path = pathFromRoot, path.isEmpty, let inverse = relationship.inverse {
+                    dependencies.insert(.toMany(entity: destination.name, inverse: inverse))
+                } else {
+                    dependencies.insert(.any(entity: destination.name))
+                }
+                return .collection(owner: rowSQL, relationship: relationship, destination: destination, remainder: Array(components), ownerPath: pathFromRoot)
+            }
+            throw unknownKey(key, of: entity, path: path)
+        }
+        return .scalar(sql: rowSQL, type: nil, destination: entity)
+    }
+
+    // MARK: Predicates
+
+    mutating func compile(_ node: PredicateNode, in scope: Scope) throws(RPCError) -> String {
+        switch node {
+        case .constant(let value): return value ? "1" : "0"
+        case .not(let inner): return "(NOT \(try compile(inner, in: scope)))"
+        case .and(let parts):
+            var compiled: [String] = []
+            for part in parts { compiled.append(try compile(part, in: scope)) }
+            return "(" + compiled.joined(separator: " AND ") + ")"
+        case .or(let parts):
+            var compiled: [String] = []
+            for part in parts { compiled.append(try compile(part, in: scope)) }
+            return "(" + compiled.joined(separator: " OR ") + ")"
+        case .comparison(let comparison): return try compile(comparison, in: scope)
+        }
+    }
+
+    /// A comparison whose left side may be a collection: ANY / ALL / NONE become EXISTS subqueries.
+    private mutating func compile(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> String {
+        var comparison = comparison
+        // `value op keyPath`: put the key path on the left.
+        if case .value = comparison.lhs, case .keyPath = comparison.rhs {
+            if comparison.op == .in {
+                // `value IN collection` means ANY collection == value.
+                comparison = Comparison(modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options, position: comparison.position)
+            } else if let flipped = Self.flipped(comparison.op) {
+                comparison = Comparison(modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs, options: comparison.options, position: comparison.position)
+            }
+        }
+        if case .keyPath(let path) = comparison.lhs, case .collection(let owner, let relationship, let destination, let remainder, _) = try resolve(path, in: scope) {
+            let alias = makeAlias()
+            guard let inverse = relationship.inverse else { throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate") }
+            let inner = Scope(entity: destination, alias: alias, pathFromRoot: nil, variables: scope.variables)
+            var element = comparison
+            element.modifier = nil
+            element.lhs = remainder.isEmpty ? .keyPath(["$__self"]) : .keyPath(remainder)
+            var innerScope = inner
+            innerScope.variables["$__self"] = (destination, alias)
+            let condition = try compileScalar(element, in: innerScope)
+            let from = "FROM \(destination.table) AS \(alias) WHERE \(alias).\(destination.column(inverse)) = \(owner)"
+            switch comparison.modifier ?? .any {
+            case .any: return "EXISTS (SELECT 1 \(from) AND \(condition))"
+            case .all: return "(NOT EXISTS (SELECT 1 \(from) AND NOT \(condition)))"
+            case .none: return "(NOT EXISTS (SELECT 1 \(from) AND \(condition)))"
+            }
+        }
+        if comparison.modifier != nil {
+            throw .invalidParams("ANY, ALL and NONE need a to-many key path on the left, at character \(comparison.position)", field: "predicate")
+        }
+        return try compileScalar(comparison, in: scope)
+    }
+
+    private static func flipped(_ op: Comparison.Operator) -> Comparison.Operator? {
+        switch op {
+        case .equal: .equal
+        case .notEqual: .notEqual
+        case .less: .greater
+        case .lessOrEqual: .greaterOrEqual
+        case .greater: .less
+        case .greaterOrEqual: .lessOrEqual
+        default: nil
+        }
+    }
+
+    /// An operand as SQL, with its type when known.
+    private struct Operand {
+        var sql: String
+        var type: AttributeType?
+        var destination: EntitySchema?
+        var isNullLiteral = false
+    }
+
+    private mutating func operand(_ expression: PredicateExpression, in scope: Scope, expecting type: AttributeType?, destination: EntitySchema?, position: Int) throws(RPCError) -> Operand {
+        switch expression {
+        case .keyPath(let path):
+            switch try resolve(path, in: scope) {
+            case .scalar(let sql, let type, let destination): return Operand(sql: sql, type: type, destination: destination)
+            case .collection(_, let relationship, _, _, _):
+                throw .invalidParams("'\(path.joined(separator: "."))' is the to-many relationship \(relationship.name): compare with ANY, ALL or NONE, or use @count", field: "predicate")
+            }
+        case .value(let value):
+            if value.isNull { return Operand(sql: "NULL", type: type, isNullLiteral: true) }
+            return Operand(sql: bind(try typedValue(value, type: type, destination: destination, position: position)), type: type)
+        case .aggregate(let function, let collection, let key):
+            guard case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(collection, in: scope), remainder.isEmpty else {
+                throw .invalidParams("@\(function.rawValue) needs a to-many key path, got '\(collection.joined(separator: "."))'", field: "predicate")
+            }
+            guard let inverse = relationship.inverse else { throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate") }
+            let alias = makeAlias()
+            let from = "FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner)"
+            if function == .count { return Operand(sql: "(SELECT COUNT(*) \(from))", type: .integer) }
+            let inner = Scope(entity: destinationEntity, alias: alias, pathFromRoot: nil)
+            guard case .scalar(let valueSQL, let valueType?, _) = try resolve(key, in: inner), [.integer, .double, .date].contains(valueType) || function == .min || function == .max else {
+                throw .invalidParams("@\(function.rawValue) needs a numeric or date key of \(destinationEntity.name), got '\(key.joined(separator: "."))'", field: "predicate")
+            }
+            switch function {
+            case .sum: return Operand(sql: "(SELECT TOTAL(\(valueSQL)) \(from))", type: .double)
+            case .avg: return Operand(sql: "(SELECT AVG(\(valueSQL)) \(from))", type: .double)
+            case .min: return Operand(sql: "(SELECT MIN(\(valueSQL)) \(from))", type: valueType)
+            default: return Operand(sql: "(SELECT MAX(\(valueSQL)) \(from))", type: valueType)
+            }
+        case .subqueryCount(let collection, let variable, let predicate):
+            guard case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(collection, in: scope), remainder.isEmpty,
+                let inverse = relationship.inverse
+            else {
+                throw .invalidParams("SUBQUERY needs a to-many key path, got '\(collection.joined(separator: "."))'", field: "predicate")
+            }
+            let alias = makeAlias()
+            var inner = scope
+            inner.variables[variable] = (destinationEntity, alias)
+            let condition = try compile(predicate, in: inner)
+            return Operand(sql: "(SELECT COUNT(*) FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner) AND \(condition))", type: .integer)
+        case .list:
+            throw .invalidParams("a list {…} can only follow IN or BETWEEN, at character \(position)", field: "predicate")
+        }
+    }
+
+    /// A comparison of single values, as 0/1.
+    private mutating func compileScalar(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> String {
+        let position = comparison.position
+        let left = try operand(comparison.lhs, in: scope, expecting: nil, destination: nil, position: position)
+        let options = comparison.options
+        if comparison.op == .in || comparison.op == .between {
+            guard case .list(let elements) = comparison.rhs else {
+                throw .invalidParams("\(comparison.op.rawValue) needs a list {…} or an array argument on the right, at character \(position)", field: "predicate")
+            }
+            var values: [Operand] = []
+            for element in elements {
+                values.append(try operand(element, in: scope, expecting: left.type, destination: left.destination, position: position))
+            }
+            let lhs = fold(left.sql, options, type: left.type)
+            if comparison.op == .between {
+                let low = fold(values[0].sql, options, type: left.type)
+                let high = fold(values[1].sql, options, type: left.type)
+                return "IFNULL(\(lhs) >= \(low) AND \(lhs) <= \(high), 0)"
+            }
+            if values.isEmpty { return "0" }
+            return "(" + values.map { "\(lhs) IS \(fold($0.sql, options, type: left.type))" }.joined(separator: " OR ") + ")"
+        }
+        if comparison.op.isStringOperator, let type = left.type, type != .string {
+            throw .invalidParams("\(comparison.op.rawValue) compares strings, but the left side is \(type.rawValue), at character \(position)", field: "predicate")
+        }
+        let right = try operand(comparison.rhs, in: scope, expecting: left.type, destination: left.destination, position: position)
+        try checkTypes(left, right, comparison)
+        let lhs = fold(left.sql, options, type: left.type ?? right.type)
+        let rhs = fold(right.sql, options, type: left.type ?? right.type)
+        switch comparison.op {
+        case .equal: return "(\(lhs) IS \(rhs))"
+        case .notEqual: return "(\(lhs) IS NOT \(rhs))"
+        case .less: return "IFNULL(\(lhs) < \(rhs), 0)"
+        case .lessOrEqual: return "IFNULL(\(lhs) <= \(rhs), 0)"
+        case .greater: return "IFNULL(\(lhs) > \(rhs), 0)"
+        case .greaterOrEqual: return "IFNULL(\(lhs) >= \(rhs), 0)"
+        case .beginsWith: return "IFNULL(\(lhs) GLOB depot_glob_literal(\(rhs)) || '*', 0)"
+        case .endsWith: return "IFNULL(\(lhs) GLOB '*' || depot_glob_literal(\(rhs)), 0)"
+        case .contains: return "IFNULL(instr(\(lhs), \(rhs)) > 0, 0)"
+        case .like: return "IFNULL(\(lhs) GLOB depot_glob(\(rhs)), 0)"
+        case .matches: return "IFNULL(depot_matches(\(left.sql), \(right.sql), \(options.rawValue)), 0)"
+        case .in, .between: return "0"
+        }
+    }
+
+    /// Applies `[c]`/`[d]` folding to a string operand.
+    private func fold(_ sql: String, _ options: Comparison.Options, type: AttributeType?) -> String {
+        guard !options.isEmpty, type == nil || type == .string else { return sql }
+        return "depot_fold(\(sql), \(options.rawValue))"
+    }
+
+    private func checkTypes(_ left: Operand, _ right: Operand, _ comparison: Comparison) throws(RPCError) {
+        if comparison.op.isStringOperator {
+            for operand in [left, right] where !operand.isNullLiteral {
+                if let type = operand.type, type != .string {
+                    throw .invalidParams("\(comparison.op.rawValue) compares strings, but one side is \(type.rawValue), at character \(comparison.position)", field: "predicate")
+                }
+            }
+        }
+        if [.less, .lessOrEqual, .greater, .greaterOrEqual].contains(comparison.op) {
+            for operand in [left, right] where operand.type == .boolean || operand.type == .json || operand.type == .binary || (operand.type == nil && operand.destination != nil) {
+                throw .invalidParams("\(comparison.op.rawValue) cannot order \(operand.type?.rawValue ?? "relationship") values, at character \(comparison.position)", field: "predicate")
+            }
+        }
+        if let leftType = left.type, let rightType = right.type {
+            let numeric: Set<AttributeType> = [.integer, .double]
+            if leftType != rightType && !(numeric.contains(leftType) && numeric.contains(rightType)) {
+                throw .invalidParams("cannot compare \(leftType.rawValue) with \(rightType.rawValue) at character \(comparison.position)", field: "predicate")
+            }
+        }
+    }
+
+    /// A constant as the stored form of `type` (or of a reference to `destination`).
+    func typedValue(_ value: JSONValue, type: AttributeType?, destination: EntitySchema?, position: Int) throws(RPCError) -> DatabaseValue {
+        func mismatch(_ expected: String) -> RPCError {
+            .invalidParams("type mismatch at character \(position): expected \(expected), got \(value.excerpt())", field: "predicate")
+        }
+        if let destination {
+            guard case .string(let text) = value, let id = ObjectID(text), id.entity == destination.name else {
+                throw mismatch("an id of a \(destination.name) such as \"\(destination.name)/1\"")
+            }
+            return id.row.databaseValue
+        }
+        switch type {
+        case nil:
+            switch value {
+            case .bool(let flag): return (flag ? 1 : 0).databaseValue
+            case .int(let number): return number.databaseValue
+            case .double(let number): return number.databaseValue
+            case .string(let text): return text.databaseValue
+            default: return String(decoding: JSONWriter.encode(value), as: UTF8.self).databaseValue
+            }
+        case .string?:
+            guard case .string(let text) = value else { throw mismatch("a string") }
+            return text.databaseValue
+        case .integer?, .double?:
+            switch value {
+            case .int(let number): return number.databaseValue
+            case .double(let number): return number.databaseValue
+            case .bool(let flag): return (flag ? 1 : 0).databaseValue
+            default: throw mismatch("a number")
+            }
+        case .boolean?:
+            switch value {
+            case .bool(let flag): return (flag ? 1 : 0).databaseValue
+            case .int(let number) where number == 0 || number == 1: return number.databaseValue
+            default: throw mismatch("a boolean (YES, NO, true, false)")
+            }
+        case .date?:
+            if case .string(let text) = value, let seconds = ISO8601.seconds(from: text) { return seconds.databaseValue }
+            if let seconds = value.doubleValue { return seconds.databaseValue }
+            throw mismatch("an ISO 8601 date string such as \"2026-11-22T10:15:30.250Z\"")
+        case let other?:
+            do {
+                return try ValueCoding.databaseValue(value, type: other)
+            } catch {
+                throw mismatch(error.expected)
+            }
+        }
+    }
+}
