@@ -20,8 +20,9 @@ final class ResultSet: @unchecked Sendable {
     let sectioned: Bool
     /// Changes to these entities may change the results.
     let dependencies: [Dependency]
-    /// Keys whose change makes an `update`: the keys the objects carry.
-    let interestingKeys: Set<String>
+    /// Keys whose change makes an `update`: the keys the objects carry, or
+    /// every key (`nil`) when objects carry `version`, which any change bumps.
+    let interestingKeys: Set<String>?
     /// The ordered index.
     var index: OrderedIndex
     /// Section values in order, with their object counts.
@@ -55,7 +56,7 @@ final class ResultSet: @unchecked Sendable {
         self.shape = shape
         self.sectioned = sectioned
         self.dependencies = dependencies
-        self.interestingKeys = Set(shape.keys + shape.toManyKeys)
+        self.interestingKeys = shape.includesVersion ? nil : Set(shape.keys + shape.toManyKeys)
         index = OrderedIndex(ascending: plan.sortExpressions.map(\.ascending))
         sections = []
         self.transaction = transaction
@@ -161,7 +162,7 @@ final class ResultSet: @unchecked Sendable {
             case (let entry?, let key?):
                 if entry.key != key {
                     moves.append((entry, key))
-                } else if let keys = touched[id], !interestingKeys.isDisjoint(with: keys) {
+                } else if let keys = touched[id], !keys.isEmpty, interestingKeys.map({ !$0.isDisjoint(with: keys) }) ?? true {
                     updates.append(entry)
                 }
             }

@@ -71,8 +71,20 @@ struct ResultsMirror {
         let objects = try await client.call(StoreFetch.self, request).objects ?? []
         guard let sectionKeyPath else { return [("", objects)] }
         var grouped: [(name: String, objects: [JSONValue])] = []
+        let path = sectionKeyPath.split(separator: ".").map(String.init)
+        var related: [String: JSONValue] = [:]
         for object in objects {
-            let value = object[sectionKeyPath] ?? .null
+            // Follow to-one relationships for a key path such as country.name.
+            var value = object
+            for component in path.dropLast() {
+                guard let id = value[component]?.stringValue else {
+                    value = .null
+                    break
+                }
+                if related[id] == nil { related[id] = try await client.call(StoreGet.self, .init(ids: [id])).objects.first ?? .null }
+                value = related[id] ?? .null
+            }
+            value = value[path.last ?? sectionKeyPath] ?? .null
             let name: String
             switch value {
             case .null: name = ""
