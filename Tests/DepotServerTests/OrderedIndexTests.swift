@@ -61,3 +61,23 @@ final class OrderedIndexTests: XCTestCase {
         }
     }
 }
+
+final class IDMapTests: XCTestCase {
+    func testMatchesADictionaryUnderRandomChanges() {
+        var map = IDMap()
+        var reference: [Int64: Int32] = [:]
+        var generator = SystemRandomNumberGenerator()
+        for step in 0..<50_000 {
+            let key = Int64.random(in: 1...3000, using: &generator)
+            if Bool.random(using: &generator) {
+                let value = Int32(step % 1000)
+                map[key] = value
+                reference[key] = value
+            } else {
+                XCTAssertEqual(map.remove(key), reference.removeValue(forKey: key))
+            }
+        }
+        XCTAssertEqual(map.count, reference.count)
+        for key in Int64(1)...3000 { XCTAssertEqual(map[key], reference[key], "key \(key)") }
+    }
+}

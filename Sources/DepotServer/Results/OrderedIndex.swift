@@ -34,7 +34,7 @@ struct OrderedIndex: Sendable {
     /// so that lookups never mutate (a mutation would copy the whole index if it is shared).
     private var prefix: [Int] = [0]
     /// The chunk holding each id.
-    private var chunkOfID: [Int64: Int32] = [:]
+    private var chunkOfID = IDMap()
     /// Storage slots of chunks that emptied, for reuse.
     private var freeChunks: [Int32] = []
 
@@ -57,10 +57,10 @@ struct OrderedIndex: Sendable {
     /// Builds an index from entries already in order (a fetch's `ORDER BY`).
     init(sortedEntries: [Entry], ascending: [Bool]) {
         self.ascending = ascending
-        chunkOfID.reserveCapacity(sortedEntries.count)
+        chunkOfID = IDMap(capacity: sortedEntries.count)
         var start = 0
         while start < sortedEntries.count {
-            let end = min(start + Self.chunkCapacity * 3 / 4, sortedEntries.count)
+            let end = min(start + Self.chunkCapacity, sortedEntries.count)
             let number = Int32(chunks.count)
             chunks.append(Chunk(entries: Array(sortedEntries[start..<end])))
             order.append(number)
@@ -207,7 +207,7 @@ struct OrderedIndex: Sendable {
     /// Removes `id`; returns its entry.
     @discardableResult
     mutating func remove(_ id: Int64) -> Entry? {
-        guard let number = chunkOfID.removeValue(forKey: id) else { return nil }
+        guard let number = chunkOfID.remove(id) else { return nil }
         guard let offset = chunks[Int(number)].entries.firstIndex(where: { $0.id == id }) else { return nil }
         let entry = chunks[Int(number)].entries.remove(at: offset)
         shiftPrefix(after: Int(positionOfChunk[Int(number)]), by: -1)
