@@ -56,20 +56,35 @@ struct OrderedIndex: Sendable {
 
     /// Builds an index from entries already in order (a fetch's `ORDER BY`).
     init(sortedEntries: [Entry], ascending: [Bool]) {
-        self.ascending = ascending
-        chunkOfID = IDMap(capacity: sortedEntries.count)
-        var start = 0
-        while start < sortedEntries.count {
-            let end = min(start + Self.chunkCapacity, sortedEntries.count)
-            let number = Int32(chunks.count)
-            chunks.append(Chunk(entries: Array(sortedEntries[start..<end])))
-            order.append(number)
-            positionOfChunk.append(number)
-            for entry in sortedEntries[start..<end] { chunkOfID[entry.id] = number }
-            start = end
-        }
-        rebuildPrefix()
+        self.init(ascending: ascending, expectedCount: sortedEntries.count)
+        for entry in sortedEntries { append(entry) }
+        finishAppending()
     }
+
+    /// An empty index sized for `expectedCount` entries, to fill with ``append(_:)``.
+    init(ascending: [Bool], expectedCount: Int) {
+        self.ascending = ascending
+        chunkOfID = IDMap(capacity: expectedCount)
+        chunks.reserveCapacity(expectedCount / Self.chunkCapacity + 1)
+    }
+
+    /// Appends an entry that orders after every entry present (building from an ordered read).
+    mutating func append(_ entry: Entry) {
+        if order.isEmpty || chunks[Int(order[order.count - 1])].entries.count == Self.chunkCapacity {
+            let number = Int32(chunks.count)
+            var entries: [Entry] = []
+            entries.reserveCapacity(Self.chunkCapacity)
+            chunks.append(Chunk(entries: entries))
+            order.append(number)
+            positionOfChunk.append(Int32(order.count - 1))
+        }
+        let number = order[order.count - 1]
+        chunks[Int(number)].entries.append(entry)
+        chunkOfID[entry.id] = number
+    }
+
+    /// Completes a build by appends.
+    mutating func finishAppending() { rebuildPrefix() }
 
     // MARK: Lookups
 

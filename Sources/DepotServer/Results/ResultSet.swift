@@ -65,21 +65,33 @@ final class ResultSet: @unchecked Sendable {
 
     /// Replaces the contents with `rows` (in order) as of `transaction`.
     func reset(rows: [KeyedRow], transaction: Int64) {
-        index = OrderedIndex(sortedEntries: rows.map { OrderedIndex.Entry(key: $0.key, id: $0.id) }, ascending: index.ascending)
-        self.transaction = transaction
+        beginBuilding(expectedCount: rows.count)
+        for row in rows { append(row) }
+        finishBuilding(transaction: transaction)
+    }
+
+    /// Empties the set for a build by ``append(_:)`` in order.
+    func beginBuilding(expectedCount: Int) {
+        index = OrderedIndex(ascending: index.ascending, expectedCount: expectedCount)
         sections = []
-        if sectioned {
-            for row in rows {
-                let value = row.key.first
-                if let last = sections.last, last.value.compare(value) == 0 {
-                    sections[sections.count - 1].count += 1
-                } else {
-                    sections.append((value, 1))
-                }
-            }
+    }
+
+    /// Appends the next row of an ordered read.
+    func append(_ row: KeyedRow) {
+        index.append(OrderedIndex.Entry(key: row.key, id: row.id))
+        guard sectioned else { return }
+        if let last = sections.last, last.value.compare(row.key.first) == 0 {
+            sections[sections.count - 1].count += 1
         } else {
-            sections = [(.null, rows.count)]
+            sections.append((row.key.first, 1))
         }
+    }
+
+    /// Completes a build as of `transaction`.
+    func finishBuilding(transaction: Int64) {
+        index.finishAppending()
+        if !sectioned { sections = [(.null, index.count)] }
+        self.transaction = transaction
     }
 
     /// The set as a cache entry on disk.

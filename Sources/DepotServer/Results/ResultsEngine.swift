@@ -47,21 +47,26 @@ final class ResultsEngine: Sendable {
         var built: ResultSet?
         var fromCache = false
         if !existing {
-            var rows: [KeyedRow]
-            var transaction: Int64
+            let set = ResultSet(
+                key: definition.key, plan: definition.plan, shape: definition.plan.shape, sectioned: definition.sectioned,
+                dependencies: definition.dependencies, rows: [], transaction: 0)
             if let name = params.cacheName, let cached = try store.loadResultsCache(name), cached.requestKey == definition.key {
-                (rows, transaction) = (cached.rows, cached.transaction)
+                set.reset(rows: cached.rows, transaction: cached.transaction)
                 fromCache = true
             } else {
                 let progress = context.progress(token: params.workDoneToken)
                 progress?.begin(title: "Subscribing to \(params.request.entity)", total: nil)
-                (rows, transaction) = try store.keyedRows(definition.plan, cancellation: context.cancellation)
-                progress?.end(completed: Int64(rows.count), cancelled: false)
+                let transaction = try store.keyedRows(
+                    definition.plan, cancellation: context.cancellation, expectedCount: { set.beginBuilding(expectedCount: $0) }
+                ) { set.append($0) }
+                set.finishBuilding(transaction: transaction)
+                progress?.end(completed: Int64(set.index.count), cancelled: false)
+                // The read's transient buffers were large: hand freed pages back to the system.
+                if set.index.count > 100_000 { trimFreedMemory() }
             }
-            built = ResultSet(
-                key: definition.key, plan: definition.plan, shape: definition.plan.shape, sectioned: definition.sectioned,
-                dependencies: definition.dependencies, rows: rows, transaction: transaction)
+            built = set
         }
+        let builtTransaction = built?.transaction
         let include = params.include ?? .firstBatch
         let firstBatch = max(1, params.request.batchSize ?? 50)
         let result: Result<Registration, RPCError> = context.server.dispatcher.writer.sync {
@@ -74,7 +79,7 @@ final class ResultsEngine: Sendable {
                     case .firstBatch: min(set.index.count, firstBatch)
                     }
                 }
-                if let name = params.cacheName, !fromCache || registration.transaction != built?.transaction {
+                if let name = params.cacheName, !fromCache || registration.transaction != builtTransaction {
                     try store.saveResultsCache(name, registration.cacheEntry())
                 }
                 return registration
@@ -123,8 +128,8 @@ final class ResultsEngine: Sendable {
     /// (writer queue, before the set is shared).
     private func catchUp(_ set: ResultSet, store: Store) throws(RPCError) {
         guard let changes = try store.changedRows(since: set.transaction) else {
-            let (rows, transaction) = try store.keyedRows(set.plan)
-            set.reset(rows: rows, transaction: transaction)
+            let transaction = try store.keyedRows(set.plan, expectedCount: { set.beginBuilding(expectedCount: $0) }) { set.append($0) }
+            set.finishBuilding(transaction: transaction)
             return
         }
         if !changes.rows.isEmpty {

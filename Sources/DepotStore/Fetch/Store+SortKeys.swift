@@ -18,16 +18,30 @@ public struct KeyedRow: Sendable {
 extension Store {
     /// Every match of `plan` as (id, sort key), in order, with the transaction the read saw.
     public func keyedRows(_ plan: FetchPlan, cancellation: Cancellation? = nil) throws(RPCError) -> (rows: [KeyedRow], transaction: Int64) {
+        var rows: [KeyedRow] = []
+        let transaction = try keyedRows(plan, cancellation: cancellation, expectedCount: { rows.reserveCapacity($0) }) { rows.append($0) }
+        return (rows, transaction)
+    }
+
+    /// Streams every match of `plan` as (id, sort key), in order, to `body`,
+    /// after telling `expectedCount` how many there are; returns the
+    /// transaction the read saw. Nothing but the caller's structure grows with
+    /// the result's size.
+    public func keyedRows(
+        _ plan: FetchPlan, cancellation: Cancellation? = nil, expectedCount: (Int) -> Void, _ body: (KeyedRow) -> Void
+    ) throws(RPCError) -> Int64 {
         try read { db in
             let transaction = try Self.latestTransaction(db)
+            expectedCount(try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0)
             let sql = "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE \(plan.condition.sql) ORDER BY \(plan.ordering)"
             let cursor = try Row.fetchCursor(db, sql: sql, arguments: plan.arguments)
-            var rows: [KeyedRow] = []
+            var count = 0
             while let row = try cursor.next() {
-                rows.append(Self.keyedRow(row, keyCount: plan.sortExpressions.count))
-                if rows.count % 10_000 == 0 { try cancellation?.check() }
+                body(Self.keyedRow(row, keyCount: plan.sortExpressions.count))
+                count += 1
+                if count % 10_000 == 0 { try cancellation?.check() }
             }
-            return (rows, transaction)
+            return transaction
         }
     }
 
