@@ -216,7 +216,7 @@ class FetchedResults:
         self.subscription: Optional[str] = None
         #: Whether the daemon started from its on-disk cache.
         self.from_cache = False
-        #: How many times the mirror resynced from a snapshot.
+        #: How many times the mirror resynced from a snapshot (after a gap, an invalidation or a bad delta).
         self.resync_count = 0
         self._state = ResultsState([], {})
         self._condition = threading.Condition()
@@ -422,7 +422,7 @@ class FetchedResults:
                         break
                     values.update({o["id"]: o for o in page["objects"] if isinstance(o, dict)})
                 if consistent and all(i in values for i in ids):
-                    self.resync_count += 1
+                    self.resync_count += 1 if notify else 0
                     self._set_state(ResultsState.from_counts(
                         snapshot["sections"], ids, values, int(snapshot["seq"]), int(snapshot["transaction"])))
                     break

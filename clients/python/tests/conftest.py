@@ -31,6 +31,19 @@ DEPOT = os.environ.get("DEPOT", str(REPO / ".build" / "debug" / "depot"))
 
 WORLDCUP_MODEL = json.loads((REPO / "examples" / "worldcup-model.json").read_text())
 
+#: The tests' model: the World Cup entities, a deny rule to trip, and the catalogue's Package.
+TEST_MODEL = {"entities": WORLDCUP_MODEL["entities"] + [
+    {"name": "Owner", "attributes": [{"name": "name", "type": "string"}],
+     "relationships": [{"name": "pets", "destination": "Pet", "toMany": True, "inverse": "owner", "deleteRule": "deny"}]},
+    {"name": "Pet", "attributes": [{"name": "name", "type": "string"}],
+     "relationships": [{"name": "owner", "destination": "Owner", "inverse": "pets"}]},
+    {"name": "Package",
+     "attributes": [{"name": "name", "type": "string"}, {"name": "release", "type": "string"},
+                    {"name": "downloads", "type": "integer", "default": 0},
+                    {"name": "summary", "type": "string", "optional": True}],
+     "uniquenessConstraints": [["name", "release"]]},
+]}
+
 
 class TrafficLog:
     """Every JSON-RPC message the test clients sent and received, per connection, in wire order."""
@@ -97,11 +110,11 @@ class Daemon:
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    """One depotd per test module, with the World Cup model defined."""
+    """One depotd per test module, with :data:`TEST_MODEL` defined."""
     running = Daemon()
     try:
         with running.client() as client:
-            client.call("model/define", WORLDCUP_MODEL)
+            client.call("model/define", TEST_MODEL)
         yield running
     finally:
         running.stop()
