@@ -16,7 +16,8 @@ struct ConnectionOptions: ParsableArguments {
 
     /// The endpoint to use: `--connect`, or the daemon's default for `--data-dir`.
     var resolvedEndpoint: String {
-        endpoint ?? "ipc://" + URL(fileURLWithPath: dataDirectory).standardizedFileURL.appendingPathComponent("depot.sock").path
+        endpoint ?? "ipc://"
+            + URL(fileURLWithPath: dataDirectory).standardizedFileURL.appendingPathComponent("depot.sock").path
     }
 
     /// Connects, turning failures into a message for people.

@@ -66,13 +66,15 @@ struct Import: AsyncParsableCommand {
             throw describe(error, calling: ModelGet.name)
         }
         guard let description = model.entities.first(where: { $0.name == entity }) else {
-            throw CLIError("unknown entity '\(entity)' (the model has: \(model.entities.map(\.name).joined(separator: ", ")))")
+            throw CLIError(
+                "unknown entity '\(entity)' (the model has: \(model.entities.map(\.name).joined(separator: ", ")))")
         }
         let mapping = try ImportMapping(map: map, identity: identity, entity: description)
         let control = ImportControl(client: client)
         control.installInterruptHandler()
         defer { control.removeInterruptHandler() }
-        var run = ImportRun(entity: entity, batchSize: batchSize, stopOnError: onError == .stop, client: client, control: control)
+        var run = ImportRun(
+            entity: entity, batchSize: batchSize, stopOnError: onError == .stop, client: client, control: control)
         await run.perform(pages: pages, mapping: mapping)
         run.progress.finish()
         print(json ? jsonLine(run.summary.json) : run.summary.text(entity: entity, source: pages.description))
@@ -145,16 +147,21 @@ struct ImportSummary {
 
     var json: JSONValue {
         [
-            "pages": .int(Int64(pageCount)), "pagesRead": .int(Int64(pagesRead)), "missingPages": .array(missingPages.map { .int(Int64($0)) }),
+            "pages": .int(Int64(pageCount)), "pagesRead": .int(Int64(pagesRead)),
+            "missingPages": .array(missingPages.map { .int(Int64($0)) }),
             "rows": .int(Int64(rowsRead)), "inserted": .int(Int64(inserted)), "updated": .int(Int64(updated)),
             "ignored": .int(Int64(ignored)), "unchanged": .int(Int64(unchanged)), "batches": .int(Int64(batches)),
             "skipped": .int(Int64(problems.count)), "stopped": .bool(stopped), "interrupted": .bool(interrupted),
-            "method": .string(usedSaveFallback ? StoreSave.name : BatchInsert.name), "seconds": .double((seconds * 1000).rounded() / 1000),
-            "problems": .array(problems.map { problem in
-                var members: [String: JSONValue] = ["page": .int(Int64(problem.page)), "message": .string(problem.message)]
-                if let index = problem.index { members["index"] = .int(Int64(index)) }
-                return .object(members)
-            }),
+            "method": .string(usedSaveFallback ? StoreSave.name : BatchInsert.name),
+            "seconds": .double((seconds * 1000).rounded() / 1000),
+            "problems": .array(
+                problems.map { problem in
+                    var members: [String: JSONValue] = [
+                        "page": .int(Int64(problem.page)), "message": .string(problem.message),
+                    ]
+                    if let index = problem.index { members["index"] = .int(Int64(index)) }
+                    return .object(members)
+                }),
         ]
     }
 
@@ -164,13 +171,24 @@ struct ImportSummary {
         lines.append(
             "import \(how): \(pagesRead) of \(pageCount) page\(pageCount == 1 ? "" : "s"), \(rowsRead) rows from \(source) into \(entity) in \(String(format: "%.1f", seconds))s"
         )
-        lines.append("  \(inserted) inserted, \(updated) updated, \(unchanged) unchanged, \(ignored) ignored in \(batches) batch\(batches == 1 ? "" : "es")")
-        if usedSaveFallback { lines.append("  (this depotd has no store/batchInsert yet: batches went through store/save with mergePolicy objectTrump)") }
-        if !missingPages.isEmpty { lines.append("  missing pages: \(missingPages.map(String.init).joined(separator: ", "))") }
+        lines.append(
+            "  \(inserted) inserted, \(updated) updated, \(unchanged) unchanged, \(ignored) ignored in \(batches) batch\(batches == 1 ? "" : "es")"
+        )
+        if usedSaveFallback {
+            lines.append(
+                "  (this depotd has no store/batchInsert yet: batches went through store/save with mergePolicy objectTrump)"
+            )
+        }
+        if !missingPages.isEmpty {
+            lines.append("  missing pages: \(missingPages.map(String.init).joined(separator: ", "))")
+        }
         if !problems.isEmpty {
-            lines.append("  \(problems.count) problem\(problems.count == 1 ? "" : "s") (skipped\(stopped ? ", then stopped" : "")):")
+            lines.append(
+                "  \(problems.count) problem\(problems.count == 1 ? "" : "s") (skipped\(stopped ? ", then stopped" : "")):"
+            )
             for problem in problems.prefix(20) {
-                lines.append("    page \(problem.page)\(problem.index.map { " index \($0)" } ?? ""): \(problem.message)")
+                lines.append(
+                    "    page \(problem.page)\(problem.index.map { " index \($0)" } ?? ""): \(problem.message)")
             }
             if problems.count > 20 { lines.append("    … and \(problems.count - 20) more (use --json for all)") }
         }

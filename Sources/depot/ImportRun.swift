@@ -75,7 +75,10 @@ struct ImportRun {
         let rows = batch
         batch = []
         let first = rows.first!, last = rows.last!
-        let range = first.page == last.page ? "page \(first.page) rows \(first.index)–\(last.index)" : "page \(first.page) row \(first.index) to page \(last.page) row \(last.index)"
+        let range =
+            first.page == last.page
+            ? "page \(first.page) rows \(first.index)–\(last.index)"
+            : "page \(first.page) row \(first.index) to page \(last.page) row \(last.index)"
         do {
             if summary.usedSaveFallback {
                 try await saveFallback(rows.map(\.values))
@@ -91,7 +94,8 @@ struct ImportRun {
             }
             if error.rpcError?.code == .requestCancelled || control.interrupted {
                 summary.interrupted = true
-                summary.problems.append(.init(page: first.page, index: nil, message: "batch of \(range) cancelled and rolled back"))
+                summary.problems.append(
+                    .init(page: first.page, index: nil, message: "batch of \(range) cancelled and rolled back"))
                 return
             }
             let detail = error.rpcError.map { "\($0.message) (\($0.code.rawValue))" } ?? "\(error)"
@@ -106,8 +110,10 @@ struct ImportRun {
         control.setInFlight(id)
         defer { control.setInFlight(nil) }
         if control.interrupted { throw DepotClientError.server(.cancelled) }
-        let params = BatchInsert.Parameters(entity: entity, objects: objects, onConflict: .update, author: "depot import", workDoneToken: nil)
-        let result = try await client.call(id: id, method: BatchInsert.name, params: try JSONCoding.encode(params), timeout: .seconds(600))
+        let params = BatchInsert.Parameters(
+            entity: entity, objects: objects, onConflict: .update, author: "depot import", workDoneToken: nil)
+        let result = try await client.call(
+            id: id, method: BatchInsert.name, params: try JSONCoding.encode(params), timeout: .seconds(600))
         let counts = try JSONCoding.decode(BatchInsert.Result.self, from: result)
         summary.inserted += counts.inserted
         summary.updated += counts.updated
@@ -122,9 +128,12 @@ struct ImportRun {
         defer { control.setInFlight(nil) }
         if control.interrupted { throw DepotClientError.server(.cancelled) }
         let params = StoreSave.Parameters(
-            inserted: objects.enumerated().map { InsertedObject(entity: entity, tempId: "row\($0.offset)", values: $0.element) },
+            inserted: objects.enumerated().map {
+                InsertedObject(entity: entity, tempId: "row\($0.offset)", values: $0.element)
+            },
             mergePolicy: .objectTrump, author: "depot import")
-        let result = try await client.call(id: id, method: StoreSave.name, params: try JSONCoding.encode(params), timeout: .seconds(600))
+        let result = try await client.call(
+            id: id, method: StoreSave.name, params: try JSONCoding.encode(params), timeout: .seconds(600))
         let saved = try JSONCoding.decode(StoreSave.Result.self, from: result)
         let inserted = saved.versions.values.filter { $0 == 1 }.count
         let updated = saved.versions.count - inserted

@@ -31,7 +31,9 @@ struct ModelCommand: AsyncParsableCommand {
                 print(JSONWriter.encodePretty(try JSONCoding.encode(model)))
                 return
             }
-            print("model version \(model.version), \(model.entities.count) entit\(model.entities.count == 1 ? "y" : "ies")")
+            print(
+                "model version \(model.version), \(model.entities.count) entit\(model.entities.count == 1 ? "y" : "ies")"
+            )
             for entity in model.entities {
                 print("\n\(entity.name)")
                 for attribute in entity.attributes {
@@ -39,14 +41,20 @@ struct ModelCommand: AsyncParsableCommand {
                     if attribute.optional { notes.append("optional") }
                     if let value = attribute.defaultValue { notes.append("default \(jsonLine(value))") }
                     if attribute.indexed { notes.append("indexed") }
-                    print("  \(attribute.name): \(attribute.type.rawValue)\(notes.isEmpty ? "" : "  (" + notes.joined(separator: ", ") + ")")")
+                    print(
+                        "  \(attribute.name): \(attribute.type.rawValue)\(notes.isEmpty ? "" : "  (" + notes.joined(separator: ", ") + ")")"
+                    )
                 }
                 for relationship in entity.relationships {
                     let arity = relationship.toMany ? "to-many" : "to-one"
                     let inverse = relationship.inverse.map { ", inverse \($0)" } ?? ""
-                    print("  \(relationship.name) -> \(relationship.destination) (\(arity)\(inverse), delete rule \(relationship.deleteRule.rawValue))")
+                    print(
+                        "  \(relationship.name) -> \(relationship.destination) (\(arity)\(inverse), delete rule \(relationship.deleteRule.rawValue))"
+                    )
                 }
-                for constraint in entity.uniquenessConstraints { print("  unique (\(constraint.joined(separator: ", ")))") }
+                for constraint in entity.uniquenessConstraints {
+                    print("  unique (\(constraint.joined(separator: ", ")))")
+                }
                 for index in entity.indexes { print("  index (\(index.joined(separator: ", ")))") }
             }
         }
@@ -70,7 +78,9 @@ struct ModelCommand: AsyncParsableCommand {
             if file == "-" {
                 text = "-"
             } else {
-                guard let data = FileManager.default.contents(atPath: file) else { throw CLIError("cannot read model file '\(file)'") }
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw CLIError("cannot read model file '\(file)'")
+                }
                 text = String(decoding: data, as: UTF8.self)
             }
             let model = try parseJSONArgument(text, what: "model file '\(file)'")
@@ -90,7 +100,9 @@ struct ModelCommand: AsyncParsableCommand {
                 return
             }
             let changes = result["changes"]?.arrayValue?.compactMap(\.stringValue) ?? []
-            print("model version \(result["version"]?.intValue ?? 0): \(changes.isEmpty ? "no changes" : "\(changes.count) change\(changes.count == 1 ? "" : "s")")")
+            print(
+                "model version \(result["version"]?.intValue ?? 0): \(changes.isEmpty ? "no changes" : "\(changes.count) change\(changes.count == 1 ? "" : "s")")"
+            )
             for change in changes { print("  \(change)") }
         }
     }

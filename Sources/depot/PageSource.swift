@@ -31,17 +31,24 @@ enum PageSource: CustomStringConvertible {
     /// Reads the source argument: a URL template, a directory or a file.
     init(_ argument: String) throws {
         if argument.hasPrefix("http://") || argument.hasPrefix("https://") {
-            guard argument.contains("{page}") else { throw CLIError("URL '\(argument)' needs a {page} placeholder, e.g. http://127.0.0.1:8000/page-{page}.json") }
+            guard argument.contains("{page}") else {
+                throw CLIError(
+                    "URL '\(argument)' needs a {page} placeholder, e.g. http://127.0.0.1:8000/page-{page}.json")
+            }
             let host = URLComponents(string: argument.replacingOccurrences(of: "{page}", with: "1"))?.host ?? ""
             guard ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) else {
-                throw CLIError("URL '\(argument)' is not on the loopback interface (127.0.0.1, localhost or ::1); only local sources are imported")
+                throw CLIError(
+                    "URL '\(argument)' is not on the loopback interface (127.0.0.1, localhost or ::1); only local sources are imported"
+                )
             }
             self = .urlTemplate(argument)
             return
         }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: argument, isDirectory: &isDirectory) else {
-            throw CLIError("source '\(argument)' does not exist (give a page file, a directory of page-N.json, or an http://127.0.0.1 URL with {page})")
+            throw CLIError(
+                "source '\(argument)' does not exist (give a page file, a directory of page-N.json, or an http://127.0.0.1 URL with {page})"
+            )
         }
         let url = URL(fileURLWithPath: argument)
         self = isDirectory.boolValue ? .directory(url) : .file(url)
@@ -80,12 +87,18 @@ enum PageSource: CustomStringConvertible {
     private func read(page number: Int) async throws(Failure) -> Data {
         switch self {
         case .file(let url):
-            guard let data = FileManager.default.contents(atPath: url.path) else { throw .missing("page file \(url.path) cannot be read") }
+            guard let data = FileManager.default.contents(atPath: url.path) else {
+                throw .missing("page file \(url.path) cannot be read")
+            }
             return data
         case .directory(let directory):
             let url = directory.appendingPathComponent("page-\(number).json")
-            guard FileManager.default.fileExists(atPath: url.path) else { throw .missing("page \(number) is missing: \(url.path) does not exist") }
-            guard let data = FileManager.default.contents(atPath: url.path) else { throw .malformed("page \(number): \(url.path) cannot be read") }
+            guard FileManager.default.fileExists(atPath: url.path) else {
+                throw .missing("page \(number) is missing: \(url.path) does not exist")
+            }
+            guard let data = FileManager.default.contents(atPath: url.path) else {
+                throw .malformed("page \(number): \(url.path) cannot be read")
+            }
             return data
         case .urlTemplate(let template):
             let text = template.replacingOccurrences(of: "{page}", with: String(number))
@@ -93,8 +106,12 @@ enum PageSource: CustomStringConvertible {
             do {
                 let (data, response) = try await URLSession.shared.data(from: url)
                 let status = (response as? HTTPURLResponse)?.statusCode ?? 200
-                if status == 404 || status == 410 { throw Failure.missing("page \(number) is missing: \(text) answered HTTP \(status)") }
-                guard (200..<300).contains(status) else { throw Failure.malformed("page \(number): \(text) answered HTTP \(status)") }
+                if status == 404 || status == 410 {
+                    throw Failure.missing("page \(number) is missing: \(text) answered HTTP \(status)")
+                }
+                guard (200..<300).contains(status) else {
+                    throw Failure.malformed("page \(number): \(text) answered HTTP \(status)")
+                }
                 return data
             } catch let failure as Failure {
                 throw failure

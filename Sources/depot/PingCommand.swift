@@ -4,7 +4,8 @@ import DepotProtocol
 
 /// `depot ping`.
 struct PingCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "ping", abstract: "Check that the daemon answers, and how fast.")
+    static let configuration = CommandConfiguration(
+        commandName: "ping", abstract: "Check that the daemon answers, and how fast.")
 
     @OptionGroup var connection: ConnectionOptions
 
@@ -18,6 +19,8 @@ struct PingCommand: AsyncParsableCommand {
             throw CLIError("ping failed: \(error)")
         }
         let elapsed = ContinuousClock.now - start
-        print("pong from \(client.serverInfo.serverInfo.name) \(client.serverInfo.serverInfo.version) at \(client.endpoint) in \(elapsed)")
+        print(
+            "pong from \(client.serverInfo.serverInfo.name) \(client.serverInfo.serverInfo.version) at \(client.endpoint) in \(elapsed)"
+        )
     }
 }

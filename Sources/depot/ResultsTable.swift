@@ -22,11 +22,15 @@ struct ResultsTable {
     init(sections infos: [SectionInfo], ids: [String], objects: [String: JSONValue], seq: Int64) throws(Mismatch) {
         var offset = 0
         for info in infos {
-            guard offset + info.count <= ids.count else { throw Mismatch(description: "section counts exceed the \(ids.count) ids") }
+            guard offset + info.count <= ids.count else {
+                throw Mismatch(description: "section counts exceed the \(ids.count) ids")
+            }
             sections.append(Section(name: info.name, ids: Array(ids[offset..<offset + info.count])))
             offset += info.count
         }
-        guard offset == ids.count else { throw Mismatch(description: "section counts cover \(offset) of \(ids.count) ids") }
+        guard offset == ids.count else {
+            throw Mismatch(description: "section counts cover \(offset) of \(ids.count) ids")
+        }
         values = objects
         self.seq = seq
     }
@@ -55,7 +59,9 @@ struct ResultsTable {
             next.remove(at: delete.index)
         }
         for insert in change.sections.filter({ $0.type == .insert }).sorted(by: { $0.index < $1.index }) {
-            guard insert.index <= next.count else { throw Mismatch(description: "section \(insert.index) is past the end") }
+            guard insert.index <= next.count else {
+                throw Mismatch(description: "section \(insert.index) is past the end")
+            }
             next.insert(Section(name: insert.name, ids: []), at: insert.index)
         }
         let insertions = change.objects.filter { $0.type == .insert || $0.type == .move }

@@ -45,7 +45,9 @@ struct Watch: AsyncParsableCommand {
     var json = false
 
     func validate() throws {
-        guard !sort.isEmpty else { throw ValidationError("watch needs at least one --sort key (fetched results are ordered)") }
+        guard !sort.isEmpty else {
+            throw ValidationError("watch needs at least one --sort key (fetched results are ordered)")
+        }
     }
 
     func run() async throws {
@@ -72,7 +74,9 @@ struct Watch: AsyncParsableCommand {
         }
         var table = try ResultsTable(
             sections: subscribed.sections, ids: subscribed.objects.compactMap { $0["id"]?.stringValue },
-            objects: Dictionary(subscribed.objects.compactMap { o in o["id"]?.stringValue.map { ($0, o) } }, uniquingKeysWith: { a, _ in a }),
+            objects: Dictionary(
+                subscribed.objects.compactMap { o in o["id"]?.stringValue.map { ($0, o) } },
+                uniquingKeysWith: { a, _ in a }),
             seq: subscribed.seq)
         var transaction = subscribed.transaction
         emitSnapshot("snapshot", table, subscription: subscribed.subscription, transaction: transaction)
@@ -92,7 +96,9 @@ struct Watch: AsyncParsableCommand {
                     emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
                 }
                 changes += 1
-            } else if let invalidation = notification.decode(ResultsDidInvalidate.self), invalidation.subscription == subscribed.subscription {
+            } else if let invalidation = notification.decode(ResultsDidInvalidate.self),
+                invalidation.subscription == subscribed.subscription
+            {
                 (table, transaction) = try await resync(client, subscription: subscribed.subscription)
                 emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
             }
@@ -103,9 +109,13 @@ struct Watch: AsyncParsableCommand {
     private func sortDescriptors() throws -> [JSONValue] {
         try sort.map { text in
             let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-            guard let key = parts.first, !key.isEmpty, parts.count <= 2 else { throw CLIError("bad --sort '\(text)': use key or key:desc") }
+            guard let key = parts.first, !key.isEmpty, parts.count <= 2 else {
+                throw CLIError("bad --sort '\(text)': use key or key:desc")
+            }
             let direction = parts.count == 2 ? String(parts[1]).lowercased() : "asc"
-            guard direction == "asc" || direction == "desc" else { throw CLIError("bad --sort '\(text)': the direction must be asc or desc") }
+            guard direction == "asc" || direction == "desc" else {
+                throw CLIError("bad --sort '\(text)': the direction must be asc or desc")
+            }
             return ["key": .string(String(key)), "ascending": .bool(direction == "asc")]
         }
     }
@@ -116,11 +126,15 @@ struct Watch: AsyncParsableCommand {
             var objects: [String: JSONValue] = [:]
             var offset = 0
             while offset < snapshot.ids.count {
-                let page = try await client.call(ResultsObjects.self, .init(subscription: subscription, offset: offset, length: 500))
+                let page = try await client.call(
+                    ResultsObjects.self, .init(subscription: subscription, offset: offset, length: 500))
                 for object in page.objects { if let id = object["id"]?.stringValue { objects[id] = object } }
                 offset += 500
             }
-            return (try ResultsTable(sections: snapshot.sections, ids: snapshot.ids, objects: objects, seq: snapshot.seq), snapshot.transaction)
+            return (
+                try ResultsTable(sections: snapshot.sections, ids: snapshot.ids, objects: objects, seq: snapshot.seq),
+                snapshot.transaction
+            )
         } catch let error as DepotClientError {
             throw describe(error, calling: "resync")
         }
@@ -137,13 +151,17 @@ struct Watch: AsyncParsableCommand {
             let sections: [JSONValue] = table.sections.map { section in
                 ["name": .string(section.name), "objects": .array(section.ids.map { table.values[$0] ?? .string($0) })]
             }
-            write(jsonLine([
-                "event": .string(event), "subscription": .string(subscription), "seq": .int(table.seq),
-                "transaction": .int(transaction), "count": .int(Int64(table.count)), "sections": .array(sections),
-            ]))
+            write(
+                jsonLine([
+                    "event": .string(event), "subscription": .string(subscription), "seq": .int(table.seq),
+                    "transaction": .int(transaction), "count": .int(Int64(table.count)), "sections": .array(sections),
+                ]))
             return
         }
-        write(event == "snapshot" ? "watching \(entity): \(table.count) objects (transaction \(transaction))" : "reloaded after a gap (seq \(table.seq))")
+        write(
+            event == "snapshot"
+                ? "watching \(entity): \(table.count) objects (transaction \(transaction))"
+                : "reloaded after a gap (seq \(table.seq))")
         write(render(table))
     }
 
@@ -158,7 +176,11 @@ struct Watch: AsyncParsableCommand {
             return
         }
         var lines = ["— transaction \(change.transaction) (seq \(change.seq)):"]
-        for section in change.sections { lines.append("  section \(section.type.rawValue) [\(section.index)] \(section.name.isEmpty ? "(none)" : section.name)") }
+        for section in change.sections {
+            lines.append(
+                "  section \(section.type.rawValue) [\(section.index)] \(section.name.isEmpty ? "(none)" : section.name)"
+            )
+        }
         for object in change.objects {
             let from = object.indexPath.map { "\($0)" } ?? ""
             let to = object.newIndexPath.map { "\($0)" } ?? ""
@@ -170,7 +192,8 @@ struct Watch: AsyncParsableCommand {
     }
 
     private func cells(_ object: JSONValue) -> String {
-        let keys = columns?.split(separator: ",").map(String.init)
+        let keys =
+            columns?.split(separator: ",").map(String.init)
             ?? (object.objectValue?.keys.filter { !["id", "entity", "version"].contains($0) }.sorted() ?? [])
         return keys.map { "\($0)=\(object[$0].map(jsonLine) ?? "-")" }.joined(separator: " ")
     }
