@@ -14,11 +14,55 @@ and the exceptions in :mod:`depot.errors`.
 
 from .aio import AsyncClient
 from .client import PROTOCOL_VERSION, Client, PendingCall, __version__
-from .errors import *  # noqa: F401,F403
-from .errors import __all__ as _error_names
+from .errors import (
+    DepotException,
+    DepotClientError,
+    DepotTimeoutError,
+    ConnectionClosedError,
+    DepotError,
+    ParseError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    InvalidParamsError,
+    InternalError,
+    NotInitializedError,
+    CancelledError,
+    ServerCancelledError,
+    ValidationError,
+    UniqueConstraintError,
+    MergeConflictError,
+    NotFoundError,
+    PredicateSyntaxError,
+    DeleteDeniedError,
+    MigrationRefusedError,
+    OverloadedError,
+    error_from_json,
+)
 from .results import FetchedResults, FetchedResultsDelegate, InconsistentDelta, ResultsState, Section
 
 __all__ = [
     "Client", "AsyncClient", "PendingCall", "FetchedResults", "FetchedResultsDelegate", "ResultsState",
-    "Section", "InconsistentDelta", "PROTOCOL_VERSION", "__version__", *_error_names,
+    "Section", "InconsistentDelta", "PROTOCOL_VERSION", "__version__",
+    "DepotException",
+    "DepotClientError",
+    "DepotTimeoutError",
+    "ConnectionClosedError",
+    "DepotError",
+    "ParseError",
+    "InvalidRequestError",
+    "MethodNotFoundError",
+    "InvalidParamsError",
+    "InternalError",
+    "NotInitializedError",
+    "CancelledError",
+    "ServerCancelledError",
+    "ValidationError",
+    "UniqueConstraintError",
+    "MergeConflictError",
+    "NotFoundError",
+    "PredicateSyntaxError",
+    "DeleteDeniedError",
+    "MigrationRefusedError",
+    "OverloadedError",
+    "error_from_json",
 ]

@@ -58,7 +58,8 @@ class AsyncClient:
         self.heartbeat_interval: Optional[float] = None
 
     @classmethod
-    async def connect(cls, endpoint: str, *, client_name: str = "depot-python-asyncio", **options: Any) -> "AsyncClient":
+    async def connect(cls, endpoint: str, *, client_name: str = "depot-python-asyncio",
+                      **options: Any) -> "AsyncClient":
         """Connects to ``endpoint``, sends ``initialize`` and starts the reader and heartbeat tasks."""
         client = cls(endpoint, **options)
         try:

@@ -470,4 +470,3 @@ class Client:
                 os.close(fd)
             except OSError:
                 pass
-

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import DepotError
 
@@ -116,7 +116,8 @@ class ResultsState:
             return int(value[0]), int(value[1])
 
         removals = sorted(
-            ((path(c.get("indexPath"), "indexPath"), c["id"]) for c in object_changes if c["type"] in ("delete", "move")),
+            ((path(c.get("indexPath"), "indexPath"), c["id"])
+             for c in object_changes if c["type"] in ("delete", "move")),
             reverse=True)
         for (s, r), object_id in removals:
             if not (0 <= s < len(sections) and 0 <= r < len(sections[s].ids)) or sections[s].ids[r] != object_id:
@@ -136,7 +137,8 @@ class ResultsState:
             name = c.get("name", "")
             sections.insert(index, Section(name, c.get("indexTitle", index_title(name))))
         insertions = sorted(
-            ((path(c.get("newIndexPath"), "newIndexPath"), c["id"]) for c in object_changes if c["type"] in ("insert", "move")))
+            ((path(c.get("newIndexPath"), "newIndexPath"), c["id"])
+             for c in object_changes if c["type"] in ("insert", "move")))
         for (s, r), object_id in insertions:
             if not (0 <= s < len(sections) and 0 <= r <= len(sections[s].ids)):
                 raise InconsistentDelta(f"cannot insert {object_id} at new index path [{s}, {r}]")

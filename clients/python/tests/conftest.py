@@ -34,7 +34,8 @@ WORLDCUP_MODEL = json.loads((REPO / "examples" / "worldcup-model.json").read_tex
 #: The tests' model: the World Cup entities, a deny rule to trip, and the catalogue's Package.
 TEST_MODEL = {"entities": WORLDCUP_MODEL["entities"] + [
     {"name": "Owner", "attributes": [{"name": "name", "type": "string"}],
-     "relationships": [{"name": "pets", "destination": "Pet", "toMany": True, "inverse": "owner", "deleteRule": "deny"}]},
+     "relationships": [{"name": "pets", "destination": "Pet", "toMany": True, "inverse": "owner",
+                        "deleteRule": "deny"}]},
     {"name": "Pet", "attributes": [{"name": "name", "type": "string"}],
      "relationships": [{"name": "owner", "destination": "Owner", "inverse": "pets"}]},
     {"name": "Package",

@@ -1,4 +1,5 @@
-"""The depot CLI end to end: call errors, import (files, directories, loopback URLs, bad input, Ctrl-C), model, watch."""
+"""The depot CLI end to end: call errors, import (files, directories, loopback URLs, bad input, Ctrl-C),
+model, watch."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from typing import Any, Dict, Iterator, List
 
 import pytest

@@ -80,16 +80,18 @@ def test_each_error_code_raises_its_typed_exception(client: depot.Client, daemon
     invalid = raises(depot.InvalidParamsError, "store/fetch", {"entity": "Nope"})
     assert invalid.field == "params.entity" and "Nope" in invalid.message
     raises(depot.InvalidRequestError, "initialize", {"protocolVersion": "1", "capabilities": {}})
-    validation = raises(depot.ValidationError, "store/save", {"inserted": [{"entity": "Team", "values": {"wins": "x"}}]})
+    validation = raises(depot.ValidationError, "store/save",
+                        {"inserted": [{"entity": "Team", "values": {"wins": "x"}}]})
     assert validation.errors and all("message" in e for e in validation.errors)
     client.save(inserted=[{"entity": "Team", "values": {"teamName": "Unique FC", "qualifyingZone": "Z"}}])
     raises(depot.UniqueConstraintError, "store/save",
            {"inserted": [{"entity": "Team", "values": {"teamName": "Unique FC", "qualifyingZone": "Z"}}]})
-    saved = client.save(inserted=[{"entity": "Team", "tempId": "c", "values": {"teamName": "Conflict FC",
-                                                                                "qualifyingZone": "Z"}}])
+    saved = client.save(inserted=[{"entity": "Team", "tempId": "c",
+                                   "values": {"teamName": "Conflict FC", "qualifyingZone": "Z"}}])
     team = saved["ids"]["c"]
     client.save(updated=[{"id": team, "version": 1, "values": {"wins": 1}}])
-    conflict = raises(depot.MergeConflictError, "store/save", {"updated": [{"id": team, "version": 1, "values": {"wins": 2}}]})
+    conflict = raises(depot.MergeConflictError, "store/save",
+                      {"updated": [{"id": team, "version": 1, "values": {"wins": 2}}]})
     assert conflict.conflicts and conflict.conflicts[0]["id"] == team
     raises(depot.NotFoundError, "store/unobserve", {"observer": "no-such-observer"})
     raises(depot.PredicateSyntaxError, "store/fetch", {"entity": "Team", "predicate": "wins >"})
@@ -104,7 +106,8 @@ def test_each_error_code_raises_its_typed_exception(client: depot.Client, daemon
     # Errors without a session or without an id, on a raw socket.
     socket = raw_socket(daemon.endpoint)
     try:
-        answer = raw_exchange(socket, b'{"jsonrpc": "2.0", "id": 1, "method": "store/count", "params": {"entity": "Team"}}')
+        answer = raw_exchange(
+            socket, b'{"jsonrpc": "2.0", "id": 1, "method": "store/count", "params": {"entity": "Team"}}')
         assert isinstance(depot.error_from_json(answer["error"]), depot.NotInitializedError)
         answer = raw_exchange(socket, b'{"jsonrpc": "2.0", "id": ')
         assert isinstance(depot.error_from_json(answer["error"]), depot.ParseError)
@@ -173,8 +176,9 @@ def many_items(daemon: Daemon) -> int:
     """20,000 Items, so that a fetch takes long enough to report progress and be cancelled."""
     with daemon.client() as client:
         for start in range(0, 20000, 5000):
-            client.save(inserted=[{"entity": "Item", "values": {"name": f"item {i}", "createdAt": "2026-01-01T00:00:00Z"}}
-                                  for i in range(start, start + 5000)])
+            client.save(inserted=[
+                {"entity": "Item", "values": {"name": f"item {i}", "createdAt": "2026-01-01T00:00:00Z"}}
+                for i in range(start, start + 5000)])
     return 20000
 
 
