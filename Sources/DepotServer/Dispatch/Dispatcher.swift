@@ -23,6 +23,9 @@ final class Dispatcher: Sendable {
         self.handlers = handlers
     }
 
+    /// The names of the methods it serves.
+    var methodNames: [String] { handlers.methodNames }
+
     /// Handles one inbound frame from `routingID`.
     func receive(_ payload: [UInt8], from routingID: [UInt8]) {
         server.sessions.touch(routingID)

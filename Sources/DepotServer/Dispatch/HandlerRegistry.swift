@@ -45,6 +45,9 @@ struct HandlerRegistry: Sendable {
     /// The handler for `name`.
     subscript(name: String) -> Handler? { handlers[name] }
 
+    /// The names of every registered method, sorted (announced in `initialize`'s capabilities).
+    var methodNames: [String] { handlers.keys.sorted() }
+
     static func decode<P: Decodable>(_ type: P.Type, from params: JSONValue?) throws(RPCError) -> P {
         switch params {
         case nil: return try JSONCoding.decode(P.self, from: .object([:]))

@@ -19,6 +19,7 @@ extension DepotServer {
                 capabilities: [
                     "batch": true, "progress": true, "partialResults": true, "cancellation": true,
                     "maxMessageSize": .int(server.configuration.maxMessageSize),
+                    "methods": .array(server.dispatcher.methodNames.map { .string($0) }),
                 ])
         }
         handlers.register(Ping.self, .inline) { _, _ in Empty() }

@@ -1,3 +1,68 @@
-"""Python client for depotd (placeholder until the Python client lands)."""
+"""Python client for depotd: JSON-RPC 2.0 over ZeroMQ, typed errors, live fetched results.
 
-__all__: list[str] = []
+Quick start::
+
+    from depot import Client
+
+    with Client("tcp://127.0.0.1:7000") as client:
+        client.call("store/save", {"inserted": [{"entity": "Team", "values": {"teamName": "Brazil"}}]})
+        print(client.fetch({"entity": "Team"})["objects"])
+
+See :class:`depot.Client`, :class:`depot.AsyncClient`, :class:`depot.FetchedResults`
+and the exceptions in :mod:`depot.errors`.
+"""
+
+from .aio import AsyncClient
+from .client import PROTOCOL_VERSION, Client, PendingCall, __version__
+from .errors import (
+    DepotException,
+    DepotClientError,
+    DepotTimeoutError,
+    ConnectionClosedError,
+    DepotError,
+    ParseError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    InvalidParamsError,
+    InternalError,
+    NotInitializedError,
+    CancelledError,
+    ServerCancelledError,
+    ValidationError,
+    UniqueConstraintError,
+    MergeConflictError,
+    NotFoundError,
+    PredicateSyntaxError,
+    DeleteDeniedError,
+    MigrationRefusedError,
+    OverloadedError,
+    error_from_json,
+)
+from .results import FetchedResults, FetchedResultsDelegate, InconsistentDelta, ResultsState, Section
+
+__all__ = [
+    "Client", "AsyncClient", "PendingCall", "FetchedResults", "FetchedResultsDelegate", "ResultsState",
+    "Section", "InconsistentDelta", "PROTOCOL_VERSION", "__version__",
+    "DepotException",
+    "DepotClientError",
+    "DepotTimeoutError",
+    "ConnectionClosedError",
+    "DepotError",
+    "ParseError",
+    "InvalidRequestError",
+    "MethodNotFoundError",
+    "InvalidParamsError",
+    "InternalError",
+    "NotInitializedError",
+    "CancelledError",
+    "ServerCancelledError",
+    "ValidationError",
+    "UniqueConstraintError",
+    "MergeConflictError",
+    "NotFoundError",
+    "PredicateSyntaxError",
+    "DeleteDeniedError",
+    "MigrationRefusedError",
+    "OverloadedError",
+    "error_from_json",
+]

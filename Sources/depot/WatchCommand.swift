@@ -1,0 +1,213 @@
+import ArgumentParser
+import DepotClient
+import DepotProtocol
+import Foundation
+
+/// `depot watch ENTITY`: a live, sectioned table of a fetch request, with each delta as it arrives.
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Subscribe to a fetch request and show its live results and each change (results/subscribe).",
+        discussion: """
+            Examples:
+              depot watch Team --sort qualifyingZone --sort wins:desc --section qualifyingZone
+              depot watch Team --predicate 'wins > 2' --sort teamName --json
+            With --json every event is one line on standard output:
+              {"event": "snapshot", "subscription", "seq", "transaction", "sections": [{"name", "objects": [...]}]}
+              {"event": "change", "seq", "transaction", "sections": [...], "objects": [...]}   (results/didChange)
+              {"event": "reload", ...snapshot fields}   (after a gap or results/didInvalidate)
+            Stop with Ctrl-C.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "The entity to watch.")
+    var entity: String
+
+    @Option(help: "An NSPredicate-format filter.")
+    var predicate: String?
+
+    @Option(help: "The predicate's arguments as JSON (an object for $variables, an array for %@).")
+    var arguments: String?
+
+    @Option(help: "A sort key, key or key:desc; repeatable, in order. At least one is required.")
+    var sort: [String] = []
+
+    @Option(help: "The key path naming each object's section; must order like the first sort key.")
+    var section: String?
+
+    @Option(help: "Comma-separated keys to show (default: every key but id, entity and version).")
+    var columns: String?
+
+    @Option(help: "Exit after this many changes (for scripts).")
+    var maxChanges: Int?
+
+    @Flag(help: "One JSON line per event instead of tables.")
+    var json = false
+
+    func validate() throws {
+        guard !sort.isEmpty else {
+            throw ValidationError("watch needs at least one --sort key (fetched results are ordered)")
+        }
+    }
+
+    func run() async throws {
+        var request: [String: JSONValue] = ["entity": .string(entity), "sort": .array(try sortDescriptors())]
+        if let predicate { request["predicate"] = .string(predicate) }
+        if let arguments { request["arguments"] = try parseJSONArgument(arguments, what: "--arguments") }
+        var params: [String: JSONValue] = ["request": .object(request), "include": "all"]
+        if let section { params["sectionKeyPath"] = .string(section) }
+
+        let client = try await connection.connect()
+        defer { client.abort() }
+        let notifications = client.notifications()
+        let subscribed: ResultsSubscribe.Result
+        do {
+            let result = try await client.call(method: ResultsSubscribe.name, params: .object(params))
+            subscribed = try JSONCoding.decode(ResultsSubscribe.Result.self, from: result)
+        } catch let error as DepotClientError {
+            if error.rpcError?.code == .methodNotFound {
+                throw CLIError(
+                    "this depotd does not serve results/subscribe (live fetched results) yet, so there is nothing to watch. "
+                        + "`depot call store/observe` and `depot call store/fetch` work meanwhile.")
+            }
+            throw describe(error, calling: ResultsSubscribe.name)
+        }
+        var table = try ResultsTable(
+            sections: subscribed.sections, ids: subscribed.objects.compactMap { $0["id"]?.stringValue },
+            objects: Dictionary(
+                subscribed.objects.compactMap { o in o["id"]?.stringValue.map { ($0, o) } },
+                uniquingKeysWith: { a, _ in a }),
+            seq: subscribed.seq)
+        var transaction = subscribed.transaction
+        emitSnapshot("snapshot", table, subscription: subscribed.subscription, transaction: transaction)
+
+        var changes = 0
+        for await notification in notifications {
+            if maxChanges.map({ changes >= $0 }) ?? false { break }
+            if let change = notification.decode(ResultsDidChange.self), change.subscription == subscribed.subscription {
+                if change.seq <= table.seq { continue }
+                do throws(ResultsTable.Mismatch) {
+                    guard change.seq == table.seq + 1 else { throw ResultsTable.Mismatch(description: "seq gap") }
+                    try table.apply(change)
+                    transaction = change.transaction
+                    emitChange(change, table)
+                } catch {
+                    (table, transaction) = try await resync(client, subscription: subscribed.subscription)
+                    emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
+                }
+                changes += 1
+            } else if let invalidation = notification.decode(ResultsDidInvalidate.self),
+                invalidation.subscription == subscribed.subscription
+            {
+                (table, transaction) = try await resync(client, subscription: subscribed.subscription)
+                emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
+            }
+            if maxChanges.map({ changes >= $0 }) ?? false { break }
+        }
+    }
+
+    private func sortDescriptors() throws -> [JSONValue] {
+        try sort.map { text in
+            let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+            guard let key = parts.first, !key.isEmpty, parts.count <= 2 else {
+                throw CLIError("bad --sort '\(text)': use key or key:desc")
+            }
+            let direction = parts.count == 2 ? String(parts[1]).lowercased() : "asc"
+            guard direction == "asc" || direction == "desc" else {
+                throw CLIError("bad --sort '\(text)': the direction must be asc or desc")
+            }
+            return ["key": .string(String(key)), "ascending": .bool(direction == "asc")]
+        }
+    }
+
+    private func resync(_ client: DepotConnection, subscription: String) async throws -> (ResultsTable, Int64) {
+        do {
+            let snapshot = try await client.call(ResultsSnapshot.self, .init(subscription: subscription))
+            var objects: [String: JSONValue] = [:]
+            var offset = 0
+            while offset < snapshot.ids.count {
+                let page = try await client.call(
+                    ResultsObjects.self, .init(subscription: subscription, offset: offset, length: 500))
+                for object in page.objects { if let id = object["id"]?.stringValue { objects[id] = object } }
+                offset += 500
+            }
+            return (
+                try ResultsTable(sections: snapshot.sections, ids: snapshot.ids, objects: objects, seq: snapshot.seq),
+                snapshot.transaction
+            )
+        } catch let error as DepotClientError {
+            throw describe(error, calling: "resync")
+        }
+    }
+
+    // MARK: Output
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    private func emitSnapshot(_ event: String, _ table: ResultsTable, subscription: String, transaction: Int64) {
+        if json {
+            let sections: [JSONValue] = table.sections.map { section in
+                ["name": .string(section.name), "objects": .array(section.ids.map { table.values[$0] ?? .string($0) })]
+            }
+            write(
+                jsonLine([
+                    "event": .string(event), "subscription": .string(subscription), "seq": .int(table.seq),
+                    "transaction": .int(transaction), "count": .int(Int64(table.count)), "sections": .array(sections),
+                ]))
+            return
+        }
+        write(
+            event == "snapshot"
+                ? "watching \(entity): \(table.count) objects (transaction \(transaction))"
+                : "reloaded after a gap (seq \(table.seq))")
+        write(render(table))
+    }
+
+    private func emitChange(_ change: ResultsDidChange.Parameters, _ table: ResultsTable) {
+        if json {
+            var value = (try? JSONCoding.encode(change)) ?? .null
+            if case .object(var members) = value {
+                members["event"] = "change"
+                value = .object(members)
+            }
+            write(jsonLine(value))
+            return
+        }
+        var lines = ["— transaction \(change.transaction) (seq \(change.seq)):"]
+        for section in change.sections {
+            lines.append(
+                "  section \(section.type.rawValue) [\(section.index)] \(section.name.isEmpty ? "(none)" : section.name)"
+            )
+        }
+        for object in change.objects {
+            let from = object.indexPath.map { "\($0)" } ?? ""
+            let to = object.newIndexPath.map { "\($0)" } ?? ""
+            let path = object.type == .insert ? to : object.type == .delete ? from : "\(from) -> \(to)"
+            lines.append("  \(object.type.rawValue) \(object.id) \(path)  \(object.object.map(cells) ?? "")")
+        }
+        write(lines.joined(separator: "\n"))
+        write(render(table))
+    }
+
+    private func cells(_ object: JSONValue) -> String {
+        let keys =
+            columns?.split(separator: ",").map(String.init)
+            ?? (object.objectValue?.keys.filter { !["id", "entity", "version"].contains($0) }.sorted() ?? [])
+        return keys.map { "\($0)=\(object[$0].map(jsonLine) ?? "-")" }.joined(separator: " ")
+    }
+
+    private func render(_ table: ResultsTable) -> String {
+        var lines: [String] = []
+        for (index, section) in table.sections.enumerated() {
+            if self.section != nil || table.sections.count > 1 {
+                lines.append("[\(index)] \(section.name.isEmpty ? "(none)" : section.name) — \(section.ids.count)")
+            }
+            for (row, id) in section.ids.enumerated() {
+                lines.append("    \(row). \(id)  \(table.values[id].map(cells) ?? "")")
+            }
+        }
+        return lines.isEmpty ? "    (no objects)" : lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,472 @@
+"""The synchronous Depot client: one DEALER socket, one I/O thread, one dispatch thread.
+
+pyzmq sockets are not thread-safe, so exactly one thread (the I/O thread) owns
+the DEALER socket: it sends what other threads put in its outbox (woken through
+a pipe), receives, and sends the heartbeat ``ping``. Everything it receives goes,
+in arrival order, to a dispatch thread that resolves pending calls and runs
+notification callbacks. Because the daemon sends a transaction's notifications
+before the response to the request that committed it, callbacks for those
+notifications have run by the time :meth:`Client.call` returns.
+
+Callbacks run on the dispatch thread. They may call the client again (for
+example a :class:`~depot.results.FetchedResults` resyncing): a call made on the
+dispatch thread keeps dispatching while it waits for its answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+import zmq
+
+from .errors import ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+
+if TYPE_CHECKING:
+    from .results import FetchedResults
+
+__all__ = ["Client", "PendingCall", "Recorder", "PROTOCOL_VERSION", "__version__"]
+
+__version__ = "0.1.0"
+
+#: The protocol version this client speaks.
+PROTOCOL_VERSION = "1"
+
+#: Called with ``("send" | "receive", message)`` for every JSON-RPC message, in wire order.
+Recorder = Callable[[str, Any], None]
+
+NotificationCallback = Callable[[str, Any], None]
+ProgressCallback = Callable[[Dict[str, Any]], None]
+ResponseCallback = Callable[[Optional[Any], Optional[DepotError]], None]
+
+logger = logging.getLogger("depot")
+
+_STOP = object()
+
+
+class PendingCall:
+    """A request on its way: wait for its result, or cancel it.
+
+    Returned by :meth:`Client.request`; :meth:`Client.call` is ``request(...).result()``.
+    """
+
+    def __init__(self, client: "Client", request_id: Union[int, str], method: str) -> None:
+        self.client = client
+        #: The JSON-RPC id of the request.
+        self.id = request_id
+        #: The method called.
+        self.method = method
+        self._future: "Future[Any]" = Future()
+
+    def done(self) -> bool:
+        """Whether the answer has come."""
+        return self._future.done()
+
+    def cancel(self) -> None:
+        """Sends ``$/cancelRequest``; the call then ends with :class:`~depot.errors.CancelledError`."""
+        self.client.notify("$/cancelRequest", {"id": self.id})
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """Waits for the result and returns it, or raises the daemon's error as a typed exception.
+
+        Args:
+            timeout: seconds to wait; the client's default when ``None``.
+
+        Raises:
+            DepotError: a subclass chosen by the error code.
+            DepotTimeoutError: no answer in time.
+            ConnectionClosedError: the client was closed first.
+        """
+        limit = self.client.timeout if timeout is None else timeout
+        if self.client._on_dispatch_thread():
+            self.client._pump_until(self._future, limit, self.method)
+        else:
+            done = threading.Event()
+            self._future.add_done_callback(lambda _: done.set())
+            if not done.wait(limit):
+                raise DepotTimeoutError(
+                    f"no answer to {self.method} from {self.client.endpoint} within {limit:g}s: "
+                    "is depotd running at that endpoint?")
+        return self._future.result(0)
+
+
+class Client:
+    """A session with ``depotd`` over ZeroMQ.
+
+    Example::
+
+        with Client("tcp://127.0.0.1:7000") as client:
+            client.call("store/save", {"inserted": [{"entity": "Team", "values": {"teamName": "Brazil"}}]})
+            teams = client.fetch({"entity": "Team", "sort": [{"key": "teamName"}]})
+
+    Args:
+        endpoint: ``ipc://PATH`` or ``tcp://127.0.0.1:PORT``.
+        client_name: sent as ``clientInfo.name`` in ``initialize``.
+        timeout: default seconds to wait for each answer.
+        heartbeat: whether to ping every ``heartbeatInterval / 2`` seconds.
+        recorder: called with every message sent and received (for tests and tracing).
+        context: the ZeroMQ context; the process-wide one by default.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        client_name: str = "depot-python",
+        timeout: float = 30.0,
+        heartbeat: bool = True,
+        recorder: Optional[Recorder] = None,
+        context: Optional[zmq.Context] = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self._recorder = recorder
+        self._context = context or zmq.Context.instance()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        try:
+            self._socket.connect(endpoint)
+        except zmq.ZMQError as error:
+            self._socket.close(0)
+            raise ConnectionClosedError(f"cannot connect to {endpoint!r}: {error}") from error
+        self._ids = itertools.count(1)
+        self._tokens = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: Dict[Union[int, str], "tuple[PendingCall, Optional[ResponseCallback]]"] = {}
+        self._listeners: Dict[str, List[NotificationCallback]] = {}
+        self._progress: Dict[Any, ProgressCallback] = {}
+        self._outbox: "queue.SimpleQueue[bytes]" = queue.SimpleQueue()
+        self._events: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
+        self._closed = threading.Event()
+        self._heartbeat_enabled = heartbeat
+        self._heartbeat_interval: Optional[float] = None
+        self._io_thread = threading.Thread(target=self._io_loop, name="depot-io", daemon=True)
+        self._dispatch_thread = threading.Thread(target=self._dispatch_loop, name="depot-dispatch", daemon=True)
+        self._io_thread.start()
+        self._dispatch_thread.start()
+        try:
+            info = self.call("initialize", {
+                "clientInfo": {"name": client_name, "version": __version__},
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+            })
+        except BaseException:
+            self._shutdown()
+            raise
+        #: ``initialize``'s result: serverInfo, protocolVersion, sessionId, heartbeatInterval, capabilities.
+        self.server_info: Dict[str, Any] = info
+        self.session_id: str = info.get("sessionId", "")
+        self.capabilities: Dict[str, Any] = info.get("capabilities", {})
+        self._heartbeat_interval = float(info.get("heartbeatInterval") or 0) or None
+        self._wake()
+
+    # -- context manager -------------------------------------------------------------------
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (or the client failed)."""
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        """Sends ``disconnect`` (briefly waiting for its answer) and stops the threads."""
+        if self._closed.is_set():
+            return
+        try:
+            self.call("disconnect", None, timeout=2.0)
+        except Exception:  # The daemon may be gone already; closing must still work.
+            pass
+        self._shutdown()
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
+             timeout: Optional[float] = None) -> Any:
+        """Calls ``method`` and returns its result.
+
+        Raises:
+            DepotError: the daemon's error, as the subclass for its code.
+            DepotTimeoutError: no answer within ``timeout`` (default: the client's).
+        """
+        return self.request(method, params).result(timeout)
+
+    def request(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
+                request_id: Union[int, str, None] = None,
+                on_response: Optional[ResponseCallback] = None) -> PendingCall:
+        """Sends a request without waiting; returns a :class:`PendingCall`.
+
+        Args:
+            on_response: called on the dispatch thread with ``(result, error)`` as soon as the
+                answer arrives, before any later message is dispatched.
+        """
+        if self._closed.is_set():
+            raise ConnectionClosedError(f"the client of {self.endpoint} is closed")
+        rid = next(self._ids) if request_id is None else request_id
+        pending = PendingCall(self, rid, method)
+        with self._lock:
+            self._pending[rid] = (pending, on_response)
+        message: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            message["params"] = params
+        self._send(message)
+        return pending
+
+    def notify(self, method: str, params: Optional[Mapping[str, Any]] = None) -> None:
+        """Sends a notification (no answer), e.g. ``$/cancelRequest``."""
+        message: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._send(message)
+
+    def ping(self) -> None:
+        """Calls ``ping``."""
+        self.call("ping")
+
+    # -- notifications ----------------------------------------------------------------------
+
+    def on_notification(self, method: str, callback: NotificationCallback) -> Callable[[], None]:
+        """Calls ``callback(method, params)`` for every notification named ``method`` (``"*"`` for all).
+
+        Returns a function that removes the callback.
+        """
+        with self._lock:
+            self._listeners.setdefault(method, []).append(callback)
+
+        def remove() -> None:
+            with self._lock:
+                callbacks = self._listeners.get(method, [])
+                if callback in callbacks:
+                    callbacks.remove(callback)
+        return remove
+
+    def new_token(self, prefix: str = "py") -> str:
+        """A fresh token for ``workDoneToken`` / ``partialResultToken``."""
+        return f"{prefix}-{self.session_id}-{next(self._tokens)}"
+
+    def on_progress(self, token: Any, callback: ProgressCallback) -> Callable[[], None]:
+        """Calls ``callback(value)`` for every ``$/progress`` carrying ``token``; returns a remover."""
+        key = json.dumps(token, sort_keys=True)
+        with self._lock:
+            self._progress[key] = callback
+
+        def remove() -> None:
+            with self._lock:
+                self._progress.pop(key, None)
+        return remove
+
+    # -- conveniences --------------------------------------------------------------------
+
+    def fetch(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
+              timeout: Optional[float] = None) -> Dict[str, Any]:
+        """``store/fetch``; ``progress`` gets each work-done ``$/progress`` value (begin, reports, end)."""
+        return self.fetch_async(request, progress=progress).result(timeout)
+
+    def fetch_async(self, request: Mapping[str, Any], *,
+                    progress: Optional[ProgressCallback] = None) -> PendingCall:
+        """Starts a ``store/fetch`` and returns at once; ``.cancel()`` sends ``$/cancelRequest``.
+
+        Like ``NSAsynchronousFetchRequest``: ``progress`` follows the work, and a cancelled fetch
+        raises :class:`~depot.errors.CancelledError` from ``.result()``.
+        """
+        params = dict(request)
+        remove: Optional[Callable[[], None]] = None
+        if progress is not None:
+            token = params.setdefault("workDoneToken", self.new_token("fetch"))
+            remove = self.on_progress(token, progress)
+
+        def finished(result: Any, error: Optional[DepotError]) -> None:
+            if remove is not None:
+                remove()
+        return self.request("store/fetch", params, on_response=finished)
+
+    def save(self, inserted: Sequence[Mapping[str, Any]] = (), updated: Sequence[Mapping[str, Any]] = (),
+             deleted: Sequence[Mapping[str, Any]] = (), **options: Any) -> Dict[str, Any]:
+        """``store/save``: one atomic transaction; ``options`` may carry mergePolicy and author."""
+        params = {"inserted": list(inserted), "updated": list(updated), "deleted": list(deleted), **options}
+        return self.call("store/save", params)
+
+    def subscribe(self, request: Mapping[str, Any], *, section_key_path: Optional[str] = None,
+                  cache_name: Optional[str] = None, **options: Any) -> "FetchedResults":
+        """``results/subscribe``: a live :class:`~depot.results.FetchedResults` mirror of the request."""
+        from .results import FetchedResults
+        return FetchedResults(self, request, section_key_path=section_key_path, cache_name=cache_name, **options)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _send(self, message: Any) -> None:
+        self._outbox.put(json.dumps(message, separators=(",", ":")).encode())
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_write, b"x")
+        except OSError:
+            pass
+
+    def _on_dispatch_thread(self) -> bool:
+        return threading.current_thread() is self._dispatch_thread
+
+    def _record(self, direction: str, data: bytes) -> None:
+        if self._recorder is None:
+            return
+        try:
+            self._recorder(direction, json.loads(data))
+        except Exception:  # A recorder must never break the client.
+            logger.exception("recorder failed")
+
+    def _io_loop(self) -> None:
+        """The socket's one owner: sends the outbox, receives, pings."""
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        poller.register(self._wake_read, zmq.POLLIN)
+        last_sent = time.monotonic()
+        heartbeats = itertools.count(1)
+        try:
+            while not self._closed.is_set():
+                interval = self._heartbeat_interval if self._heartbeat_enabled else None
+                wait_ms = None if interval is None else max(0, (last_sent + interval / 2 - time.monotonic()) * 1000)
+                events = dict(poller.poll(wait_ms if wait_ms is None else int(wait_ms) + 1))
+                if self._wake_read in events:
+                    os.read(self._wake_read, 4096)
+                while True:
+                    try:
+                        data = self._outbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if data is _STOP:
+                        return
+                    self._record("send", data)
+                    self._socket.send(data)
+                    last_sent = time.monotonic()
+                if self._socket in events:
+                    while True:
+                        try:
+                            data = self._socket.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._record("receive", data)
+                        self._events.put(data)
+                if interval is not None and time.monotonic() - last_sent >= interval / 2:
+                    ping = json.dumps({"jsonrpc": "2.0", "id": f"heartbeat-{next(heartbeats)}", "method": "ping"})
+                    self._record("send", ping.encode())
+                    self._socket.send(ping.encode())
+                    last_sent = time.monotonic()
+        except zmq.ZMQError as error:
+            logger.error("depot client socket failed: %s", error)
+        finally:
+            self._socket.close(0)
+            self._events.put(_STOP)
+
+    def _dispatch_loop(self) -> None:
+        while True:
+            item = self._events.get()
+            if item is _STOP:
+                self._fail_pending()
+                return
+            self._dispatch(item)
+
+    def _pump_until(self, future: "Future[Any]", timeout: float, method: str) -> None:
+        """Dispatches on the dispatch thread until ``future`` is done (calls made from callbacks)."""
+        deadline = time.monotonic() + timeout
+        while not future.done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DepotTimeoutError(f"no answer to {method} from {self.endpoint} within {timeout:g}s")
+            try:
+                item = self._events.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if item is _STOP:
+                self._events.put(_STOP)
+                self._fail_pending()
+                break
+            self._dispatch(item)
+
+    def _dispatch(self, data: bytes) -> None:
+        try:
+            message = json.loads(data)
+        except ValueError:
+            logger.error("depot client received invalid JSON: %r", data[:200])
+            return
+        for element in message if isinstance(message, list) else [message]:
+            if not isinstance(element, dict):
+                continue
+            if "method" in element:
+                self._dispatch_notification(element["method"], element.get("params"))
+            elif "id" in element:
+                self._dispatch_response(element)
+
+    def _dispatch_response(self, message: Dict[str, Any]) -> None:
+        with self._lock:
+            entry = self._pending.pop(message["id"], None) if message.get("id") is not None else None
+        if entry is None:
+            if "error" in message and message.get("id") is None:
+                logger.error("depot error without id: %s", message["error"])
+            return
+        pending, on_response = entry
+        error = error_from_json(message["error"]) if "error" in message else None
+        result = message.get("result")
+        if on_response is not None:
+            try:
+                on_response(result, error)
+            except Exception:
+                logger.exception("response callback for %s failed", pending.method)
+        if error is not None:
+            pending._future.set_exception(error)
+        else:
+            pending._future.set_result(result)
+
+    def _dispatch_notification(self, method: str, params: Any) -> None:
+        with self._lock:
+            callbacks = list(self._listeners.get(method, ())) + list(self._listeners.get("*", ()))
+            progress = None
+            if method == "$/progress" and isinstance(params, dict):
+                progress = self._progress.get(json.dumps(params.get("token"), sort_keys=True))
+        if progress is not None:
+            try:
+                progress(params.get("value"))
+            except Exception:
+                logger.exception("progress callback failed")
+        for callback in callbacks:
+            try:
+                callback(method, params)
+            except Exception:
+                logger.exception("notification callback for %s failed", method)
+
+    def _fail_pending(self) -> None:
+        with self._lock:
+            entries = list(self._pending.values())
+            self._pending.clear()
+        for pending, _ in entries:
+            if not pending._future.done():
+                pending._future.set_exception(ConnectionClosedError(f"the client of {self.endpoint} closed"))
+
+    def _shutdown(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._outbox.put(_STOP)  # type: ignore[arg-type]
+        self._wake()
+        if threading.current_thread() is not self._io_thread:
+            self._io_thread.join(5)
+        if not self._on_dispatch_thread():
+            self._dispatch_thread.join(5)
+        for fd in (self._wake_read, self._wake_write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass

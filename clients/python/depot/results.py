@@ -1,0 +1,445 @@
+"""Live fetched results: a Python mirror of ``NSFetchedResultsController`` (DESIGN.md §7).
+
+:class:`FetchedResults` subscribes with ``results/subscribe`` and keeps a local,
+sectioned copy of the results up to date by applying each ``results/didChange``
+by the contract's rule:
+
+1. remove deleted and moved objects, by descending old index path;
+2. remove deleted sections, descending;
+3. insert inserted sections (empty), ascending;
+4. insert inserted and moved objects, by ascending new index path;
+5. replace the values of moved and updated objects (and store inserted ones).
+
+A gap in ``seq``, a ``results/didInvalidate``, or a delta that does not fit
+the local copy (an id not where the delta says) makes it resync from
+``results/snapshot`` and ``results/objects``.
+
+:class:`ResultsState` is the pure part (no I/O): one immutable snapshot of the
+results and :meth:`ResultsState.applying` to derive the next.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .errors import DepotError
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["FetchedResults", "FetchedResultsDelegate", "ResultsState", "Section", "InconsistentDelta", "index_title"]
+
+IndexPath = Tuple[int, int]
+ChangeCallback = Callable[["FetchedResults", Optional[Dict[str, Any]]], None]
+
+
+class InconsistentDelta(Exception):
+    """A ``results/didChange`` does not fit the local results; the mirror resyncs."""
+
+
+def index_title(name: str) -> str:
+    """A section's index title: its name's capitalised first letter (``""`` for ``""``)."""
+    return name[:1].upper()
+
+
+@dataclass
+class Section:
+    """One section of fetched results, like ``NSFetchedResultsSectionInfo``."""
+
+    #: The section key's value as text (``""`` for nil).
+    name: str
+    #: The name's capitalised first letter.
+    index_title: str
+    #: The ids of the section's objects, in order.
+    ids: List[str] = field(default_factory=list)
+
+    @property
+    def number_of_objects(self) -> int:
+        """How many objects the section has."""
+        return len(self.ids)
+
+
+class ResultsState:
+    """One immutable snapshot of sectioned results: sections of ids, and each object's values."""
+
+    def __init__(self, sections: Sequence[Section], values: Mapping[str, Any], seq: int = 0,
+                 transaction: int = 0) -> None:
+        self.sections: Tuple[Section, ...] = tuple(sections)
+        self.values: Dict[str, Any] = dict(values)
+        self.seq = seq
+        self.transaction = transaction
+
+    @classmethod
+    def from_counts(cls, sections: Sequence[Mapping[str, Any]], ids: Sequence[str], values: Mapping[str, Any],
+                    seq: int = 0, transaction: int = 0) -> "ResultsState":
+        """Builds a state from the wire's ``sections: [{name, indexTitle, count}]`` and the flat ordered ids.
+
+        Raises:
+            InconsistentDelta: the section counts do not add up to the number of ids.
+        """
+        built: List[Section] = []
+        offset = 0
+        for info in sections:
+            count = int(info["count"])
+            built.append(Section(info["name"], info.get("indexTitle", index_title(info["name"])),
+                                 list(ids[offset:offset + count])))
+            offset += count
+        if offset != len(ids):
+            raise InconsistentDelta(f"sections count {offset} objects but there are {len(ids)} ids")
+        return cls(built, values, seq, transaction)
+
+    @property
+    def ids(self) -> List[str]:
+        """Every id, in order."""
+        return [object_id for section in self.sections for object_id in section.ids]
+
+    def objects(self) -> List[Any]:
+        """Every object's values, in order."""
+        return [self.values.get(object_id) for object_id in self.ids]
+
+    def applying(self, change: Mapping[str, Any]) -> "ResultsState":
+        """The state after one ``results/didChange`` (DESIGN.md §7); ``self`` is left unchanged.
+
+        Raises:
+            InconsistentDelta: the change does not fit this state.
+        """
+        sections = [Section(s.name, s.index_title, list(s.ids)) for s in self.sections]
+        values = dict(self.values)
+        object_changes = list(change.get("objects", ()))
+        section_changes = list(change.get("sections", ()))
+
+        def path(value: Any, what: str) -> IndexPath:
+            if not isinstance(value, (list, tuple)) or len(value) != 2:
+                raise InconsistentDelta(f"{what} {value!r} is not a [section, row] index path")
+            return int(value[0]), int(value[1])
+
+        removals = sorted(
+            ((path(c.get("indexPath"), "indexPath"), c["id"])
+             for c in object_changes if c["type"] in ("delete", "move")),
+            reverse=True)
+        for (s, r), object_id in removals:
+            if not (0 <= s < len(sections) and 0 <= r < len(sections[s].ids)) or sections[s].ids[r] != object_id:
+                raise InconsistentDelta(f"{object_id} is not at old index path [{s}, {r}]")
+            del sections[s].ids[r]
+        for c in sorted((c for c in section_changes if c["type"] == "delete"), key=lambda c: c["index"], reverse=True):
+            index = c["index"]
+            if not 0 <= index < len(sections):
+                raise InconsistentDelta(f"no section {index} to delete")
+            if sections[index].ids:
+                raise InconsistentDelta(f"deleted section {index} ({sections[index].name!r}) still has objects")
+            del sections[index]
+        for c in sorted((c for c in section_changes if c["type"] == "insert"), key=lambda c: c["index"]):
+            index = c["index"]
+            if not 0 <= index <= len(sections):
+                raise InconsistentDelta(f"cannot insert section at {index} of {len(sections)}")
+            name = c.get("name", "")
+            sections.insert(index, Section(name, c.get("indexTitle", index_title(name))))
+        insertions = sorted(
+            ((path(c.get("newIndexPath"), "newIndexPath"), c["id"])
+             for c in object_changes if c["type"] in ("insert", "move")))
+        for (s, r), object_id in insertions:
+            if not (0 <= s < len(sections) and 0 <= r <= len(sections[s].ids)):
+                raise InconsistentDelta(f"cannot insert {object_id} at new index path [{s}, {r}]")
+            sections[s].ids.insert(r, object_id)
+        for c in object_changes:
+            if c["type"] == "delete":
+                values.pop(c["id"], None)
+            elif "object" in c and c["object"] is not None:
+                values[c["id"]] = c["object"]
+            if c["type"] == "update":
+                s, r = path(c.get("newIndexPath", c.get("indexPath")), "newIndexPath")
+                if not (0 <= s < len(sections) and 0 <= r < len(sections[s].ids)) or sections[s].ids[r] != c["id"]:
+                    raise InconsistentDelta(f"updated {c['id']} is not at new index path [{s}, {r}]")
+        return ResultsState(sections, values, int(change.get("seq", self.seq + 1)),
+                            int(change.get("transaction", self.transaction)))
+
+
+class FetchedResultsDelegate:
+    """Callbacks in the shape of ``NSFetchedResultsControllerDelegate``; override what you need.
+
+    They run on the client's dispatch thread, in this order per change: ``will_change_content``,
+    ``did_change_section`` per section change, ``did_change_object`` per object change,
+    ``did_change_content``. A resync calls ``did_reload`` instead.
+    """
+
+    def will_change_content(self, results: "FetchedResults") -> None:
+        """The results are about to change."""
+
+    def did_change_section(self, results: "FetchedResults", section: Section, index: int, change_type: str) -> None:
+        """A section was inserted or deleted (``change_type`` ``"insert"``/``"delete"``)."""
+
+    def did_change_object(self, results: "FetchedResults", obj: Any, index_path: Optional[IndexPath],
+                          change_type: str, new_index_path: Optional[IndexPath]) -> None:
+        """An object was inserted, deleted, moved or updated."""
+
+    def did_change_content(self, results: "FetchedResults") -> None:
+        """The change is applied."""
+
+    def did_reload(self, results: "FetchedResults") -> None:
+        """The results were reloaded from a snapshot (after a gap or invalidation)."""
+
+
+class FetchedResults:
+    """A live, sectioned mirror of a fetch request's results.
+
+    Example::
+
+        results = client.subscribe({"entity": "Team", "sort": [{"key": "qualifyingZone"}, {"key": "teamName"}]},
+                                   section_key_path="qualifyingZone")
+        for section in results.sections:
+            print(section.name, [results.values[i]["teamName"] for i in section.ids])
+        results.on_change(lambda results, change: print("changed:", change))
+
+    Args:
+        client: a connected :class:`~depot.client.Client` (or anything with its ``request``,
+            ``call`` and ``on_notification``).
+        request: the fetch request; ``sort`` is required by the daemon.
+        section_key_path: the key whose value names each object's section.
+        cache_name: keep the results on the daemon's disk under this name.
+        include: ``"all"`` (default), ``"firstBatch"`` or ``"none"``; missing objects are
+            loaded with ``results/objects`` before the constructor returns.
+        delegate: a :class:`FetchedResultsDelegate`.
+        page_size: objects per ``results/objects`` call.
+        timeout: seconds to wait for the subscription.
+    """
+
+    def __init__(self, client: "Client", request: Mapping[str, Any], *, section_key_path: Optional[str] = None,
+                 cache_name: Optional[str] = None, include: str = "all",
+                 delegate: Optional[FetchedResultsDelegate] = None, page_size: int = 500,
+                 timeout: Optional[float] = None, **options: Any) -> None:
+        self._client = client
+        self.request = dict(request)
+        self.section_key_path = section_key_path
+        self.delegate = delegate
+        self.page_size = page_size
+        #: The subscription's id once subscribed.
+        self.subscription: Optional[str] = None
+        #: Whether the daemon started from its on-disk cache.
+        self.from_cache = False
+        #: How many times the mirror resynced from a snapshot (after a gap, an invalidation or a bad delta).
+        self.resync_count = 0
+        self._state = ResultsState([], {})
+        self._condition = threading.Condition()
+        self._callbacks: List[ChangeCallback] = []
+        self._buffer: List[Dict[str, Any]] = []
+        self._ready = False
+        self._resyncing = False
+        self._closed = False
+        self._removers = [
+            client.on_notification("results/didChange", self._on_did_change),
+            client.on_notification("results/didInvalidate", self._on_did_invalidate),
+        ]
+        params: Dict[str, Any] = {"request": self.request, "include": include, **options}
+        if section_key_path is not None:
+            params["sectionKeyPath"] = section_key_path
+        if cache_name is not None:
+            params["cacheName"] = cache_name
+        try:
+            client.request("results/subscribe", params, on_response=self._on_subscribed).result(timeout)
+        except BaseException:
+            self._remove_listeners()
+            raise
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ResultsState:
+        """The current snapshot (immutable; a new one replaces it on every change)."""
+        return self._state
+
+    @property
+    def sections(self) -> Tuple[Section, ...]:
+        """The sections, in order."""
+        return self._state.sections
+
+    @property
+    def values(self) -> Dict[str, Any]:
+        """Every object's values, by id."""
+        return self._state.values
+
+    @property
+    def fetched_objects(self) -> List[Any]:
+        """Every object, in order."""
+        return self._state.objects()
+
+    @property
+    def ids(self) -> List[str]:
+        """Every id, in order."""
+        return self._state.ids
+
+    @property
+    def seq(self) -> int:
+        """The ``seq`` of the last change applied."""
+        return self._state.seq
+
+    @property
+    def transaction(self) -> int:
+        """The last transaction the results include."""
+        return self._state.transaction
+
+    @property
+    def section_index_titles(self) -> List[str]:
+        """Each section's index title, without repeats, in order."""
+        titles: List[str] = []
+        for section in self.sections:
+            if section.index_title not in titles:
+                titles.append(section.index_title)
+        return titles
+
+    def object_at(self, index_path: Sequence[int]) -> Any:
+        """The object at ``[section, row]``."""
+        section, row = index_path
+        return self._state.values.get(self.sections[section].ids[row])
+
+    def index_path_for(self, obj: Union[str, Mapping[str, Any]]) -> Optional[IndexPath]:
+        """Where the object (or id) is, or ``None``."""
+        object_id = obj if isinstance(obj, str) else obj.get("id")
+        for s, section in enumerate(self.sections):
+            if object_id in section.ids:
+                return s, section.ids.index(object_id)
+        return None
+
+    def as_table(self) -> List[Tuple[str, List[Any]]]:
+        """``[(section name, [objects])]``: the whole results as plain values."""
+        return [(s.name, [self._state.values.get(i) for i in s.ids]) for s in self.sections]
+
+    # -- callbacks and waiting ----------------------------------------------------------------
+
+    def on_change(self, callback: ChangeCallback) -> None:
+        """Calls ``callback(results, change)`` after each change; ``change`` is ``None`` for a reload."""
+        self._callbacks.append(callback)
+
+    def wait_for_transaction(self, transaction: int, timeout: float = 10.0) -> bool:
+        """Waits until the results include ``transaction``; ``False`` on timeout."""
+        with self._condition:
+            return self._condition.wait_for(lambda: self._state.transaction >= transaction, timeout)
+
+    def close(self) -> None:
+        """``results/unsubscribe`` and stop listening."""
+        if self._closed:
+            return
+        self._closed = True
+        self._remove_listeners()
+        if self.subscription is not None:
+            try:
+                self._client.call("results/unsubscribe", {"subscription": self.subscription})
+            except DepotError:
+                pass
+
+    def __enter__(self) -> "FetchedResults":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # -- the engine (dispatch thread) -------------------------------------------------------------
+
+    def _remove_listeners(self) -> None:
+        for remove in self._removers:
+            remove()
+
+    def _on_subscribed(self, result: Any, error: Optional[DepotError]) -> None:
+        if error is not None:
+            return
+        self.subscription = result["subscription"]
+        self.from_cache = bool(result.get("fromCache"))
+        objects = result.get("objects") or []
+        if len(objects) == result.get("count", 0):
+            ids = [o["id"] for o in objects]
+            self._set_state(ResultsState.from_counts(
+                result.get("sections", []), ids, {o["id"]: o for o in objects},
+                int(result.get("seq", 0)), int(result.get("transaction", 0))))
+        else:
+            self._resync(notify=False)
+        self._ready = True
+        self._drain_buffer()
+
+    def _on_did_change(self, method: str, params: Any) -> None:
+        if not isinstance(params, dict) or self._closed:
+            return
+        if not self._ready or self._resyncing:
+            self._buffer.append(params)
+            return
+        if params.get("subscription") != self.subscription:
+            return
+        seq = int(params.get("seq", 0))
+        if seq <= self._state.seq:
+            return  # Already covered by a snapshot.
+        if seq != self._state.seq + 1:
+            self._buffer.append(params)
+            self._resync()
+            return
+        try:
+            new_state = self._state.applying(params)
+        except InconsistentDelta:
+            self._resync()
+            return
+        old_state = self._state
+        self._announce_change(old_state, new_state, params)
+
+    def _on_did_invalidate(self, method: str, params: Any) -> None:
+        if isinstance(params, dict) and params.get("subscription") == self.subscription and self._ready:
+            self._resync()
+
+    def _announce_change(self, old: ResultsState, new: ResultsState, change: Dict[str, Any]) -> None:
+        delegate = self.delegate
+        if delegate is not None:
+            delegate.will_change_content(self)
+        self._set_state(new)
+        if delegate is not None:
+            for c in change.get("sections", ()):
+                sections = old.sections if c["type"] == "delete" else new.sections
+                section = sections[c["index"]] if c["index"] < len(sections) else Section(c.get("name", ""), "")
+                delegate.did_change_section(self, section, c["index"], c["type"])
+            for c in change.get("objects", ()):
+                obj = c.get("object") if c["type"] != "delete" else old.values.get(c["id"], {"id": c["id"]})
+                old_path = tuple(c["indexPath"]) if c.get("indexPath") is not None else None
+                new_path = tuple(c["newIndexPath"]) if c.get("newIndexPath") is not None else None
+                delegate.did_change_object(self, obj, old_path, c["type"], new_path)
+            delegate.did_change_content(self)
+        for callback in list(self._callbacks):
+            callback(self, change)
+
+    def _set_state(self, state: ResultsState) -> None:
+        with self._condition:
+            self._state = state
+            self._condition.notify_all()
+
+    def _resync(self, notify: bool = True, attempts: int = 5) -> None:
+        """Reloads ids from ``results/snapshot`` and values from ``results/objects``."""
+        self._resyncing = True
+        try:
+            for _ in range(attempts):
+                snapshot = self._client.call("results/snapshot", {"subscription": self.subscription})
+                ids: List[str] = list(snapshot["ids"])
+                values: Dict[str, Any] = {}
+                consistent = True
+                for offset in range(0, len(ids), self.page_size):
+                    page = self._client.call("results/objects", {
+                        "subscription": self.subscription, "offset": offset, "length": self.page_size})
+                    if page.get("seq") != snapshot["seq"]:
+                        consistent = False  # The results moved on while paging: start over.
+                        break
+                    values.update({o["id"]: o for o in page["objects"] if isinstance(o, dict)})
+                if consistent and all(i in values for i in ids):
+                    self.resync_count += 1 if notify else 0
+                    self._set_state(ResultsState.from_counts(
+                        snapshot["sections"], ids, values, int(snapshot["seq"]), int(snapshot["transaction"])))
+                    break
+        finally:
+            self._resyncing = False
+        if notify:
+            if self.delegate is not None:
+                self.delegate.did_reload(self)
+            for callback in list(self._callbacks):
+                callback(self, None)
+        self._drain_buffer()
+
+    def _drain_buffer(self) -> None:
+        buffered = sorted((p for p in self._buffer if p.get("subscription") == self.subscription),
+                          key=lambda p: int(p.get("seq", 0)))
+        self._buffer = []
+        for params in buffered:
+            self._on_did_change("results/didChange", params)
