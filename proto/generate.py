@@ -53,10 +53,11 @@ SCHEMAS: Dict[str, Any] = {
               "type": ["string", "integer"]},
     "ObjectId": {"description": "An object id, `Entity/row`.", "type": "string", "pattern": "^.+/[1-9][0-9]*$"},
     "Transaction": {"description": "A committed transaction's number; 0 when nothing was committed.", **NONNEG},
-    "Object": obj({"id": ref("ObjectId"), "entity": STRING, "version": {"type": "integer", "minimum": 1}},
+    "Object": obj({"id": ref("ObjectId"), "entity": STRING}, {"version": {"type": "integer", "minimum": 1}},
                   closed=False,
                   description="A stored object: id, entity, version, attributes, to-one relationships as an id or "
-                              "null; to-many ones (arrays of ids) only when named in `properties`."),
+                              "null; to-many ones (arrays of ids) only when named in `properties`. With `properties`, "
+                              "only id, entity and the named keys (no version)."),
     "Values": {"description": "Attribute and relationship values by key.", "type": "object"},
     "ImplementationInfo": obj({"name": STRING, "version": STRING}),
     "SortDescriptor": obj({"key": STRING}, {"ascending": BOOL}),
@@ -273,19 +274,18 @@ METHODS = [
                 "sections": {"type": "array", "items": ref("SectionInfo")},
                 "objects": {"type": "array", "items": ref("Object")}},
                {"fromCache": nullable(BOOL)}),
-           errors=[-32014, -32800], served=False),
+           errors=[-32014, -32800]),
     method("results/objects", "A page of a subscription's objects by flat offset (batch faulting).",
            obj({"subscription": STRING, "offset": NONNEG, "length": NONNEG}),
-           obj({"seq": NONNEG, "objects": {"type": "array", "items": ref("Object")}}), errors=[-32013], served=False),
+           obj({"seq": NONNEG, "objects": {"type": "array", "items": ref("Object")}}), errors=[-32013]),
     method("results/snapshot", "The whole ordered id list and sections, for resync.",
            obj({"subscription": STRING}),
            obj({"seq": NONNEG, "transaction": ref("Transaction"),
                 "sections": {"type": "array", "items": ref("SectionInfo")},
-                "ids": {"type": "array", "items": ref("ObjectId")}}), errors=[-32013], served=False),
-    method("results/unsubscribe", "Ends a subscription.", obj({"subscription": STRING}), NULL, errors=[-32013],
-           served=False),
+                "ids": {"type": "array", "items": ref("ObjectId")}}), errors=[-32013]),
+    method("results/unsubscribe", "Ends a subscription.", obj({"subscription": STRING}), NULL, errors=[-32013]),
     method("results/deleteCache", "Removes a named cache, or every cache when no name is given.",
-           obj({}, {"cacheName": nullable(STRING)}), NULL, served=False),
+           obj({}, {"cacheName": nullable(STRING)}), NULL),
 ]
 
 NOTIFICATIONS: Dict[str, Dict[str, Any]] = {

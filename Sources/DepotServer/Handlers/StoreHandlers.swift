@@ -42,13 +42,15 @@ extension DepotServer {
     static func fetch(_ request: FetchRequest, context: RequestContext) throws(RPCError) -> StoreFetch.Result {
         let progress = context.progress(token: request.workDoneToken)
         let partialToken = request.partialResultToken
-        progress?.begin(title: "Fetching \(request.entity)", total: nil)
+        let title = "Fetching \(request.entity)"
+        // With countFirst the begin waits for the count, so that it carries the total (§8).
+        if request.countFirst != true { progress?.begin(title: title, total: nil) }
         var values: [JSONValue] = []
         var completed = 0
         do {
             let (count, transaction) = try context.store.fetch(
                 request, cancellation: context.cancellation,
-                total: progress.map { reporter in { reporter.setTotal(Int64($0)) } }
+                total: progress.map { reporter in { reporter.begin(title: title, total: Int64($0)) } }
             ) { batch in
                 completed = batch.completed
                 if let partialToken {

@@ -41,11 +41,10 @@ extension Store {
         let resultType = request.resultType ?? .objects
         return try read { db in
             let transaction = try Self.latestTransaction(db)
-            if resultType == .count {
-                return (try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0, transaction)
-            }
-            if let total, request.countFirst == true {
-                total(try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0)
+            if request.countFirst == true || resultType == .count {
+                let count = try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0
+                if request.countFirst == true { total?(count) }
+                if resultType == .count { return (count, transaction) }
             }
             let sql = resultType == .ids ? plan.idsSQL : plan.objectsSQL
             let cursor = try Row.fetchCursor(db, sql: sql, arguments: plan.arguments)

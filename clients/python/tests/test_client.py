@@ -244,9 +244,6 @@ def test_async_client_calls_errors_progress_and_cancel(daemon: Daemon, many_item
     asyncio.run(main())
 
 
-@pytest.mark.xfail(reason="DESIGN §8: with countFirst the begin carries the total; depotd sends total null in begin "
-                          "and the total only from the first report (StoreHandlers.fetch begins before counting)",
-                   strict=False)
 def test_count_first_puts_the_total_in_begin(client: depot.Client, many_items: int) -> None:
     values: List[Dict[str, Any]] = []
     client.fetch({"entity": "Item", "countFirst": True, "resultType": "count"}, progress=values.append)
