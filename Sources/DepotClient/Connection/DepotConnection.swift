@@ -78,6 +78,21 @@ public final class DepotConnection: Sendable {
         }
     }
 
+    /// A connection that never sent `initialize` (to an endpoint where nothing
+    /// needs to listen), for tests of the client's own logic.
+    static func unconnected(to endpoint: String, timeout: Duration = .seconds(1)) throws(DepotClientError) -> DepotConnection {
+        let transport: ClientTransport
+        do {
+            transport = try ClientTransport(endpoint: endpoint)
+        } catch {
+            throw .transport(error)
+        }
+        let info = Initialize.Result(
+            serverInfo: ImplementationInfo(name: "none", version: "0"), protocolVersion: depotProtocolVersion, sessionId: "", heartbeatInterval: 0,
+            capabilities: [:])
+        return DepotConnection(transport: transport, endpoint: endpoint, clientInfo: info.serverInfo, serverInfo: info, timeout: timeout)
+    }
+
     /// Calls `method` with typed params and result.
     public func call<M: Method>(_ method: M.Type, _ params: M.Parameters, timeout: Duration? = nil) async throws(DepotClientError) -> M.Result {
         let json: JSONValue

@@ -324,6 +324,16 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
     /// ``object(at:)`` as `Any`.
     public func anyObject(at indexPath: IndexPath) -> Any { object(at: indexPath) }
 
+    /// Installs results as if fetched (tests of delta delivery without a daemon).
+    func install(subscription: String, layout: ResultsLayout, objects: [DepotObject]) {
+        state.withLock { state in
+            state.subscription = subscription
+            state.layout = layout
+            state.indexPaths = nil
+            state.entries = Dictionary(objects.map { ($0.id, Entry(raw: $0, object: try? Object(depotObject: $0))) }, uniquingKeysWith: { $1 })
+        }
+    }
+
     // MARK: Lookup
 
     enum Lookup {
