@@ -5,7 +5,8 @@ import XCTest
 final class DepotObjectTests: XCTestCase {
     func testWireFormRoundTripsAndTypedAccessorsRead() throws {
         let json: JSONValue = [
-            "id": "Team/42", "entity": "Team", "version": 3, "teamName": "Brazil", "wins": 5, "ratio": 0.5, "active": true,
+            "id": "Team/42", "entity": "Team", "version": 3, "teamName": "Brazil", "wins": 5, "ratio": 0.5,
+            "active": true,
             "founded": "2026-11-22T10:15:30.250Z", "imageName": nil, "captain": "Player/7",
         ]
         let team = try DepotObject(json: json)
@@ -33,7 +34,9 @@ final class DepotObjectTests: XCTestCase {
             var createdAt: Date
             var done: Bool
         }
-        let object = DepotObject(id: "Item/1", entity: "Item", version: 1, values: ["name": "a", "createdAt": "2026-01-01T00:00:00Z", "done": false])
+        let object = DepotObject(
+            id: "Item/1", entity: "Item", version: 1,
+            values: ["name": "a", "createdAt": "2026-01-01T00:00:00Z", "done": false])
         let item = try Item(depotObject: object)
         XCTAssertEqual(item.id, "Item/1")
         XCTAssertEqual(item.createdAt, DepotDate.parse("2026-01-01T00:00:00.000Z"))
@@ -42,7 +45,8 @@ final class DepotObjectTests: XCTestCase {
     }
 
     func testFetchRequestConveniences() {
-        var request = FetchRequest(entity: "Team", sortDescriptors: [SortDescriptor(key: "wins", ascending: false)], fetchBatchSize: 20)
+        var request = FetchRequest(
+            entity: "Team", sortDescriptors: [SortDescriptor(key: "wins", ascending: false)], fetchBatchSize: 20)
         XCTAssertEqual(request.batchSize, 20)
         XCTAssertEqual(request.sortDescriptors, [SortDescriptor(key: "wins", ascending: false)])
         request.fetchBatchSize = 0

@@ -9,17 +9,22 @@ final class ResultsLayoutTests: XCTestCase {
     }
 
     func testTheDesignExample() throws {
-        var results = layout([
-            ("Asia", ["T/1", "T/2"]), ("Europe", ["T/3", "T/4", "T/5", "T/6"]), ("Oceania", ["T/9"]),
-        ], seq: 6)
+        var results = layout(
+            [
+                ("Asia", ["T/1", "T/2"]), ("Europe", ["T/3", "T/4", "T/5", "T/6"]), ("Oceania", ["T/9"]),
+            ], seq: 6)
         let change = ResultsDidChange.Parameters(
             subscription: "s1", seq: 7, transaction: 912,
-            sections: [SectionChange(type: .delete, index: 2, name: "Oceania"), SectionChange(type: .insert, index: 0, name: "Africa")],
+            sections: [
+                SectionChange(type: .delete, index: 2, name: "Oceania"),
+                SectionChange(type: .insert, index: 0, name: "Africa"),
+            ],
             objects: [
                 ObjectChange(type: .delete, indexPath: [2, 0], id: "T/9"),
                 ObjectChange(type: .insert, newIndexPath: [0, 0], id: "T/7", object: ["id": "T/7"]),
                 ObjectChange(type: .move, indexPath: [1, 3], newIndexPath: [2, 0], id: "T/6", object: ["id": "T/6"]),
-                ObjectChange(type: .update, indexPath: [1, 1], newIndexPath: [1, 1], id: "T/2", object: ["id": "T/2"]),
+                ObjectChange(
+                    type: .update, indexPath: [1, 1], newIndexPath: [1, 1], id: "T/2", object: ["id": "T/2"]),
             ])
         try results.apply(change)
         XCTAssertEqual(results.seq, 7)
@@ -30,29 +35,37 @@ final class ResultsLayoutTests: XCTestCase {
 
     func testMoveWithEqualIndexPathsKeepsThePlace() throws {
         var results = layout([("", ["a", "b", "c"])])
-        try results.apply(.init(subscription: "s", seq: 1, transaction: 2, sections: [], objects: [
-            ObjectChange(type: .move, indexPath: [0, 1], newIndexPath: [0, 1], id: "b", object: ["id": "b"])
-        ]))
+        try results.apply(
+            .init(
+                subscription: "s", seq: 1, transaction: 2, sections: [],
+                objects: [
+                    ObjectChange(type: .move, indexPath: [0, 1], newIndexPath: [0, 1], id: "b", object: ["id": "b"])
+                ]))
         XCTAssertEqual(results.ids, ["a", "b", "c"])
     }
 
     func testSeveralRemovalsAndInsertionsUseDescendingThenAscendingOrder() throws {
         var results = layout([("", ["a", "b", "c", "d", "e"])])
         // Listed in an unhelpful order on purpose: apply must sort them.
-        try results.apply(.init(subscription: "s", seq: 1, transaction: 2, sections: [], objects: [
-            ObjectChange(type: .delete, indexPath: [0, 1], id: "b"),
-            ObjectChange(type: .insert, newIndexPath: [0, 4], id: "y", object: ["id": "y"]),
-            ObjectChange(type: .delete, indexPath: [0, 3], id: "d"),
-            ObjectChange(type: .move, indexPath: [0, 0], newIndexPath: [0, 3], id: "a", object: ["id": "a"]),
-            ObjectChange(type: .insert, newIndexPath: [0, 0], id: "x", object: ["id": "x"]),
-        ]))
+        try results.apply(
+            .init(
+                subscription: "s", seq: 1, transaction: 2, sections: [],
+                objects: [
+                    ObjectChange(type: .delete, indexPath: [0, 1], id: "b"),
+                    ObjectChange(type: .insert, newIndexPath: [0, 4], id: "y", object: ["id": "y"]),
+                    ObjectChange(type: .delete, indexPath: [0, 3], id: "d"),
+                    ObjectChange(type: .move, indexPath: [0, 0], newIndexPath: [0, 3], id: "a", object: ["id": "a"]),
+                    ObjectChange(type: .insert, newIndexPath: [0, 0], id: "x", object: ["id": "x"]),
+                ]))
         XCTAssertEqual(results.ids, ["x", "c", "e", "a", "y"])
     }
 
     func testAGapIsReportedAndLeavesTheLayoutAlone() {
         var results = layout([("", ["a"])], seq: 3)
         let before = results
-        XCTAssertThrowsError(try results.apply(.init(subscription: "s", seq: 5, transaction: 9, sections: [], objects: []))) { error in
+        XCTAssertThrowsError(
+            try results.apply(.init(subscription: "s", seq: 5, transaction: 9, sections: [], objects: []))
+        ) { error in
             XCTAssertEqual(error as? ResultsLayoutError, .gap(expected: 4, received: 5))
         }
         XCTAssertEqual(results, before)
@@ -61,10 +74,15 @@ final class ResultsLayoutTests: XCTestCase {
     func testAChangeThatDoesNotFitIsInconsistentAndLeavesTheLayoutAlone() {
         var results = layout([("", ["a", "b"])])
         let before = results
-        XCTAssertThrowsError(try results.apply(.init(subscription: "s", seq: 1, transaction: 2, sections: [], objects: [
-            ObjectChange(type: .insert, newIndexPath: [0, 0], id: "x", object: ["id": "x"]),
-            ObjectChange(type: .delete, indexPath: [0, 0], id: "b"),
-        ]))) { error in
+        XCTAssertThrowsError(
+            try results.apply(
+                .init(
+                    subscription: "s", seq: 1, transaction: 2, sections: [],
+                    objects: [
+                        ObjectChange(type: .insert, newIndexPath: [0, 0], id: "x", object: ["id": "x"]),
+                        ObjectChange(type: .delete, indexPath: [0, 0], id: "b"),
+                    ]))
+        ) { error in
             guard case .inconsistent = error as? ResultsLayoutError else { return XCTFail("\(error)") }
         }
         XCTAssertEqual(results, before)
@@ -73,14 +91,18 @@ final class ResultsLayoutTests: XCTestCase {
     func testSnapshotCutsIdsIntoSections() throws {
         let snapshot = ResultsSnapshot.Result(
             seq: 4, transaction: 10,
-            sections: [SectionInfo(name: "Africa", indexTitle: "A", count: 1), SectionInfo(name: "Europe", indexTitle: "E", count: 2)],
+            sections: [
+                SectionInfo(name: "Africa", indexTitle: "A", count: 1),
+                SectionInfo(name: "Europe", indexTitle: "E", count: 2),
+            ],
             ids: ["T/1", "T/2", "T/3"])
         let results = try ResultsLayout(snapshot: snapshot)
         XCTAssertEqual(results.seq, 4)
         XCTAssertEqual(results.sections.map(\.ids), [["T/1"], ["T/2", "T/3"]])
         XCTAssertEqual(results.indexPath(atOffset: 2), IndexPath(item: 1, section: 1))
         XCTAssertEqual(results.offset(of: IndexPath(item: 1, section: 1)), 2)
-        XCTAssertThrowsError(try ResultsLayout(snapshot: .init(seq: 0, transaction: 0, sections: snapshot.sections, ids: ["T/1"])))
+        XCTAssertThrowsError(
+            try ResultsLayout(snapshot: .init(seq: 0, transaction: 0, sections: snapshot.sections, ids: ["T/1"])))
     }
 
     /// Random transitions: the deltas computed by the contract's definitions
@@ -171,10 +193,14 @@ private struct Model {
             objects.append(ObjectChange(type: .delete, indexPath: old.indexPath(of: id), id: id))
         }
         for id in newIDs.subtracting(oldIDs) {
-            objects.append(ObjectChange(type: .insert, newIndexPath: new.indexPath(of: id), id: id, object: ["id": .string(id)]))
+            objects.append(
+                ObjectChange(type: .insert, newIndexPath: new.indexPath(of: id), id: id, object: ["id": .string(id)]))
         }
         for id in new.moved where oldIDs.contains(id) {
-            objects.append(ObjectChange(type: .move, indexPath: old.indexPath(of: id), newIndexPath: new.indexPath(of: id), id: id, object: ["id": .string(id)]))
+            objects.append(
+                ObjectChange(
+                    type: .move, indexPath: old.indexPath(of: id), newIndexPath: new.indexPath(of: id), id: id,
+                    object: ["id": .string(id)]))
         }
         return .init(subscription: "s", seq: seq, transaction: seq, sections: sections, objects: objects.shuffled())
     }

@@ -13,7 +13,8 @@ final class ClientAsyncFetchTests: XCTestCase {
         _ = try await connection.call(ModelDefine.self, .init(entities: [WorldCup.item]))
         for chunk in stride(from: 0, to: Self.itemCount, by: 5_000) {
             let items = (chunk..<chunk + 5_000).map { index in
-                InsertedObject(entity: "Item", values: ["name": .string("item \(index)"), "createdAt": "2026-01-01T00:00:00.000Z"])
+                InsertedObject(
+                    entity: "Item", values: ["name": .string("item \(index)"), "createdAt": "2026-01-01T00:00:00.000Z"])
             }
             _ = try await connection.call(StoreSave.self, .init(inserted: items), timeout: .seconds(120))
         }
@@ -26,9 +27,10 @@ final class ClientAsyncFetchTests: XCTestCase {
         let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "name")], batchSize: 500)
 
         let completions = Mutex(0)
-        let running = connection.execute(AsynchronousFetchRequest<DepotObject>(fetchRequest: request) { _ in
-            completions.withLock { $0 += 1 }
-        })
+        let running = connection.execute(
+            AsynchronousFetchRequest<DepotObject>(fetchRequest: request) { _ in
+                completions.withLock { $0 += 1 }
+            })
         let objects = try await running.value
         XCTAssertEqual(objects.count, Self.itemCount)
         XCTAssertEqual(running.progress.totalUnitCount, Int64(Self.itemCount))
@@ -65,7 +67,9 @@ final class ClientAsyncFetchTests: XCTestCase {
         }
         let progress = Progress(totalUnitCount: -1)
         let items = try await connection.fetch(
-            FetchRequest(entity: "Item", sort: [SortDescriptor(key: "name", ascending: false)], limit: 3, batchSize: 500), as: Item.self, progress: progress)
+            FetchRequest(
+                entity: "Item", sort: [SortDescriptor(key: "name", ascending: false)], limit: 3, batchSize: 500),
+            as: Item.self, progress: progress)
         XCTAssertEqual(items.map(\.name), ["item 9999", "item 9998", "item 9997"])
         XCTAssertEqual(progress.completedUnitCount, Int64(items.count))
         XCTAssertEqual(items.first?.done, false)

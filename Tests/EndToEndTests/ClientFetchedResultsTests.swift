@@ -14,13 +14,17 @@ final class CallLog: FetchedResultsControllerDelegate, @unchecked Sendable {
     var changeBatches: [[String]] { lock.withLock { batches } }
     var reloadCount: Int { lock.withLock { reloads } }
 
-    func controllerWillChangeContent(_ controller: any FetchedResultsControlling) { lock.withLock { current = ["will"] } }
+    func controllerWillChangeContent(_ controller: any FetchedResultsControlling) {
+        lock.withLock { current = ["will"] }
+    }
     func controller(
-        _ controller: any FetchedResultsControlling, didChange sectionInfo: any FetchedResultsSectionInfo, atSectionIndex sectionIndex: Int,
+        _ controller: any FetchedResultsControlling, didChange sectionInfo: any FetchedResultsSectionInfo,
+        atSectionIndex sectionIndex: Int,
         for type: FetchedResultsChangeType
     ) { lock.withLock { current.append("section \(type) \(sectionIndex) \(sectionInfo.name)") } }
     func controller(
-        _ controller: any FetchedResultsControlling, didChange anObject: Any, at indexPath: IndexPath?, for type: FetchedResultsChangeType,
+        _ controller: any FetchedResultsControlling, didChange anObject: Any, at indexPath: IndexPath?,
+        for type: FetchedResultsChangeType,
         newIndexPath: IndexPath?
     ) { lock.withLock { current.append("object \(type) \((anObject as? DepotObject)?.id ?? "?")") } }
     func controllerDidChangeContent(_ controller: any FetchedResultsControlling) {
@@ -37,7 +41,10 @@ final class ClientFetchedResultsTests: XCTestCase {
     static func teamsRequest(batchSize: Int = 0) -> FetchRequest {
         FetchRequest(
             entity: "Team",
-            sortDescriptors: [SortDescriptor(key: "qualifyingZone"), SortDescriptor(key: "wins", ascending: false), SortDescriptor(key: "teamName")],
+            sortDescriptors: [
+                SortDescriptor(key: "qualifyingZone"), SortDescriptor(key: "wins", ascending: false),
+                SortDescriptor(key: "teamName"),
+            ],
             fetchBatchSize: batchSize)
     }
 
@@ -63,11 +70,13 @@ final class ClientFetchedResultsTests: XCTestCase {
         try await ClientSupport.requireFetchedResults(connection)
         let ids = try await connection.loadWorldCup()
         let controller = FetchedResultsController<DepotObject>(
-            fetchRequest: Self.teamsRequest(), connection: connection, sectionNameKeyPath: "qualifyingZone", cacheName: "teams",
+            fetchRequest: Self.teamsRequest(), connection: connection, sectionNameKeyPath: "qualifyingZone",
+            cacheName: "teams",
             deliveryActor: DeliveryActor())
         XCTAssertNil(controller.fetchedObjects)
         try await controller.performFetch()
-        XCTAssertEqual(controller.sections?.map(\.name), ["Africa", "Asia", "Europe", "North America", "South America"])
+        XCTAssertEqual(
+            controller.sections?.map(\.name), ["Africa", "Asia", "Europe", "North America", "South America"])
         XCTAssertEqual(controller.sections?.map(\.numberOfObjects), [5, 4, 13, 4, 6])
         XCTAssertEqual(controller.sectionIndexTitles, ["A", "E", "N", "S"])
         XCTAssertEqual(controller.section(forSectionIndexTitle: "N", at: 3), 3)
@@ -75,7 +84,8 @@ final class ClientFetchedResultsTests: XCTestCase {
         XCTAssertEqual(controller.object(at: IndexPath(item: 0, section: 0)).string("teamName"), "Algeria")
         let brazil = try XCTUnwrap(controller.fetchedObjects?.first { $0.id == ids["Brazil"] })
         XCTAssertEqual(controller.indexPath(forObject: brazil), IndexPath(item: 1, section: 4))
-        XCTAssertEqual(controller.sections?[4].objects.map { $0.string("teamName") ?? "" }.prefix(2), ["Argentina", "Brazil"])
+        XCTAssertEqual(
+            controller.sections?[4].objects.map { $0.string("teamName") ?? "" }.prefix(2), ["Argentina", "Brazil"])
         try await FetchedResultsController<DepotObject>.deleteCache(withName: "teams", connection: connection)
     }
 
@@ -85,16 +95,20 @@ final class ClientFetchedResultsTests: XCTestCase {
         try await ClientSupport.requireFetchedResults(connection)
         let ids = try await connection.loadWorldCup()
         let controller = FetchedResultsController<DepotObject>(
-            fetchRequest: Self.teamsRequest(), connection: connection, sectionNameKeyPath: "qualifyingZone", deliveryActor: DeliveryActor())
+            fetchRequest: Self.teamsRequest(), connection: connection, sectionNameKeyPath: "qualifyingZone",
+            deliveryActor: DeliveryActor())
         let log = CallLog()
         controller.delegate = log
         try await controller.performFetch()
         let changes = controller.changes()
         // Moving Brazil to a new zone inserts a section and moves an object.
-        _ = try await connection.call(StoreSave.self, .init(updated: [UpdatedObject(id: ids["Brazil"]!, values: ["qualifyingZone": "Antarctica"])]))
+        _ = try await connection.call(
+            StoreSave.self,
+            .init(updated: [UpdatedObject(id: ids["Brazil"]!, values: ["qualifyingZone": "Antarctica"])]))
         let changeSet = await ClientSupport.first(changes)
         XCTAssertEqual(changeSet?.sectionChanges, [.init(type: .insert, index: 1, name: "Antarctica")])
-        XCTAssertEqual(log.changeBatches.last, ["will", "section insert 1 Antarctica", "object move \(ids["Brazil"]!)", "did"])
+        XCTAssertEqual(
+            log.changeBatches.last, ["will", "section insert 1 Antarctica", "object move \(ids["Brazil"]!)", "did"])
         XCTAssertEqual(controller.indexPath(forID: ids["Brazil"]!), IndexPath(item: 0, section: 1))
         XCTAssertEqual(controller.object(at: IndexPath(item: 0, section: 1)).string("qualifyingZone"), "Antarctica")
     }
@@ -109,7 +123,8 @@ final class ClientFetchedResultsTests: XCTestCase {
         let zones = ["Africa", "Asia", "Europe", "North America", "Oceania", "South America"]
         for batchSize in [0, 5] {
             let controller = FetchedResultsController<DepotObject>(
-                fetchRequest: Self.teamsRequest(batchSize: batchSize), connection: connection, sectionNameKeyPath: "qualifyingZone",
+                fetchRequest: Self.teamsRequest(batchSize: batchSize), connection: connection,
+                sectionNameKeyPath: "qualifyingZone",
                 deliveryActor: DeliveryActor())
             let log = CallLog()
             controller.delegate = log
@@ -123,25 +138,33 @@ final class ClientFetchedResultsTests: XCTestCase {
                     case 0:
                         params.deleted.append(DeletedObject(id: id))
                     case 1...3:
-                        params.updated.append(UpdatedObject(id: id, values: ["qualifyingZone": .string(zones.randomElement(using: &generator)!)]))
+                        params.updated.append(
+                            UpdatedObject(
+                                id: id, values: ["qualifyingZone": .string(zones.randomElement(using: &generator)!)]))
                     case 4:
                         params.updated.append(UpdatedObject(id: id, values: ["imageName": .string("flag-\(step)")]))
                     default:
-                        params.updated.append(UpdatedObject(id: id, values: ["wins": .int(Int64.random(in: 0...7, using: &generator))]))
+                        params.updated.append(
+                            UpdatedObject(id: id, values: ["wins": .int(Int64.random(in: 0...7, using: &generator))]))
                     }
                 }
                 if Bool.random(using: &generator) {
-                    params.inserted.append(InsertedObject(entity: "Team", tempId: "t", values: [
-                        "teamName": .string("Team \(batchSize)-\(step)"), "qualifyingZone": .string(zones.randomElement(using: &generator)!),
-                        "wins": .int(Int64.random(in: 0...7, using: &generator)),
-                    ]))
+                    params.inserted.append(
+                        InsertedObject(
+                            entity: "Team", tempId: "t",
+                            values: [
+                                "teamName": .string("Team \(batchSize)-\(step)"),
+                                "qualifyingZone": .string(zones.randomElement(using: &generator)!),
+                                "wins": .int(Int64.random(in: 0...7, using: &generator)),
+                            ]))
                 }
                 let result = try await writer.call(StoreSave.self, params)
                 ids.removeAll { id in params.deleted.contains { $0.id == id } }
                 ids += result.ids.values
                 let expected = try await freshLayout(writer)
                 let caughtUp = await ClientSupport.wait(on: changes) { Self.layout(of: controller) == expected }
-                XCTAssertTrue(caughtUp, "step \(step), batch \(batchSize): \(Self.layout(of: controller)) != \(expected)")
+                XCTAssertTrue(
+                    caughtUp, "step \(step), batch \(batchSize): \(Self.layout(of: controller)) != \(expected)")
                 guard caughtUp else { return }
                 // Values too: every object the controller hands out equals the store's.
                 let stored = try await writer.call(StoreFetch.self, Self.teamsRequest()).objects ?? []
@@ -164,17 +187,22 @@ final class ClientFetchedResultsTests: XCTestCase {
         try await ClientSupport.requireFetchedResults(connection)
         _ = try await connection.call(ModelDefine.self, .init(entities: [WorldCup.item]))
         let items = (0..<200).map {
-            InsertedObject(entity: "Item", values: ["name": .string(String(format: "item %03d", $0)), "createdAt": "2026-01-01T00:00:00.000Z"])
+            InsertedObject(
+                entity: "Item",
+                values: ["name": .string(String(format: "item %03d", $0)), "createdAt": "2026-01-01T00:00:00.000Z"])
         }
         _ = try await connection.call(StoreSave.self, .init(inserted: items))
         let controller = FetchedResultsController<DepotObject>(
-            fetchRequest: FetchRequest(entity: "Item", sortDescriptors: [SortDescriptor(key: "name")], fetchBatchSize: 20), connection: connection,
+            fetchRequest: FetchRequest(
+                entity: "Item", sortDescriptors: [SortDescriptor(key: "name")], fetchBatchSize: 20),
+            connection: connection,
             deliveryActor: DeliveryActor())
         try await controller.performFetch()
         XCTAssertEqual(controller.fetchedIDs.count, 200)
         XCTAssertEqual(controller.object(at: IndexPath(item: 150, section: 0)).string("name"), "item 150")
         try await controller.loadObjects(at: (60..<80).map { IndexPath(item: $0, section: 0) })
         XCTAssertEqual(controller.object(at: IndexPath(item: 61, section: 0)).string("name"), "item 061")
-        XCTAssertEqual(controller.fetchedObjects?.map { $0.string("name")! }, (0..<200).map { String(format: "item %03d", $0) })
+        XCTAssertEqual(
+            controller.fetchedObjects?.map { $0.string("name")! }, (0..<200).map { String(format: "item %03d", $0) })
     }
 }

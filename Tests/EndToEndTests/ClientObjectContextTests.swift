@@ -10,7 +10,10 @@ final class ClientObjectContextTests: XCTestCase {
         try await connection.loadWorldCup()
         let context = ObjectContext(connection: connection)
         XCTAssertFalse(context.hasChanges)
-        let teams = try await context.fetch(FetchRequest(entity: "Team", sort: [SortDescriptor(key: "qualifyingZone"), SortDescriptor(key: "teamName")], limit: 3))
+        let teams = try await context.fetch(
+            FetchRequest(
+                entity: "Team", sort: [SortDescriptor(key: "qualifyingZone"), SortDescriptor(key: "teamName")], limit: 3
+            ))
         XCTAssertEqual(teams.first?.string("teamName"), "Algeria")
         let atlantis = context.insert(entity: "Team", values: ["teamName": "Atlantis", "qualifyingZone": "Ocean"])
         context.set(4, forKey: "wins", on: teams[0])
@@ -29,7 +32,9 @@ final class ClientObjectContextTests: XCTestCase {
         XCTAssertEqual(context.registeredObject(withID: atlantisID)?.string("teamName"), "Atlantis")
         XCTAssertEqual(context.registeredObject(withID: teams[0].id)?.int("wins"), 4)
         XCTAssertEqual(context.registeredObject(withID: teams[0].id)?.version, (teams[0].version ?? 0) + 1)
-        let stored = try await connection.call(StoreGet.self, .init(ids: [atlantisID, teams[0].id, teams[1].id, teams[2].id])).objects
+        let stored = try await connection.call(
+            StoreGet.self, .init(ids: [atlantisID, teams[0].id, teams[1].id, teams[2].id])
+        ).objects
         XCTAssertEqual(stored[0]["qualifyingZone"], "Ocean")
         XCTAssertEqual(stored[1]["wins"], 4)
         XCTAssertEqual(stored[2]["imageName"], "new-flag")
@@ -84,7 +89,9 @@ final class ClientObjectContextTests: XCTestCase {
             let stored = try await mine.call(StoreGet.self, .init(ids: [id])).objects[0]
             XCTAssertEqual(stored["wins"]?.intValue, wins, "\(policy)")
             XCTAssertEqual(stored["imageName"]?.stringValue, imageName ?? originalImage, "\(policy)")
-            XCTAssertEqual(context.registeredObject(withID: id)?.json, stored, "after \(policy) the context shows what the store kept")
+            XCTAssertEqual(
+                context.registeredObject(withID: id)?.json, stored,
+                "after \(policy) the context shows what the store kept")
             XCTAssertFalse(context.hasChanges)
         }
     }
@@ -102,8 +109,11 @@ final class ClientObjectContextTests: XCTestCase {
         let brazil = try XCTUnwrap(context.registeredObject(withID: ids["Brazil"]!))
         context.set("local-flag", forKey: "imageName", on: brazil)
 
-        _ = try await theirs.call(StoreSave.self, .init(
-            updated: [UpdatedObject(id: ids["Brazil"]!, values: ["wins": 9])], deleted: [DeletedObject(id: ids["Algeria"]!)]))
+        _ = try await theirs.call(
+            StoreSave.self,
+            .init(
+                updated: [UpdatedObject(id: ids["Brazil"]!, values: ["wins": 9])],
+                deleted: [DeletedObject(id: ids["Algeria"]!)]))
         let merged = await ClientSupport.first(changes) { !$0.refreshed.isEmpty || !$0.deleted.isEmpty }
         XCTAssertEqual(merged?.refreshed, [ids["Brazil"]!])
         XCTAssertEqual(merged?.deleted, [ids["Algeria"]!])

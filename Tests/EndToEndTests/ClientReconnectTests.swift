@@ -33,7 +33,8 @@ final class ClientReconnectTests: XCTestCase {
         let count = try await connection.call(StoreCount.self, FetchRequest(entity: "Team"))
         XCTAssertEqual(count.count, 32)
         let other = try await second.connect(name: "other")
-        _ = try await other.call(StoreSave.self, .init(updated: [UpdatedObject(id: ids["Brazil"]!, values: ["wins": 11])]))
+        _ = try await other.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["Brazil"]!, values: ["wins": 11])]))
         let merged = await ClientSupport.wait(on: merges, timeout: .seconds(30)) {
             context.registeredObject(withID: ids["Brazil"]!)?.int("wins") == 11
         }
@@ -67,7 +68,8 @@ final class ClientReconnectTests: XCTestCase {
         try await ClientSupport.requireFetchedResults(connection)
         let ids = try await connection.loadWorldCup()
         let controller = FetchedResultsController<DepotObject>(
-            fetchRequest: ClientFetchedResultsTests.teamsRequest(), connection: connection, sectionNameKeyPath: "qualifyingZone",
+            fetchRequest: ClientFetchedResultsTests.teamsRequest(), connection: connection,
+            sectionNameKeyPath: "qualifyingZone",
             deliveryActor: DeliveryActor())
         try await controller.performFetch()
         let changes = controller.changes()
@@ -83,13 +85,17 @@ final class ClientReconnectTests: XCTestCase {
         _ = try await other.call(StoreSave.self, .init(deleted: [DeletedObject(id: ids["Brazil"]!)]))
         let reload = await ClientSupport.first(changes, timeout: .seconds(30)) { $0.isReload }
         XCTAssertNotNil(reload, "a reload after the restart")
-        let recovered = await ClientSupport.wait(on: changes) { controller.indexPath(forID: ids["Brazil"]!) == nil && controller.fetchedIDs.count == 31 }
+        let recovered = await ClientSupport.wait(on: changes) {
+            controller.indexPath(forID: ids["Brazil"]!) == nil && controller.fetchedIDs.count == 31
+        }
         XCTAssertTrue(recovered)
 
         // And it follows live changes again.
-        _ = try await other.call(StoreSave.self, .init(updated: [UpdatedObject(id: ids["Spain"]!, values: ["wins": 99])]))
+        _ = try await other.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["Spain"]!, values: ["wins": 99])]))
         let live = await ClientSupport.wait(on: changes) {
-            controller.indexPath(forID: ids["Spain"]!) == IndexPath(item: 0, section: controller.sections!.firstIndex { $0.name == "Europe" }!)
+            controller.indexPath(forID: ids["Spain"]!)
+                == IndexPath(item: 0, section: controller.sections!.firstIndex { $0.name == "Europe" }!)
         }
         XCTAssertTrue(live)
     }

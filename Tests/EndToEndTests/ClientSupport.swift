@@ -9,8 +9,9 @@ enum ClientSupport {
     static func requireFetchedResults(_ connection: DepotConnection) async throws {
         do {
             _ = try await connection.call(ResultsDeleteCache.self, .init(cacheName: "depot-client-probe"))
-        } catch where error.rpcError?.code == .methodNotFound {
-            throw XCTSkip("this depotd has no results/* methods yet (-32601); the fetched-results server is merged separately")
+        } catch  where error.rpcError?.code == .methodNotFound {
+            throw XCTSkip(
+                "this depotd has no results/* methods yet (-32601); the fetched-results server is merged separately")
         }
     }
 
@@ -27,7 +28,8 @@ enum ClientSupport {
 
     /// The first element of `stream` that satisfies `predicate`, or `nil` after `timeout`.
     static func first<Element: Sendable>(
-        _ stream: AsyncStream<Element>, timeout: Duration = .seconds(20), where predicate: @escaping @Sendable (Element) -> Bool = { _ in true }
+        _ stream: AsyncStream<Element>, timeout: Duration = .seconds(20),
+        where predicate: @escaping @Sendable (Element) -> Bool = { _ in true }
     ) async -> Element? {
         await withTaskGroup(of: Element?.self) { group in
             group.addTask {
@@ -46,7 +48,8 @@ enum ClientSupport {
 
     /// Waits until `condition` holds, checking after each element of `stream`; false after `timeout`.
     static func wait<Element: Sendable>(
-        on stream: AsyncStream<Element>, timeout: Duration = .seconds(20), until condition: @escaping @Sendable () -> Bool
+        on stream: AsyncStream<Element>, timeout: Duration = .seconds(20),
+        until condition: @escaping @Sendable () -> Bool
     ) async -> Bool {
         if condition() { return true }
         return await first(stream, timeout: timeout) { _ in condition() } != nil || condition()

@@ -23,7 +23,9 @@ public struct AsynchronousFetchRequest<Object: FetchRequestResult>: Sendable {
     public var completionBlock: (@Sendable (AsynchronousFetchResult<Object>) -> Void)?
 
     /// Creates a request.
-    public init(fetchRequest: FetchRequest, completionBlock: (@Sendable (AsynchronousFetchResult<Object>) -> Void)? = nil) {
+    public init(
+        fetchRequest: FetchRequest, completionBlock: (@Sendable (AsynchronousFetchResult<Object>) -> Void)? = nil
+    ) {
         self.fetchRequest = fetchRequest
         self.completionBlock = completionBlock
     }
@@ -45,7 +47,8 @@ extension DepotConnection {
     public func fetch<Object: FetchRequestResult>(
         _ request: FetchRequest, as type: Object.Type = DepotObject.self, progress: Progress? = nil
     ) async throws(DepotClientError) -> [Object] {
-        let running = AsynchronousFetchResult<Object>(connection: self, request: AsynchronousFetchRequest(fetchRequest: request), progress: progress)
+        let running = AsynchronousFetchResult<Object>(
+            connection: self, request: AsynchronousFetchRequest(fetchRequest: request), progress: progress)
         let result = await withTaskCancellationHandler {
             running.start()
             return await running.outcome()

@@ -84,7 +84,8 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
                 } catch {
                     throw .invalidResponse("could not encode the request: \(error)")
                 }
-                let answer = try await connection.call(id: requestID, method: StoreFetch.name, params: json, timeout: .seconds(3600))
+                let answer = try await connection.call(
+                    id: requestID, method: StoreFetch.name, params: json, timeout: .seconds(3600))
                 let fetched = try DepotConnection.decode(StoreFetch.Result.self, answer)
                 var objects: [Object] = []
                 for json in fetched.objects ?? [] {

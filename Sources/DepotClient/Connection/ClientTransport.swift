@@ -69,9 +69,12 @@ final class ClientTransport: @unchecked Sendable {
     func makeID() -> RequestID { .number(nextID.wrappingAdd(1, ordering: .relaxed).oldValue) }
 
     /// Sends a request; `completion` runs on the I/O thread with the result or error.
-    func request(id: RequestID, method: String, params: JSONValue?, timeout: Duration, completion: @escaping Completion) {
+    func request(id: RequestID, method: String, params: JSONValue?, timeout: Duration, completion: @escaping Completion)
+    {
         guard !stopRequested.load(ordering: .relaxed) else { return completion(.failure(.closed)) }
-        pending.withLock { $0[id] = Pending(method: method, deadline: .now + timeout, timeout: timeout, completion: completion) }
+        pending.withLock {
+            $0[id] = Pending(method: method, deadline: .now + timeout, timeout: timeout, completion: completion)
+        }
         outbox.post(Message.request(id: id, method: method, params: params).encoded)
     }
 

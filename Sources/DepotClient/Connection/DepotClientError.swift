@@ -20,9 +20,11 @@ public enum DepotClientError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .server(let error): "server error \(error.code.rawValue): \(error.message)"
-        case .timedOut(let method, let after): "no answer to \(method) within \(after): is depotd running at that endpoint?"
+        case .timedOut(let method, let after):
+            "no answer to \(method) within \(after): is depotd running at that endpoint?"
         case .closed: "the connection is closed"
-        case .connectionLost(let method): "the connection to depotd dropped while \(method) was in flight; it may or may not have run"
+        case .connectionLost(let method):
+            "the connection to depotd dropped while \(method) was in flight; it may or may not have run"
         case .transport(let error): "transport error: \(error)"
         case .invalidResponse(let detail): "invalid response: \(detail)"
         }

@@ -41,7 +41,10 @@ public final class DepotConnection: Sendable {
     /// What the server said in the latest `initialize` (it changes on reconnect).
     public var serverInfo: Initialize.Result { session.withLock { $0.serverInfo } }
 
-    private init(transport: ClientTransport, endpoint: String, clientInfo: ImplementationInfo, serverInfo: Initialize.Result, timeout: Duration) {
+    private init(
+        transport: ClientTransport, endpoint: String, clientInfo: ImplementationInfo, serverInfo: Initialize.Result,
+        timeout: Duration
+    ) {
         self.transport = transport
         self.endpoint = endpoint
         self.clientInfo = clientInfo
@@ -67,7 +70,8 @@ public final class DepotConnection: Sendable {
         }
         do {
             let info = try await initialize(transport, clientInfo: clientInfo, timeout: timeout)
-            let connection = DepotConnection(transport: transport, endpoint: endpoint, clientInfo: clientInfo, serverInfo: info, timeout: timeout)
+            let connection = DepotConnection(
+                transport: transport, endpoint: endpoint, clientInfo: clientInfo, serverInfo: info, timeout: timeout)
             transport.onLinkEvent.withLock {
                 $0 = { [weak connection] event in connection?.linkChanged(event) }
             }
@@ -80,7 +84,9 @@ public final class DepotConnection: Sendable {
 
     /// A connection that never sent `initialize` (to an endpoint where nothing
     /// needs to listen), for tests of the client's own logic.
-    static func unconnected(to endpoint: String, timeout: Duration = .seconds(1)) throws(DepotClientError) -> DepotConnection {
+    static func unconnected(to endpoint: String, timeout: Duration = .seconds(1)) throws(DepotClientError)
+        -> DepotConnection
+    {
         let transport: ClientTransport
         do {
             transport = try ClientTransport(endpoint: endpoint)
@@ -88,13 +94,17 @@ public final class DepotConnection: Sendable {
             throw .transport(error)
         }
         let info = Initialize.Result(
-            serverInfo: ImplementationInfo(name: "none", version: "0"), protocolVersion: depotProtocolVersion, sessionId: "", heartbeatInterval: 0,
+            serverInfo: ImplementationInfo(name: "none", version: "0"), protocolVersion: depotProtocolVersion,
+            sessionId: "", heartbeatInterval: 0,
             capabilities: [:])
-        return DepotConnection(transport: transport, endpoint: endpoint, clientInfo: info.serverInfo, serverInfo: info, timeout: timeout)
+        return DepotConnection(
+            transport: transport, endpoint: endpoint, clientInfo: info.serverInfo, serverInfo: info, timeout: timeout)
     }
 
     /// Calls `method` with typed params and result.
-    public func call<M: Method>(_ method: M.Type, _ params: M.Parameters, timeout: Duration? = nil) async throws(DepotClientError) -> M.Result {
+    public func call<M: Method>(_ method: M.Type, _ params: M.Parameters, timeout: Duration? = nil)
+        async throws(DepotClientError) -> M.Result
+    {
         let json: JSONValue
         do {
             json = try JSONCoding.encode(params)
@@ -106,17 +116,23 @@ public final class DepotConnection: Sendable {
     }
 
     /// Calls `method` with untyped params and result.
-    public func call(method: String, params: JSONValue?, timeout: Duration? = nil) async throws(DepotClientError) -> JSONValue {
+    public func call(method: String, params: JSONValue?, timeout: Duration? = nil) async throws(DepotClientError)
+        -> JSONValue
+    {
         try await call(id: nil, method: method, params: params, timeout: timeout)
     }
 
     /// Calls `method` with an explicit request id, so that it can be cancelled
     /// with ``cancel(_:)`` while it runs.
-    public func call(id: RequestID, method: String, params: JSONValue?, timeout: Duration? = nil) async throws(DepotClientError) -> JSONValue {
+    public func call(id: RequestID, method: String, params: JSONValue?, timeout: Duration? = nil)
+        async throws(DepotClientError) -> JSONValue
+    {
         try await call(id: Optional(id), method: method, params: params, timeout: timeout)
     }
 
-    private func call(id: RequestID?, method: String, params: JSONValue?, timeout: Duration?) async throws(DepotClientError) -> JSONValue {
+    private func call(id: RequestID?, method: String, params: JSONValue?, timeout: Duration?)
+        async throws(DepotClientError) -> JSONValue
+    {
         let timeout = timeout ?? self.timeout
         do {
             return try await Self.call(transport, id: id, method: method, params: params, timeout: timeout)
@@ -210,7 +226,8 @@ public final class DepotConnection: Sendable {
         var delay = Duration.milliseconds(100)
         while !Task.isCancelled {
             do {
-                let info = try await Self.initialize(transport, clientInfo: clientInfo, timeout: min(timeout, .seconds(5)))
+                let info = try await Self.initialize(
+                    transport, clientInfo: clientInfo, timeout: min(timeout, .seconds(5)))
                 session.withLock {
                     $0.serverInfo = info
                     $0.recovery = nil
@@ -240,7 +257,9 @@ public final class DepotConnection: Sendable {
 
     // MARK: Plumbing
 
-    private static func initialize(_ transport: ClientTransport, clientInfo: ImplementationInfo, timeout: Duration) async throws(DepotClientError) -> Initialize.Result {
+    private static func initialize(_ transport: ClientTransport, clientInfo: ImplementationInfo, timeout: Duration)
+        async throws(DepotClientError) -> Initialize.Result
+    {
         let params: JSONValue
         do {
             params = try JSONCoding.encode(Initialize.Parameters(clientInfo: clientInfo))
@@ -259,7 +278,9 @@ public final class DepotConnection: Sendable {
         let id = id ?? transport.makeID()
         let result: Result<JSONValue, DepotClientError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                transport.request(id: id, method: method, params: params, timeout: timeout) { continuation.resume(returning: $0) }
+                transport.request(id: id, method: method, params: params, timeout: timeout) {
+                    continuation.resume(returning: $0)
+                }
             }
         } onCancel: {
             transport.send(Message.notification(method: CancelRequest.name, params: ["id": id.json]).encoded)

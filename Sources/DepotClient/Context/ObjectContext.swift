@@ -101,11 +101,14 @@ public final class ObjectContext: Sendable {
     }
 
     /// Objects inserted since the last save.
-    public var insertedObjects: [DepotObject] { state.withLock { state in state.insertionOrder.compactMap { state.inserted[$0] } } }
+    public var insertedObjects: [DepotObject] {
+        state.withLock { state in state.insertionOrder.compactMap { state.inserted[$0] } }
+    }
     /// Registered objects with unsaved changes.
     public var updatedObjects: [DepotObject] {
         state.withLock { state in
-            state.registered.values.filter { !$0.changes.isEmpty && !state.deleted.contains($0.base.id) }.map(Self.current)
+            state.registered.values.filter { !$0.changes.isEmpty && !state.deleted.contains($0.base.id) }.map(
+                Self.current)
         }
     }
     /// Objects deleted since the last save.
@@ -116,7 +119,8 @@ public final class ObjectContext: Sendable {
     /// Whether there is anything to save.
     public var hasChanges: Bool {
         state.withLock { state in
-            !state.inserted.isEmpty || !state.deleted.isEmpty || state.registered.values.contains { !$0.changes.isEmpty }
+            !state.inserted.isEmpty || !state.deleted.isEmpty
+                || state.registered.values.contains { !$0.changes.isEmpty }
         }
     }
 
@@ -224,12 +228,18 @@ public final class ObjectContext: Sendable {
                 .map { registered in
                     UpdatedObject(
                         id: registered.base.id, version: registered.base.version,
-                        original: registered.changes.keys.reduce(into: [:]) { $0[$1] = registered.base.values[$1] ?? .null },
+                        original: registered.changes.keys.reduce(into: [:]) {
+                            $0[$1] = registered.base.values[$1] ?? .null
+                        },
                         values: registered.changes)
                 }
-            let deleted = state.deleted.sorted().map { DeletedObject(id: $0, version: state.registered[$0]?.base.version) }
+            let deleted = state.deleted.sorted().map {
+                DeletedObject(id: $0, version: state.registered[$0]?.base.version)
+            }
             return (
-                StoreSave.Parameters(inserted: inserted, updated: updated, deleted: deleted, mergePolicy: mergePolicy ?? self.mergePolicy, author: author),
+                StoreSave.Parameters(
+                    inserted: inserted, updated: updated, deleted: deleted,
+                    mergePolicy: mergePolicy ?? self.mergePolicy, author: author),
                 state.insertionOrder
             )
         }
@@ -243,8 +253,12 @@ public final class ObjectContext: Sendable {
             for id in params.deleted.map(\.id) { state.registered[id] = nil }
             state.deleted.subtract(params.deleted.map(\.id))
             for tempID in insertedIDs {
-                guard let object = state.inserted.removeValue(forKey: tempID), let id = result.ids[tempID] else { continue }
-                state.registered[id] = Registered(base: DepotObject(id: id, entity: object.entity, version: result.versions[id], values: object.values))
+                guard let object = state.inserted.removeValue(forKey: tempID), let id = result.ids[tempID] else {
+                    continue
+                }
+                state.registered[id] = Registered(
+                    base: DepotObject(
+                        id: id, entity: object.entity, version: result.versions[id], values: object.values))
             }
             state.insertionOrder.removeAll { insertedIDs.contains($0) }
             for update in params.updated {
@@ -338,7 +352,8 @@ public final class ObjectContext: Sendable {
     private func handle(_ input: ControllerInputs.Input) async {
         switch input {
         case .notification(let notification):
-            guard let didSave = notification.decode(DidSave.self), didSave.observer == state.withLock({ $0.observer }) else { return }
+            guard let didSave = notification.decode(DidSave.self), didSave.observer == state.withLock({ $0.observer })
+            else { return }
             merge(didSave)
         case .connection(.reconnected):
             // The new session has no observer, and saves may have been missed meanwhile.
@@ -362,8 +377,12 @@ public final class ObjectContext: Sendable {
                     deleted.append(id)
                 }
                 for update in changes.updated where state.registered[update.id] != nil {
-                    guard let json = didSave.objects?[update.id], let object = try? DepotObject(json: json) else { continue }
-                    if let known = state.registered[update.id]?.base.version, let new = object.version, known >= new { continue }
+                    guard let json = didSave.objects?[update.id], let object = try? DepotObject(json: json) else {
+                        continue
+                    }
+                    if let known = state.registered[update.id]?.base.version, let new = object.version, known >= new {
+                        continue
+                    }
                     state.registered[update.id]?.base = object
                     refreshed.append(update.id)
                 }

@@ -12,6 +12,13 @@ public struct FetchedResultsChangeSet<Object: FetchRequestResult>: Sendable {
         public var index: Int
         /// The section's name.
         public var name: String
+
+        /// Creates a section change.
+        public init(type: FetchedResultsChangeType, index: Int, name: String) {
+            self.type = type
+            self.index = index
+            self.name = name
+        }
     }
 
     /// One object change.

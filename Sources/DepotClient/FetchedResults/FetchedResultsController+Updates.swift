@@ -44,7 +44,9 @@ extension FetchedResultsController {
         case .notification(let notification):
             if let change = notification.decode(ResultsDidChange.self) {
                 await apply(change)
-            } else if let invalidation = notification.decode(ResultsDidInvalidate.self), invalidation.subscription == subscription {
+            } else if let invalidation = notification.decode(ResultsDidInvalidate.self),
+                invalidation.subscription == subscription
+            {
                 await resync(resubscribe: false)
             }
         case .connection(.reconnected):
@@ -85,7 +87,8 @@ extension FetchedResultsController {
         let delegate = self.delegate
         delegate?.controllerWillChangeContent(self)
         var deleted: [String: Entry] = [:]
-        let (entries, subscribers) = state.withLock { state -> ([String: Entry], [AsyncStream<FetchedResultsChangeSet<Object>>.Continuation]) in
+        let (entries, subscribers) = state.withLock {
+            state -> ([String: Entry], [AsyncStream<FetchedResultsChangeSet<Object>>.Continuation]) in
             guard state.subscription == change.subscription else { return ([:], []) }
             state.layout = layout
             state.transaction = change.transaction
@@ -100,9 +103,12 @@ extension FetchedResultsController {
             return (state.entries, Array(state.changeSubscribers.values))
         }
         var sectionChanges: [FetchedResultsChangeSet<Object>.SectionChange] = []
-        for section in change.sections.sorted(by: { ($0.type == .delete ? 0 : 1, $0.index) < ($1.type == .delete ? 0 : 1, $1.index) }) {
+        for section in change.sections.sorted(by: {
+            ($0.type == .delete ? 0 : 1, $0.index) < ($1.type == .delete ? 0 : 1, $1.index)
+        }) {
             let count = section.type == .insert ? layout.sections[section.index].ids.count : 0
-            let info = SectionDescription(name: section.name, indexTitle: sectionIndexTitle(forSectionName: section.name), numberOfObjects: count)
+            let info = SectionDescription(
+                name: section.name, indexTitle: sectionIndexTitle(forSectionName: section.name), numberOfObjects: count)
             let type = FetchedResultsChangeType(section.type)
             delegate?.controller(self, didChange: info, atSectionIndex: section.index, for: type)
             sectionChanges.append(.init(type: type, index: section.index, name: section.name))
@@ -115,13 +121,16 @@ extension FetchedResultsController {
             let newIndexPath = object.type == .delete ? nil : IndexPath(wire: object.newIndexPath)
             let anObject: Any = entry?.object ?? entry?.raw ?? DepotObject.fault(id: object.id)
             delegate?.controller(self, didChange: anObject, at: indexPath, for: type, newIndexPath: newIndexPath)
-            objectChanges.append(.init(type: type, indexPath: indexPath, newIndexPath: newIndexPath, id: object.id, object: entry?.object))
+            objectChanges.append(
+                .init(
+                    type: type, indexPath: indexPath, newIndexPath: newIndexPath, id: object.id, object: entry?.object))
         }
         let snapshot = FetchedResultsSnapshot(layout: layout)
         delegate?.controllerDidChangeContent(self)
         delegate?.controller(self, didChangeContentWith: snapshot)
         let changeSet = FetchedResultsChangeSet<Object>(
-            seq: change.seq, transaction: change.transaction, isReload: false, sectionChanges: sectionChanges, objectChanges: objectChanges,
+            seq: change.seq, transaction: change.transaction, isReload: false, sectionChanges: sectionChanges,
+            objectChanges: objectChanges,
             snapshot: snapshot)
         subscribers.forEach { $0.yield(changeSet) }
     }
@@ -132,10 +141,12 @@ extension FetchedResultsController {
     func resync(resubscribe: Bool) async {
         guard let oldSubscription = subscription else { return }
         var fetched: Fetched?
-        if !resubscribe, let snapshot = try? await connection.call(ResultsSnapshot.self, .init(subscription: oldSubscription)),
+        if !resubscribe,
+            let snapshot = try? await connection.call(ResultsSnapshot.self, .init(subscription: oldSubscription)),
             let layout = try? ResultsLayout(snapshot: snapshot)
         {
-            fetched = Fetched(subscription: oldSubscription, layout: layout, transaction: snapshot.transaction, entries: [:])
+            fetched = Fetched(
+                subscription: oldSubscription, layout: layout, transaction: snapshot.transaction, entries: [:])
         }
         if fetched == nil {
             var delay = Duration.milliseconds(100)
@@ -151,10 +162,17 @@ extension FetchedResultsController {
         guard var fetched, !Task.isCancelled else { return }
         // Values may have changed in the gap: reload the objects that had been loaded and are still there.
         let stillThere = Set(fetched.layout.ids)
-        let touched = state.withLock { state in state.entries.keys.filter { stillThere.contains($0) && fetched.entries[$0] == nil } }
-        if !touched.isEmpty, let loaded = try? await connection.call(StoreGet.self, .init(ids: touched, properties: fetchRequest.properties)) {
+        let touched = state.withLock { state in
+            state.entries.keys.filter { stillThere.contains($0) && fetched.entries[$0] == nil }
+        }
+        if !touched.isEmpty,
+            let loaded = try? await connection.call(
+                StoreGet.self, .init(ids: touched, properties: fetchRequest.properties))
+        {
             for json in loaded.objects where !json.isNull {
-                if let raw = try? DepotObject(json: json) { fetched.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw)) }
+                if let raw = try? DepotObject(json: json) {
+                    fetched.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+                }
             }
         }
         let result = fetched
@@ -176,7 +194,8 @@ extension FetchedResultsController {
         delegate?.controllerDidReloadContent(self)
         delegate?.controller(self, didChangeContentWith: snapshot)
         let changeSet = FetchedResultsChangeSet<Object>(
-            seq: fetched.layout.seq, transaction: fetched.transaction, isReload: true, sectionChanges: [], objectChanges: [], snapshot: snapshot)
+            seq: fetched.layout.seq, transaction: fetched.transaction, isReload: true, sectionChanges: [],
+            objectChanges: [], snapshot: snapshot)
         subscribers.forEach { $0.yield(changeSet) }
     }
 
@@ -185,7 +204,10 @@ extension FetchedResultsController {
     static func store(_ raw: DepotObject, in state: inout State, onlyIfNewer: Bool) {
         if let existing = state.entries[raw.id] {
             if let old = existing.raw.version, let new = raw.version, old > new { return }
-            if onlyIfNewer && (existing.raw.version == nil || raw.version == nil || existing.raw.version == raw.version) { return }
+            if onlyIfNewer && (existing.raw.version == nil || raw.version == nil || existing.raw.version == raw.version)
+            {
+                return
+            }
         }
         state.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
     }
@@ -194,7 +216,8 @@ extension FetchedResultsController {
     func loadBatchBlocking(around indexPath: IndexPath) throws(DepotClientError) {
         guard let (subscription, layout, batch) = batchContext() else { return }
         let start = layout.offset(of: indexPath) / batch * batch
-        let page = try connection.callBlocking(ResultsObjects.self, .init(subscription: subscription, offset: start, length: batch))
+        let page = try connection.callBlocking(
+            ResultsObjects.self, .init(subscription: subscription, offset: start, length: batch))
         storePage(page, layout: layout)
         if case .fault = lookup(at: indexPath), let id = layout.id(at: indexPath) {
             try loadBlocking(ids: [id])
@@ -214,7 +237,8 @@ extension FetchedResultsController {
         let faults = indexPaths.filter { if case .fault = lookup(at: $0) { true } else { false } }
         let starts = Set(faults.map { layout.offset(of: $0) / batch * batch }).sorted()
         for start in starts {
-            let page = try await connection.call(ResultsObjects.self, .init(subscription: subscription, offset: start, length: batch))
+            let page = try await connection.call(
+                ResultsObjects.self, .init(subscription: subscription, offset: start, length: batch))
             storePage(page, layout: layout)
         }
         let remaining = faults.compactMap { path -> String? in
@@ -222,7 +246,8 @@ extension FetchedResultsController {
             return nil
         }
         if !remaining.isEmpty {
-            let loaded = try await connection.call(StoreGet.self, .init(ids: remaining, properties: fetchRequest.properties))
+            let loaded = try await connection.call(
+                StoreGet.self, .init(ids: remaining, properties: fetchRequest.properties))
             storeLoaded(loaded.objects)
         }
     }
@@ -248,7 +273,9 @@ extension FetchedResultsController {
     private func storeLoaded(_ objects: [JSONValue]) {
         state.withLock { state in
             for json in objects where !json.isNull {
-                if let raw = try? DepotObject(json: json) { Self.store(raw, in: &state, onlyIfNewer: state.entries[raw.id] != nil) }
+                if let raw = try? DepotObject(json: json) {
+                    Self.store(raw, in: &state, onlyIfNewer: state.entries[raw.id] != nil)
+                }
             }
         }
     }

@@ -32,7 +32,8 @@ import Synchronization
 ///   ``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)``.
 ///
 /// All members are safe to call from any task or thread.
-public final class FetchedResultsController<Object: FetchRequestResult>: FetchedResultsControlling, @unchecked Sendable {
+public final class FetchedResultsController<Object: FetchRequestResult>: FetchedResultsControlling, @unchecked Sendable
+{
     // @unchecked: every mutable member is behind `state` or `delegateLock`.
     struct Entry {
         var raw: DepotObject
@@ -74,7 +75,8 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
     ///   - cacheName: a name for the daemon to keep the results under across restarts.
     ///   - deliveryActor: where delegate callbacks run; the main actor by default.
     public init(
-        fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil, cacheName: String? = nil,
+        fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil,
+        cacheName: String? = nil,
         deliveryActor: any Actor = MainActor.shared
     ) {
         self.connection = connection
@@ -152,7 +154,8 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
         let request = fetchRequest
         let include: ResultsInclude = request.fetchBatchSize > 0 ? .firstBatch : .all
         let result = try await connection.call(
-            ResultsSubscribe.self, .init(request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include))
+            ResultsSubscribe.self,
+            .init(request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include))
         var entries: [String: Entry] = [:]
         for json in result.objects {
             let raw = try DepotObject(json: json)
@@ -163,7 +166,9 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
             var ids = result.objects.compactMap { $0["id"]?.stringValue }[...]
             var sections: [ResultsLayout.Section] = []
             for info in result.sections {
-                sections.append(ResultsLayout.Section(name: info.name, indexTitle: info.indexTitle, ids: Array(ids.prefix(info.count))))
+                sections.append(
+                    ResultsLayout.Section(
+                        name: info.name, indexTitle: info.indexTitle, ids: Array(ids.prefix(info.count))))
                 ids = ids.dropFirst(info.count)
             }
             layout = ResultsLayout(seq: result.seq, sections: sections)
@@ -175,7 +180,8 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
                 throw .invalidResponse("results/snapshot: \(error)")
             }
         }
-        return Fetched(subscription: result.subscription, layout: layout, transaction: result.transaction, entries: entries)
+        return Fetched(
+            subscription: result.subscription, layout: layout, transaction: result.transaction, entries: entries)
     }
 
     /// Removes the daemon's cache named `name` (every cache when `nil`), like
@@ -194,7 +200,9 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
             }
             return state.subscription
         }
-        if let subscription { _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: subscription)) }
+        if let subscription {
+            _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: subscription))
+        }
     }
 
     // MARK: Results
@@ -223,7 +231,9 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
     public var sections: [FetchedResultsSection<Object>]? {
         guard let layout else { return nil }
         return layout.sections.enumerated().map { index, section in
-            FetchedResultsSection(name: section.name, indexTitle: indexTitle(for: section), ids: section.ids, index: index, controller: self)
+            FetchedResultsSection(
+                name: section.name, indexTitle: indexTitle(for: section), ids: section.ids, index: index,
+                controller: self)
         }
     }
 
@@ -237,7 +247,9 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
         case .object(let object):
             return object
         case .undecodable(let raw):
-            preconditionFailure("\(raw.id) cannot be made into \(Object.self): \((try? Object(depotObject: raw)) == nil ? "decoding failed" : "")")
+            preconditionFailure(
+                "\(raw.id) cannot be made into \(Object.self): \((try? Object(depotObject: raw)) == nil ? "decoding failed" : "")"
+            )
         case .outOfRange:
             preconditionFailure("no object at \(Array(indexPath)) in \(layout?.sections.map(\.ids.count) ?? [])")
         case .fault:
@@ -292,7 +304,8 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
     /// The index title of the section named `sectionName`: the delegate's, or the
     /// name's capitalised first letter.
     public func sectionIndexTitle(forSectionName sectionName: String) -> String? {
-        delegate?.controller(self, sectionIndexTitleForSectionName: sectionName) ?? ResultsLayout.indexTitle(forSectionName: sectionName)
+        delegate?.controller(self, sectionIndexTitleForSectionName: sectionName)
+            ?? ResultsLayout.indexTitle(forSectionName: sectionName)
     }
 
     private func indexTitle(for section: ResultsLayout.Section) -> String {
@@ -304,7 +317,8 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
     /// Every change from now on, as change sets (a reload after a resync). Each
     /// call returns an independent stream; it ends when the controller goes away.
     public func changes() -> AsyncStream<FetchedResultsChangeSet<Object>> {
-        let (stream, continuation) = AsyncStream.makeStream(of: FetchedResultsChangeSet<Object>.self, bufferingPolicy: .unbounded)
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: FetchedResultsChangeSet<Object>.self, bufferingPolicy: .unbounded)
         let key = UUID()
         state.withLock { $0.changeSubscribers[key] = continuation }
         continuation.onTermination = { [weak self] _ in
@@ -330,7 +344,8 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
             state.subscription = subscription
             state.layout = layout
             state.indexPaths = nil
-            state.entries = Dictionary(objects.map { ($0.id, Entry(raw: $0, object: try? Object(depotObject: $0))) }, uniquingKeysWith: { $1 })
+            state.entries = Dictionary(
+                objects.map { ($0.id, Entry(raw: $0, object: try? Object(depotObject: $0))) }, uniquingKeysWith: { $1 })
         }
     }
 

@@ -57,7 +57,8 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
     func controllerDidReloadContent(_ controller: any FetchedResultsControlling)
 
     /// The index title for a section name; `nil` for the default (the capitalised first letter).
-    func controller(_ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName sectionName: String) -> String?
+    func controller(_ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName sectionName: String)
+        -> String?
 }
 
 extension FetchedResultsControllerDelegate {
@@ -76,11 +77,15 @@ extension FetchedResultsControllerDelegate {
     /// Does nothing.
     public func controllerDidChangeContent(_ controller: any FetchedResultsControlling) {}
     /// Does nothing.
-    public func controller(_ controller: any FetchedResultsControlling, didChangeContentWith snapshot: FetchedResultsSnapshot) {}
+    public func controller(
+        _ controller: any FetchedResultsControlling, didChangeContentWith snapshot: FetchedResultsSnapshot
+    ) {}
     /// Does nothing.
     public func controllerDidReloadContent(_ controller: any FetchedResultsControlling) {}
     /// Returns `nil`: the default title.
-    public func controller(_ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName sectionName: String) -> String? { nil }
+    public func controller(
+        _ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName sectionName: String
+    ) -> String? { nil }
 }
 
 /// A ``FetchedResultsController`` of any object type, as its delegate sees it

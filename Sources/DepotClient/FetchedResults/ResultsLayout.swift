@@ -39,12 +39,17 @@ public struct ResultsLayout: Hashable, Sendable {
     /// A layout from a `results/snapshot`: the flat ids cut into the sections by their counts.
     public init(snapshot: ResultsSnapshot.Result) throws(ResultsLayoutError) {
         guard snapshot.sections.reduce(0, { $0 + $1.count }) == snapshot.ids.count else {
-            throw .inconsistent("the snapshot's sections count \(snapshot.sections.reduce(0) { $0 + $1.count }) objects but it has \(snapshot.ids.count) ids")
+            throw .inconsistent(
+                "the snapshot's sections count \(snapshot.sections.reduce(0) { $0 + $1.count }) objects but it has \(snapshot.ids.count) ids"
+            )
         }
         var offset = 0
         var sections: [Section] = []
         for info in snapshot.sections {
-            sections.append(Section(name: info.name, indexTitle: info.indexTitle, ids: Array(snapshot.ids[offset..<offset + info.count])))
+            sections.append(
+                Section(
+                    name: info.name, indexTitle: info.indexTitle, ids: Array(snapshot.ids[offset..<offset + info.count])
+                ))
             offset += info.count
         }
         self.init(seq: snapshot.seq, sections: sections)
@@ -99,9 +104,14 @@ public struct ResultsLayout: Hashable, Sendable {
         self = next
     }
 
-    private mutating func applyChanges(sectionChanges: [SectionChange], objectChanges: [ObjectChange]) throws(ResultsLayoutError) {
-        let removals = try objectChanges.filter { $0.type == .delete || $0.type == .move }.map { change throws(ResultsLayoutError) in
-            guard let path = IndexPath(wire: change.indexPath) else { throw .inconsistent("\(change.type.rawValue) of \(change.id) has no indexPath") }
+    private mutating func applyChanges(sectionChanges: [SectionChange], objectChanges: [ObjectChange])
+        throws(ResultsLayoutError)
+    {
+        let removals = try objectChanges.filter { $0.type == .delete || $0.type == .move }.map {
+            change throws(ResultsLayoutError) in
+            guard let path = IndexPath(wire: change.indexPath) else {
+                throw .inconsistent("\(change.type.rawValue) of \(change.id) has no indexPath")
+            }
             return (path, change.id)
         }
         for (path, id) in removals.sorted(by: { $0.0 > $1.0 }) {
@@ -115,18 +125,23 @@ public struct ResultsLayout: Hashable, Sendable {
                 throw .inconsistent("no section '\(change.name)' at \(change.index) to delete")
             }
             guard sections[change.index].ids.isEmpty else {
-                throw .inconsistent("section '\(change.name)' still has \(sections[change.index].ids.count) objects when deleted")
+                throw .inconsistent(
+                    "section '\(change.name)' still has \(sections[change.index].ids.count) objects when deleted")
             }
             sections.remove(at: change.index)
         }
         for change in sectionChanges.filter({ $0.type == .insert }).sorted(by: { $0.index < $1.index }) {
             guard change.index <= sections.count else {
-                throw .inconsistent("section '\(change.name)' inserted at \(change.index) past the end (\(sections.count))")
+                throw .inconsistent(
+                    "section '\(change.name)' inserted at \(change.index) past the end (\(sections.count))")
             }
             sections.insert(Section(name: change.name), at: change.index)
         }
-        let insertions = try objectChanges.filter { $0.type == .insert || $0.type == .move }.map { change throws(ResultsLayoutError) in
-            guard let path = IndexPath(wire: change.newIndexPath) else { throw .inconsistent("\(change.type.rawValue) of \(change.id) has no newIndexPath") }
+        let insertions = try objectChanges.filter { $0.type == .insert || $0.type == .move }.map {
+            change throws(ResultsLayoutError) in
+            guard let path = IndexPath(wire: change.newIndexPath) else {
+                throw .inconsistent("\(change.type.rawValue) of \(change.id) has no newIndexPath")
+            }
             return (path, change.id)
         }
         for (path, id) in insertions.sorted(by: { $0.0 < $1.0 }) {
@@ -136,7 +151,8 @@ public struct ResultsLayout: Hashable, Sendable {
             sections[path[0]].ids.insert(id, at: path[1])
         }
         for change in objectChanges where change.type == .update {
-            guard let path = IndexPath(wire: change.newIndexPath ?? change.indexPath), self.id(at: path) == change.id else {
+            guard let path = IndexPath(wire: change.newIndexPath ?? change.indexPath), self.id(at: path) == change.id
+            else {
                 throw .inconsistent("updated \(change.id) is not at \(change.newIndexPath ?? change.indexPath ?? [])")
             }
         }

@@ -24,7 +24,9 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
     public var isFault: Bool
 
     /// Creates an object.
-    public init(id: String, entity: String, version: Int64? = nil, values: [String: JSONValue] = [:], isFault: Bool = false) {
+    public init(
+        id: String, entity: String, version: Int64? = nil, values: [String: JSONValue] = [:], isFault: Bool = false
+    ) {
         self.id = id
         self.entity = entity
         self.version = version
@@ -93,14 +95,17 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
         decoder.dateDecodingStrategy = .custom { decoder in
             let text = try decoder.singleValueContainer().decode(String.self)
             guard let date = DepotDate.parse(text) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not an ISO 8601 date: \(text)"))
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: decoder.codingPath, debugDescription: "not an ISO 8601 date: \(text)"))
             }
             return date
         }
         return try decoder.decode(T.self, from: Data(JSONWriter.encode(json)))
     }
 
-    public var description: String { "\(id) v\(version.map(String.init) ?? "?") \(JSONValue.object(values).excerpt(limit: 120))" }
+    public var description: String {
+        "\(id) v\(version.map(String.init) ?? "?") \(JSONValue.object(values).excerpt(limit: 120))"
+    }
 }
 
 /// Dates on the wire: ISO 8601 UTC with milliseconds, `2026-11-22T10:15:30.250Z`.
