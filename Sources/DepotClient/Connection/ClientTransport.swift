@@ -100,7 +100,12 @@ final class ClientTransport: @unchecked Sendable {
         guard !stopRequested.exchange(true, ordering: .relaxed) else { return }
         outbox.wake()
         finished.wait()
-        failPending { _ in .closed }
+        let failed = pending.withLock { pending in
+            let all = pending.values
+            pending.removeAll()
+            return Array(all)
+        }
+        failed.forEach { $0.completion(.failure(.closed)) }
         // Finished outside the lock: finishing runs onTermination, which takes it.
         let streams = subscribers.withLock { subscribers in
             defer { subscribers.removeAll() }
