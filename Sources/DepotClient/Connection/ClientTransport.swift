@@ -81,6 +81,15 @@ final class ClientTransport: @unchecked Sendable {
     /// Forgets a pending request (its answer, if any, is dropped).
     func abandon(_ id: RequestID) { _ = pending.withLock { $0.removeValue(forKey: id) } }
 
+    /// Fails every pending call with `error`.
+    func failPending(with error: (String) -> DepotClientError) {
+        let failed = pending.withLock { pending in
+            defer { pending.removeAll() }
+            return Array(pending.values)
+        }
+        failed.forEach { $0.completion(.failure(error($0.method))) }
+    }
+
     /// Sends raw bytes (a notification, or a hand-made message in tests).
     func send(_ bytes: [UInt8]) { outbox.post(bytes) }
 
@@ -112,15 +121,6 @@ final class ClientTransport: @unchecked Sendable {
             return Array(subscribers.values)
         }
         streams.forEach { $0.finish() }
-    }
-
-    /// Fails every pending call with `error`.
-    func failPending(with error: (String) -> DepotClientError) {
-        let failed = pending.withLock { pending in
-            defer { pending.removeAll() }
-            return Array(pending.values)
-        }
-        failed.forEach { $0.completion(.failure(error($0.method))) }
     }
 
     private func run() {
