@@ -19,7 +19,8 @@ import Foundation
 public struct AsynchronousFetchRequest<Object: FetchRequestResult>: Sendable {
     /// The fetch to run; its `workDoneToken` and `countFirst` are set when it starts.
     public var fetchRequest: FetchRequest
-    /// Called once with the objects or the error (a cancellation error after `cancel()`), on no particular thread.
+    /// Called once with the objects or the error (a cancellation error after `cancel()`), on no
+    /// particular thread, before ``AsynchronousFetchResult/value`` returns.
     public var completionBlock: (@Sendable (AsynchronousFetchResult<Object>) -> Void)?
 
     /// Creates a request.

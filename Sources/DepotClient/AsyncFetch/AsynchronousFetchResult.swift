@@ -115,7 +115,8 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
                 return waiters
             }
         }
-        waiting.forEach { $0.resume(returning: result) }
+        // The completion block runs before waiting tasks resume, so `value` returning means it ran.
         request.completionBlock?(self)
+        waiting.forEach { $0.resume(returning: result) }
     }
 }
