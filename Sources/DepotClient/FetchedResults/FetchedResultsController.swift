@@ -31,7 +31,11 @@ import Synchronization
 ///   restarted daemon resyncs by itself and reports
 ///   ``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)``.
 ///
-/// All members are safe to call from any task or thread.
+/// All members are safe to call from any task or thread. The ones that compute
+/// index titles (``sections``, ``sectionIndexTitles``,
+/// ``section(forSectionIndexTitle:at:)``) ask the delegate's
+/// `controller(_:sectionIndexTitleForSectionName:)` on the caller's thread: call
+/// them on the delivery actor when the delegate is isolated to it.
 public final class FetchedResultsController<Object: FetchRequestResult>: FetchedResultsControlling, @unchecked Sendable
 {
     // @unchecked: every mutable member is behind `state` or `delegateLock`.
