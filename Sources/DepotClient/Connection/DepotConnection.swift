@@ -240,7 +240,8 @@ public final class DepotConnection: Sendable {
                 // Already initialized (an earlier, timed-out attempt got through, or the link
                 // was only slow): start over so that every listener resyncs against one known session.
                 _ = try? await Self.call(transport, method: Disconnect.name, params: nil, timeout: .seconds(2))
-                continue
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
             } catch {
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))
