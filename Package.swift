@@ -51,6 +51,11 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "WorldCupExample",
+            dependencies: ["DepotClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/WorldCup"
+        ),
+        .executableTarget(
             name: "DepotBenchmarks",
             dependencies: [
                 "DepotClient", "ZeroMQ",

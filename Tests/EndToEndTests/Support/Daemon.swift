@@ -28,11 +28,11 @@ final class Daemon: @unchecked Sendable {
             .appendingPathComponent("Fixtures")
     }
 
-    /// Starts a daemon and waits until it listens.
-    init(dataDirectory: URL? = nil, arguments: [String] = [], heartbeat: Double? = nil) throws {
+    /// Starts a daemon and waits until it listens (on `listen`, a fresh loopback port by default).
+    init(dataDirectory: URL? = nil, arguments: [String] = [], heartbeat: Double? = nil, listen: String = "tcp://127.0.0.1:*") throws {
         self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("depot-e2e-\(UUID().uuidString)")
         process.executableURL = Self.executable
-        var arguments = ["--data-dir", self.dataDirectory.path, "--listen", "tcp://127.0.0.1:*", "--log-level", "warning"] + arguments
+        var arguments = ["--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning"] + arguments
         if let heartbeat { arguments += ["--heartbeat-interval", String(heartbeat)] }
         process.arguments = arguments
         process.standardOutput = output

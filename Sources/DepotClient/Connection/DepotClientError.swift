@@ -9,6 +9,9 @@ public enum DepotClientError: Error, Sendable, CustomStringConvertible {
     case timedOut(method: String, after: Duration)
     /// The connection is closed.
     case closed
+    /// The connection to the daemon dropped while the call was in flight: it may
+    /// or may not have run. The connection reconnects by itself.
+    case connectionLost(method: String)
     /// ZeroMQ failed (a bad endpoint, say).
     case transport(ZMQError)
     /// The server's answer did not have the expected shape.
@@ -17,12 +20,18 @@ public enum DepotClientError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .server(let error): "server error \(error.code.rawValue): \(error.message)"
-        case .timedOut(let method, let after): "no answer to \(method) within \(after): is depotd running at that endpoint?"
+        case .timedOut(let method, let after):
+            "no answer to \(method) within \(after): is depotd running at that endpoint?"
         case .closed: "the connection is closed"
+        case .connectionLost(let method):
+            "the connection to depotd dropped while \(method) was in flight; it may or may not have run"
         case .transport(let error): "transport error: \(error)"
         case .invalidResponse(let detail): "invalid response: \(detail)"
         }
     }
+
+    /// Whether the call was cancelled (by the client's task or `$/cancelRequest`, -32800).
+    public var isCancellation: Bool { rpcError?.code == .requestCancelled }
 
     /// The server's error, if this is one.
     public var rpcError: RPCError? {

@@ -3,11 +3,22 @@ import Foundation
 import Synchronization
 import ZeroMQ
 
-/// The client's socket loop: one thread owns the DEALER socket; calls post
-/// frames through a ``Mailbox`` and wait for their responses by id.
+/// The client's socket loop: one thread owns the DEALER socket (and its
+/// monitor); calls post frames through a ``Mailbox`` and wait for their
+/// responses by id.
 final class ClientTransport: @unchecked Sendable {
-    // @unchecked: `socket` is touched only on the I/O thread; the rest is locked or atomic.
+    // @unchecked: `socket` and `monitor` are touched only on the I/O thread; the rest is locked or atomic.
     typealias Completion = @Sendable (Result<JSONValue, DepotClientError>) -> Void
+
+    /// What the I/O thread noticed about the link to the daemon.
+    enum LinkEvent: Sendable {
+        /// The connection dropped; pending calls were failed with ``DepotClientError/connectionLost(method:)``.
+        case disconnected
+        /// The connection is up again after a drop: the daemon's session is gone.
+        case reconnected
+        /// Nothing came from the daemon for three heartbeat intervals.
+        case silent
+    }
 
     private struct Pending {
         var method: String
@@ -18,6 +29,7 @@ final class ClientTransport: @unchecked Sendable {
 
     private let context: Context
     private let socket: Socket
+    private let monitor: Socket
     private let outbox = Mailbox<[UInt8]>()
     private let pending = Mutex<[RequestID: Pending]>([:])
     private let subscribers = Mutex<[UUID: AsyncStream<ServerNotification>.Continuation]>([:])
@@ -27,6 +39,9 @@ final class ClientTransport: @unchecked Sendable {
     private let lastSent = Mutex(ContinuousClock.now)
     /// Seconds between heartbeats; 0 until `initialize` tells the interval.
     let heartbeatInterval = Mutex<Double>(0)
+    /// Called on the I/O thread when the link changes; set once, before use.
+    let onLinkEvent = Mutex<(@Sendable (LinkEvent) -> Void)?>(nil)
+    private let lastReceived = Mutex(ContinuousClock.now)
 
     init(endpoint: String) throws(ZMQError) {
         context = try Context()
@@ -35,6 +50,12 @@ final class ClientTransport: @unchecked Sendable {
         try socket.setSendHighWaterMark(0)
         try socket.setReceiveHighWaterMark(0)
         try socket.setReconnectInterval(milliseconds: 100)
+        // The monitor tells a daemon restart apart from silence: ZeroMQ reconnects
+        // by itself, but the new daemon knows nothing of this session.
+        let monitorEndpoint = "inproc://depot-client-monitor-\(UUID().uuidString)"
+        try socket.monitor(monitorEndpoint)
+        monitor = try Socket(context: context, type: .pair)
+        try monitor.connect(monitorEndpoint)
         try socket.connect(endpoint)
         let thread = Thread { [self] in
             run()
@@ -48,14 +69,26 @@ final class ClientTransport: @unchecked Sendable {
     func makeID() -> RequestID { .number(nextID.wrappingAdd(1, ordering: .relaxed).oldValue) }
 
     /// Sends a request; `completion` runs on the I/O thread with the result or error.
-    func request(id: RequestID, method: String, params: JSONValue?, timeout: Duration, completion: @escaping Completion) {
+    func request(id: RequestID, method: String, params: JSONValue?, timeout: Duration, completion: @escaping Completion)
+    {
         guard !stopRequested.load(ordering: .relaxed) else { return completion(.failure(.closed)) }
-        pending.withLock { $0[id] = Pending(method: method, deadline: .now + timeout, timeout: timeout, completion: completion) }
+        pending.withLock {
+            $0[id] = Pending(method: method, deadline: .now + timeout, timeout: timeout, completion: completion)
+        }
         outbox.post(Message.request(id: id, method: method, params: params).encoded)
     }
 
     /// Forgets a pending request (its answer, if any, is dropped).
     func abandon(_ id: RequestID) { _ = pending.withLock { $0.removeValue(forKey: id) } }
+
+    /// Fails every pending call with `error`.
+    func failPending(with error: (String) -> DepotClientError) {
+        let failed = pending.withLock { pending in
+            defer { pending.removeAll() }
+            return Array(pending.values)
+        }
+        failed.forEach { $0.completion(.failure(error($0.method))) }
+    }
 
     /// Sends raw bytes (a notification, or a hand-made message in tests).
     func send(_ bytes: [UInt8]) { outbox.post(bytes) }
@@ -94,6 +127,8 @@ final class ClientTransport: @unchecked Sendable {
         var poller = Poller()
         let socketIndex = poller.add(socket)
         let wakeIndex = poller.add(fileDescriptor: outbox.wakeDescriptor)
+        let monitorIndex = poller.add(monitor)
+        var droppedSinceConnect = false
         while !stopRequested.load(ordering: .relaxed) {
             guard let ready = try? poller.poll(timeoutMilliseconds: 50) else { break }
             if ready[wakeIndex].contains(.readable) {
@@ -104,12 +139,31 @@ final class ClientTransport: @unchecked Sendable {
             }
             if ready[socketIndex].contains(.readable) {
                 while let message = try? socket.receive(dontWait: true) {
+                    lastReceived.withLock { $0 = .now }
                     if let frame = message.last { deliver(frame) }
+                }
+            }
+            if ready[monitorIndex].contains(.readable) {
+                while let message = try? monitor.receive(dontWait: true), let event = SocketEvent(message) {
+                    switch event.kind {
+                    case .disconnected:
+                        droppedSinceConnect = true
+                        // Their answers died with the old connection; they may or may not have run.
+                        failPending { .connectionLost(method: $0) }
+                        report(.disconnected)
+                    case .connected where droppedSinceConnect:
+                        droppedSinceConnect = false
+                        lastReceived.withLock { $0 = .now }
+                        report(.reconnected)
+                    case .connected, .other:
+                        break
+                    }
                 }
             }
             expireAndBeat()
         }
         for bytes in outbox.drain() { _ = try? socket.send(bytes, dontWait: true) }
+        monitor.close()
         socket.close()
         context.terminate()
     }
@@ -144,9 +198,18 @@ final class ClientTransport: @unchecked Sendable {
         }
         expired.forEach { $0.completion(.failure(.timedOut(method: $0.method, after: $0.timeout))) }
         let interval = heartbeatInterval.withLock { $0 }
-        guard interval > 0, now - lastSent.withLock({ $0 }) > .milliseconds(Int64(interval * 500)) else { return }
+        guard interval > 0 else { return }
+        if now - lastReceived.withLock({ $0 }) > .milliseconds(Int64(interval * 3000)) {
+            lastReceived.withLock { $0 = now }
+            report(.silent)
+        }
+        guard now - lastSent.withLock({ $0 }) > .milliseconds(Int64(interval * 500)) else { return }
         // A ping keeps the session alive; its answer matches no pending call and is dropped.
         _ = try? socket.send(Message.request(id: .string("heartbeat"), method: Ping.name, params: nil).encoded)
         lastSent.withLock { $0 = now }
+    }
+
+    private func report(_ event: LinkEvent) {
+        onLinkEvent.withLock { $0 }?(event)
     }
 }

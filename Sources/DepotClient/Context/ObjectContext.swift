@@ -1,0 +1,432 @@
+import DepotProtocol
+import Foundation
+import Synchronization
+
+/// A unit of work, like `NSManagedObjectContext`: fetch objects into it,
+/// insert, change and delete them locally, then ``save(mergePolicy:)`` them
+/// in one atomic `store/save` (with each object's `version` and the `original`
+/// values of the keys it changed, so the daemon detects conflicts).
+///
+/// ```swift
+/// let context = ObjectContext(connection: connection)
+/// let brazil = try await context.fetch(FetchRequest(entity: "Team", predicate: "teamName == 'Brazil'"))[0]
+/// context.set(6, forKey: "wins", on: brazil)
+/// let team = context.insert(entity: "Team", values: ["teamName": "Atlantis", "qualifyingZone": "Ocean"])
+/// try await context.save(mergePolicy: .objectTrump)
+/// ```
+///
+/// With ``setAutomaticallyMergesChangesFromStore(_:)`` on, it observes
+/// `store/didSave` and refreshes its registered objects when another process
+/// saves them (pending local changes are kept on top), also across a daemon restart.
+///
+/// All members are safe to call from any task; objects are values, so the
+/// context's copy is the truth (read it back with ``registeredObject(withID:)``).
+public final class ObjectContext: Sendable {
+    struct Registered {
+        /// The object as the store last had it.
+        var base: DepotObject
+        /// Local changes not saved yet, by key.
+        var changes: [String: JSONValue] = [:]
+    }
+
+    struct State {
+        var registered: [String: Registered] = [:]
+        var inserted: [String: DepotObject] = [:]
+        var insertionOrder: [String] = []
+        var deleted: Set<String> = []
+        var observer: String?
+        var merging: Bool = false
+        var listener: Task<Void, Never>?
+        var changeSubscribers: [UUID: AsyncStream<ObjectsDidChange>.Continuation] = [:]
+    }
+
+    /// The connection the context saves through.
+    public let connection: DepotConnection
+    /// The policy ``save(mergePolicy:)`` uses when given none.
+    public let mergePolicy: MergePolicy
+    /// Recorded as `author` in history and `store/didSave`.
+    public let author: String?
+    let state = Mutex(State())
+
+    /// Creates an empty context.
+    public init(connection: DepotConnection, mergePolicy: MergePolicy = .error, author: String? = nil) {
+        self.connection = connection
+        self.mergePolicy = mergePolicy
+        self.author = author
+    }
+
+    deinit {
+        let (listener, observer) = state.withLock { ($0.listener, $0.observer) }
+        listener?.cancel()
+        if let observer {
+            let connection = connection
+            Task { _ = try? await connection.call(StoreUnobserve.self, .init(observer: observer)) }
+        }
+    }
+
+    // MARK: Reading
+
+    /// Fetches objects and registers them; objects with local changes keep them.
+    public func fetch(_ request: FetchRequest) async throws(DepotClientError) -> [DepotObject] {
+        let result = try await connection.call(StoreFetch.self, request)
+        var objects: [DepotObject] = []
+        for json in result.objects ?? [] { objects.append(try DepotObject(json: json)) }
+        return register(objects)
+    }
+
+    /// The object with `id`, from the context or else from the store; `nil` when it does not exist.
+    public func object(withID id: String) async throws(DepotClientError) -> DepotObject? {
+        if let known = registeredObject(withID: id) { return known }
+        let result = try await connection.call(StoreGet.self, .init(ids: [id]))
+        guard let json = result.objects.first, !json.isNull else { return nil }
+        return register([try DepotObject(json: json)]).first
+    }
+
+    /// The context's current version of the object with `id` (local changes
+    /// applied), or `nil` when the context does not hold it or it is deleted.
+    public func registeredObject(withID id: String) -> DepotObject? {
+        state.withLock { state in
+            if let inserted = state.inserted[id] { return inserted }
+            guard !state.deleted.contains(id), let registered = state.registered[id] else { return nil }
+            return Self.current(registered)
+        }
+    }
+
+    /// Every object the context holds (fetched or inserted, not deleted), with local changes applied.
+    public var registeredObjects: [DepotObject] {
+        state.withLock { state in
+            state.registered.values.filter { !state.deleted.contains($0.base.id) }.map(Self.current)
+                + state.insertionOrder.compactMap { state.inserted[$0] }
+        }
+    }
+
+    /// Objects inserted since the last save.
+    public var insertedObjects: [DepotObject] {
+        state.withLock { state in state.insertionOrder.compactMap { state.inserted[$0] } }
+    }
+    /// Registered objects with unsaved changes.
+    public var updatedObjects: [DepotObject] {
+        state.withLock { state in
+            state.registered.values.filter { !$0.changes.isEmpty && !state.deleted.contains($0.base.id) }.map(
+                Self.current)
+        }
+    }
+    /// Objects deleted since the last save.
+    public var deletedObjects: [DepotObject] {
+        state.withLock { state in state.deleted.compactMap { state.registered[$0]?.base } }
+    }
+
+    /// Whether there is anything to save.
+    public var hasChanges: Bool {
+        state.withLock { state in
+            !state.inserted.isEmpty || !state.deleted.isEmpty
+                || state.registered.values.contains { !$0.changes.isEmpty }
+        }
+    }
+
+    // MARK: Changing
+
+    /// Inserts a new object; it has a temporary id until ``save(mergePolicy:)``
+    /// (other objects' relationship values may name it).
+    @discardableResult
+    public func insert(entity: String, values: [String: JSONValue] = [:]) -> DepotObject {
+        let object = DepotObject(id: "temp-\(UUID().uuidString)", entity: entity, values: values)
+        state.withLock { state in
+            state.inserted[object.id] = object
+            state.insertionOrder.append(object.id)
+        }
+        return object
+    }
+
+    /// Sets `value` for `key` on `object` (a registered or inserted object).
+    public func set(_ value: JSONValue, forKey key: String, on object: DepotObject) {
+        state.withLock { state in
+            if state.inserted[object.id] != nil {
+                state.inserted[object.id]?.values[key] = value
+            } else {
+                if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object) }
+                state.registered[object.id]?.changes[key] = value
+            }
+        }
+    }
+
+    /// Records every value of `object` that differs from the context's copy:
+    /// change a ``DepotObject`` value as you like, then hand it back here.
+    public func update(_ object: DepotObject) {
+        state.withLock { state in
+            if state.inserted[object.id] != nil {
+                state.inserted[object.id]?.values = object.values
+                return
+            }
+            var registered = state.registered[object.id] ?? Registered(base: object)
+            for (key, value) in object.values where Self.current(registered).values[key] != value {
+                registered.changes[key] = value
+            }
+            state.registered[object.id] = registered
+        }
+    }
+
+    /// Deletes `object` at the next save (an inserted one is simply dropped).
+    public func delete(_ object: DepotObject) {
+        state.withLock { state in
+            if state.inserted.removeValue(forKey: object.id) != nil {
+                state.insertionOrder.removeAll { $0 == object.id }
+                return
+            }
+            if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object) }
+            state.deleted.insert(object.id)
+        }
+    }
+
+    /// Forgets every unsaved change: inserts, changes and deletes.
+    public func rollback() {
+        state.withLock { state in
+            state.inserted.removeAll()
+            state.insertionOrder.removeAll()
+            state.deleted.removeAll()
+            for id in state.registered.keys { state.registered[id]?.changes.removeAll() }
+        }
+    }
+
+    /// Forgets every object (unsaved changes included).
+    public func reset() {
+        state.withLock { state in
+            state.registered.removeAll()
+            state.inserted.removeAll()
+            state.insertionOrder.removeAll()
+            state.deleted.removeAll()
+        }
+    }
+
+    // MARK: Saving
+
+    /// What a save committed: the permanent ids of inserted objects (by temporary id) and the transaction.
+    public struct SaveResult: Sendable, Hashable {
+        /// The permanent id of each inserted object, by its temporary id.
+        public var ids: [String: String]
+        /// The transaction's number; 0 when there was nothing to save.
+        public var transaction: Int64
+    }
+
+    /// Saves every change in one atomic `store/save`. Each update carries the
+    /// version it was based on and the original values of the keys it changed;
+    /// `mergePolicy` (the context's when `nil`) decides conflicts as Core Data's
+    /// merge policies do. Afterwards the saved objects are re-read, so the
+    /// context shows what the store kept (under `storeTrump` or `rollback` that
+    /// can differ from what was sent).
+    ///
+    /// - Throws: -32012 with `data.conflicts` under `.error`, -32010 / -32011 for
+    ///   validation and uniqueness; the context's changes are then kept.
+    @discardableResult
+    public func save(mergePolicy: MergePolicy? = nil) async throws(DepotClientError) -> SaveResult {
+        let (params, insertedIDs) = state.withLock { state -> (StoreSave.Parameters, [String]) in
+            let inserted = state.insertionOrder.compactMap { state.inserted[$0] }.map {
+                InsertedObject(entity: $0.entity, tempId: $0.id, values: $0.values)
+            }
+            let updated = state.registered.values.filter { !$0.changes.isEmpty && !state.deleted.contains($0.base.id) }
+                .sorted { $0.base.id < $1.base.id }
+                .map { registered in
+                    UpdatedObject(
+                        id: registered.base.id, version: registered.base.version,
+                        original: registered.changes.keys.reduce(into: [:]) {
+                            $0[$1] = registered.base.values[$1] ?? .null
+                        },
+                        values: registered.changes)
+                }
+            let deleted = state.deleted.sorted().map {
+                DeletedObject(id: $0, version: state.registered[$0]?.base.version)
+            }
+            return (
+                StoreSave.Parameters(
+                    inserted: inserted, updated: updated, deleted: deleted,
+                    mergePolicy: mergePolicy ?? self.mergePolicy, author: author),
+                state.insertionOrder
+            )
+        }
+        guard !params.inserted.isEmpty || !params.updated.isEmpty || !params.deleted.isEmpty else {
+            return SaveResult(ids: [:], transaction: 0)
+        }
+        let result = try await connection.call(StoreSave.self, params)
+        let saved = params.updated.map(\.id) + insertedIDs.compactMap { result.ids[$0] }
+        let fresh = saved.isEmpty ? [] : (try? await connection.call(StoreGet.self, .init(ids: saved)).objects) ?? []
+        state.withLock { state in
+            for id in params.deleted.map(\.id) { state.registered[id] = nil }
+            state.deleted.subtract(params.deleted.map(\.id))
+            for tempID in insertedIDs {
+                guard let object = state.inserted.removeValue(forKey: tempID), let id = result.ids[tempID] else {
+                    continue
+                }
+                state.registered[id] = Registered(
+                    base: DepotObject(
+                        id: id, entity: object.entity, version: result.versions[id], values: object.values))
+            }
+            state.insertionOrder.removeAll { insertedIDs.contains($0) }
+            for update in params.updated {
+                guard var registered = state.registered[update.id] else { continue }
+                registered.base.values.merge(update.values) { $1 }
+                registered.base.version = result.versions[update.id] ?? registered.base.version
+                // Keep only changes made while the save was in flight.
+                registered.changes = registered.changes.filter { update.values[$0.key] != $0.value }
+                state.registered[update.id] = registered
+            }
+            for json in fresh where !json.isNull {
+                guard let object = try? DepotObject(json: json) else { continue }
+                state.registered[object.id]?.base = object
+            }
+        }
+        return SaveResult(ids: result.ids, transaction: result.transaction)
+    }
+
+    // MARK: Merging other processes' saves
+
+    /// Whether the context refreshes its objects from other processes' saves.
+    public var automaticallyMergesChangesFromStore: Bool { state.withLock { $0.merging } }
+
+    /// Turns merging of other processes' saves on or off (like Core Data's
+    /// `automaticallyMergesChangesFromParent`, across processes): registers
+    /// `store/observe {includeValues: true}` and re-registers it after a reconnect.
+    public func setAutomaticallyMergesChangesFromStore(_ on: Bool) async throws(DepotClientError) {
+        if !on {
+            let (observer, listener) = state.withLock { state in
+                defer {
+                    state.merging = false
+                    state.observer = nil
+                    state.listener = nil
+                }
+                return (state.observer, state.listener)
+            }
+            listener?.cancel()
+            if let observer { _ = try? await connection.call(StoreUnobserve.self, .init(observer: observer)) }
+            return
+        }
+        guard !automaticallyMergesChangesFromStore else { return }
+        let inputs = ControllerInputs(connection: connection)
+        let observer = try await connection.call(StoreObserve.self, .init(includeValues: true)).observer
+        let listener = Task { [weak self] in
+            for await input in inputs.stream {
+                guard let self else { break }
+                await self.handle(input)
+            }
+            inputs.cancel()
+        }
+        state.withLock { state in
+            state.merging = true
+            state.observer = observer
+            state.listener = listener
+        }
+    }
+
+    /// Every merge of other processes' saves from now on. Each call returns an independent stream.
+    public func objectsDidChange() -> AsyncStream<ObjectsDidChange> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ObjectsDidChange.self, bufferingPolicy: .unbounded)
+        let key = UUID()
+        state.withLock { $0.changeSubscribers[key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.changeSubscribers.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    /// Re-reads every registered object from the store (local changes are kept on top).
+    public func refreshAllObjects() async throws(DepotClientError) {
+        let ids = state.withLock { Array($0.registered.keys) }
+        guard !ids.isEmpty else { return }
+        let objects = try await connection.call(StoreGet.self, .init(ids: ids)).objects
+        var refreshed: [String] = []
+        var deleted: [String] = []
+        state.withLock { state in
+            for (id, json) in zip(ids, objects) {
+                if json.isNull {
+                    state.registered[id] = nil
+                    state.deleted.remove(id)
+                    deleted.append(id)
+                } else if let object = try? DepotObject(json: json), state.registered[id]?.base != object {
+                    state.registered[id]?.base = object
+                    refreshed.append(id)
+                }
+            }
+        }
+        publish(ObjectsDidChange(transaction: nil, refreshed: refreshed, deleted: deleted))
+    }
+
+    private func handle(_ input: ControllerInputs.Input) async {
+        switch input {
+        case .notification(let notification):
+            guard let didSave = notification.decode(DidSave.self), didSave.observer == state.withLock({ $0.observer })
+            else { return }
+            merge(didSave)
+        case .connection(.reconnected):
+            // The new session has no observer, and saves may have been missed meanwhile.
+            if let observer = try? await connection.call(StoreObserve.self, .init(includeValues: true)).observer {
+                state.withLock { $0.observer = observer }
+            }
+            try? await refreshAllObjects()
+        case .connection(.disconnected):
+            break
+        }
+    }
+
+    private func merge(_ didSave: DidSave.Parameters) {
+        var refreshed: [String] = []
+        var deleted: [String] = []
+        state.withLock { state in
+            for changes in didSave.changes.values {
+                for id in changes.deleted where state.registered[id] != nil {
+                    state.registered[id] = nil
+                    state.deleted.remove(id)
+                    deleted.append(id)
+                }
+                for update in changes.updated where state.registered[update.id] != nil {
+                    guard let json = didSave.objects?[update.id], let object = try? DepotObject(json: json) else {
+                        continue
+                    }
+                    if let known = state.registered[update.id]?.base.version, let new = object.version, known >= new {
+                        continue
+                    }
+                    state.registered[update.id]?.base = object
+                    refreshed.append(update.id)
+                }
+            }
+        }
+        if !refreshed.isEmpty || !deleted.isEmpty {
+            publish(ObjectsDidChange(transaction: didSave.transaction, refreshed: refreshed, deleted: deleted))
+        }
+    }
+
+    private func publish(_ change: ObjectsDidChange) {
+        for continuation in state.withLock({ Array($0.changeSubscribers.values) }) { continuation.yield(change) }
+    }
+
+    // MARK: Helpers
+
+    private func register(_ objects: [DepotObject]) -> [DepotObject] {
+        state.withLock { state in
+            objects.map { object in
+                if var registered = state.registered[object.id] {
+                    registered.base = object
+                    state.registered[object.id] = registered
+                    return Self.current(registered)
+                }
+                state.registered[object.id] = Registered(base: object)
+                return object
+            }
+        }
+    }
+
+    private static func current(_ registered: Registered) -> DepotObject {
+        var object = registered.base
+        object.values.merge(registered.changes) { $1 }
+        return object
+    }
+}
+
+/// What a merge of another process's save did to an ``ObjectContext``, like
+/// `NSManagedObjectContextObjectsDidChange`.
+public struct ObjectsDidChange: Sendable, Hashable {
+    /// The transaction merged (`nil` for a refresh after a reconnect).
+    public var transaction: Int64?
+    /// Ids of registered objects whose values were refreshed.
+    public var refreshed: [String]
+    /// Ids of registered objects that were deleted in the store (and dropped from the context).
+    public var deleted: [String]
+}

@@ -1,0 +1,289 @@
+import DepotProtocol
+import Foundation
+
+/// Runs `body` isolated to `actor`: how callbacks reach the caller-chosen delivery actor.
+func perform(on actor: isolated any Actor, _ body: @Sendable () -> Void) {
+    body()
+}
+
+/// What a controller listens to: the connection's notifications and link events, merged.
+final class ControllerInputs: Sendable {
+    enum Input: Sendable {
+        case notification(ServerNotification)
+        case connection(ConnectionEvent)
+    }
+
+    let stream: AsyncStream<Input>
+    private let forwarders: [Task<Void, Never>]
+
+    /// Registers with `connection` at once, so that nothing sent after this returns is missed.
+    init(connection: DepotConnection) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
+        let notifications = connection.notifications()
+        let events = connection.connectionEvents()
+        self.stream = stream
+        forwarders = [
+            Task {
+                for await notification in notifications { continuation.yield(.notification(notification)) }
+                continuation.finish()
+            },
+            Task {
+                for await event in events { continuation.yield(.connection(event)) }
+            },
+        ]
+    }
+
+    func cancel() { forwarders.forEach { $0.cancel() } }
+}
+
+typealias Inputs = ControllerInputs
+
+extension FetchedResultsController {
+    func handle(_ input: ControllerInputs.Input) async {
+        switch input {
+        case .notification(let notification):
+            if let change = notification.decode(ResultsDidChange.self) {
+                await apply(change)
+            } else if let invalidation = notification.decode(ResultsDidInvalidate.self),
+                invalidation.subscription == subscription
+            {
+                await resync(resubscribe: false)
+            }
+        case .connection(.reconnected):
+            await resync(resubscribe: true)
+        case .connection(.disconnected):
+            break
+        }
+    }
+
+    private func apply(_ change: ResultsDidChange.Parameters) async {
+        let (subscription, layout) = state.withLock { ($0.subscription, $0.layout) }
+        guard change.subscription == subscription, var next = layout else { return }
+        if change.seq <= next.seq {
+            // Already counted in the layout (it came from a later snapshot): keep only the values.
+            state.withLock { state in
+                for object in change.objects {
+                    if object.type == .delete {
+                        state.entries[object.id] = nil
+                    } else if let json = object.object, let raw = try? DepotObject(json: json) {
+                        Self.store(raw, in: &state, onlyIfNewer: false)
+                    }
+                }
+            }
+            return
+        }
+        do {
+            try next.apply(change)
+        } catch {
+            await resync(resubscribe: false)
+            return
+        }
+        let layoutAfter = next
+        await perform(on: deliveryActor) { [self] in commit(change, layout: layoutAfter) }
+    }
+
+    /// Installs the new layout and tells the delegate and the change streams (on the delivery actor).
+    private func commit(_ change: ResultsDidChange.Parameters, layout: ResultsLayout) {
+        let delegate = self.delegate
+        delegate?.controllerWillChangeContent(self)
+        var deleted: [String: Entry] = [:]
+        let (entries, subscribers) = state.withLock {
+            state -> ([String: Entry], [AsyncStream<FetchedResultsChangeSet<Object>>.Continuation]) in
+            guard state.subscription == change.subscription else { return ([:], []) }
+            state.layout = layout
+            state.transaction = change.transaction
+            state.indexPaths = nil
+            for object in change.objects {
+                if object.type == .delete {
+                    deleted[object.id] = state.entries.removeValue(forKey: object.id)
+                } else if let json = object.object, let raw = try? DepotObject(json: json) {
+                    Self.store(raw, in: &state, onlyIfNewer: false)
+                }
+            }
+            return (state.entries, Array(state.changeSubscribers.values))
+        }
+        var sectionChanges: [FetchedResultsChangeSet<Object>.SectionChange] = []
+        for section in change.sections.sorted(by: {
+            ($0.type == .delete ? 0 : 1, $0.index) < ($1.type == .delete ? 0 : 1, $1.index)
+        }) {
+            let count = section.type == .insert ? layout.sections[section.index].ids.count : 0
+            let info = SectionDescription(
+                name: section.name, indexTitle: sectionIndexTitle(forSectionName: section.name), numberOfObjects: count)
+            let type = FetchedResultsChangeType(section.type)
+            delegate?.controller(self, didChange: info, atSectionIndex: section.index, for: type)
+            sectionChanges.append(.init(type: type, index: section.index, name: section.name))
+        }
+        var objectChanges: [FetchedResultsChangeSet<Object>.ObjectChange] = []
+        for object in change.objects {
+            let entry = object.type == .delete ? deleted[object.id] : entries[object.id]
+            let type = FetchedResultsChangeType(object.type)
+            let indexPath = object.type == .insert ? nil : IndexPath(wire: object.indexPath)
+            let newIndexPath = object.type == .delete ? nil : IndexPath(wire: object.newIndexPath)
+            let anObject: Any = entry?.object ?? entry?.raw ?? DepotObject.fault(id: object.id)
+            delegate?.controller(self, didChange: anObject, at: indexPath, for: type, newIndexPath: newIndexPath)
+            objectChanges.append(
+                .init(
+                    type: type, indexPath: indexPath, newIndexPath: newIndexPath, id: object.id, object: entry?.object))
+        }
+        let snapshot = FetchedResultsSnapshot(layout: layout)
+        delegate?.controllerDidChangeContent(self)
+        delegate?.controller(self, didChangeContentWith: snapshot)
+        let changeSet = FetchedResultsChangeSet<Object>(
+            seq: change.seq, transaction: change.transaction, isReload: false, sectionChanges: sectionChanges,
+            objectChanges: objectChanges,
+            snapshot: snapshot)
+        subscribers.forEach { $0.yield(changeSet) }
+    }
+
+    /// Rebuilds the results from the daemon (a snapshot of the same subscription,
+    /// or a new subscription when that is gone), reloads the objects that were
+    /// loaded, and reports a reload.
+    func resync(resubscribe: Bool) async {
+        guard let oldSubscription = subscription else { return }
+        var fetched: Fetched?
+        if !resubscribe,
+            let snapshot = try? await connection.call(ResultsSnapshot.self, .init(subscription: oldSubscription)),
+            let layout = try? ResultsLayout(snapshot: snapshot)
+        {
+            fetched = Fetched(
+                subscription: oldSubscription, layout: layout, transaction: snapshot.transaction, entries: [:])
+        }
+        if fetched == nil {
+            var delay = Duration.milliseconds(100)
+            for _ in 0..<6 {
+                if let result = try? await subscribe() {
+                    fetched = result
+                    break
+                }
+                try? await Task.sleep(for: delay)
+                delay *= 2
+            }
+        }
+        guard var fetched, !Task.isCancelled else { return }
+        // Values may have changed in the gap: reload the objects that had been loaded and are still there.
+        let stillThere = Set(fetched.layout.ids)
+        let touched = state.withLock { state in
+            state.entries.keys.filter { stillThere.contains($0) && fetched.entries[$0] == nil }
+        }
+        if !touched.isEmpty,
+            let loaded = try? await connection.call(
+                StoreGet.self, .init(ids: touched, properties: fetchRequest.properties))
+        {
+            for json in loaded.objects where !json.isNull {
+                if let raw = try? DepotObject(json: json) {
+                    fetched.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+                }
+            }
+        }
+        let result = fetched
+        await perform(on: deliveryActor) { [self] in reload(result, replacing: oldSubscription) }
+    }
+
+    private func reload(_ fetched: Fetched, replacing oldSubscription: String) {
+        let subscribers = state.withLock { state -> [AsyncStream<FetchedResultsChangeSet<Object>>.Continuation] in
+            guard state.subscription == oldSubscription else { return [] }
+            state.subscription = fetched.subscription
+            state.layout = fetched.layout
+            state.transaction = fetched.transaction
+            state.entries = fetched.entries
+            state.indexPaths = nil
+            return Array(state.changeSubscribers.values)
+        }
+        let delegate = self.delegate
+        let snapshot = FetchedResultsSnapshot(layout: fetched.layout)
+        delegate?.controllerDidReloadContent(self)
+        delegate?.controller(self, didChangeContentWith: snapshot)
+        let changeSet = FetchedResultsChangeSet<Object>(
+            seq: fetched.layout.seq, transaction: fetched.transaction, isReload: true, sectionChanges: [],
+            objectChanges: [], snapshot: snapshot)
+        subscribers.forEach { $0.yield(changeSet) }
+    }
+
+    // MARK: Faulting
+
+    static func store(_ raw: DepotObject, in state: inout State, onlyIfNewer: Bool) {
+        if let existing = state.entries[raw.id] {
+            if let old = existing.raw.version, let new = raw.version, old > new { return }
+            if onlyIfNewer && (existing.raw.version == nil || raw.version == nil || existing.raw.version == raw.version)
+            {
+                return
+            }
+        }
+        state.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+    }
+
+    /// Loads the batch (`fetchBatchSize` objects, aligned) that holds `indexPath`, blocking.
+    func loadBatchBlocking(around indexPath: IndexPath) throws(DepotClientError) {
+        guard let (subscription, layout, batch) = batchContext() else { return }
+        let start = layout.offset(of: indexPath) / batch * batch
+        let page = try connection.callBlocking(
+            ResultsObjects.self, .init(subscription: subscription, offset: start, length: batch))
+        storePage(page, layout: layout)
+        if case .fault = lookup(at: indexPath), let id = layout.id(at: indexPath) {
+            try loadBlocking(ids: [id])
+        }
+    }
+
+    /// Loads objects by id with `store/get`, blocking.
+    func loadBlocking(ids: [String]) throws(DepotClientError) {
+        let loaded = try connection.callBlocking(StoreGet.self, .init(ids: ids, properties: fetchRequest.properties))
+        storeLoaded(loaded.objects)
+    }
+
+    /// Loads the objects at `indexPaths` that are not loaded yet, a batch at a
+    /// time (`results/objects`), without blocking: prefetch before drawing.
+    public func loadObjects(at indexPaths: [IndexPath]) async throws(DepotClientError) {
+        guard let (subscription, layout, batch) = batchContext() else { return }
+        let faults = indexPaths.filter { if case .fault = lookup(at: $0) { true } else { false } }
+        let starts = Set(faults.map { layout.offset(of: $0) / batch * batch }).sorted()
+        for start in starts {
+            let page = try await connection.call(
+                ResultsObjects.self, .init(subscription: subscription, offset: start, length: batch))
+            storePage(page, layout: layout)
+        }
+        let remaining = faults.compactMap { path -> String? in
+            if case .fault = lookup(at: path) { return layout.id(at: path) }
+            return nil
+        }
+        if !remaining.isEmpty {
+            let loaded = try await connection.call(
+                StoreGet.self, .init(ids: remaining, properties: fetchRequest.properties))
+            storeLoaded(loaded.objects)
+        }
+    }
+
+    private func batchContext() -> (String, ResultsLayout, Int)? {
+        state.withLock { state in
+            guard let subscription = state.subscription, let layout = state.layout else { return nil }
+            return (subscription, layout, max(state.fetchRequest.fetchBatchSize, 1))
+        }
+    }
+
+    private func storePage(_ page: ResultsObjects.Result, layout: ResultsLayout) {
+        state.withLock { state in
+            // A page of another seq may hold values newer or older than the layout's: fill faults only.
+            let sameSeq = page.seq == state.layout?.seq
+            for json in page.objects {
+                guard let raw = try? DepotObject(json: json) else { continue }
+                if sameSeq || state.entries[raw.id] == nil { Self.store(raw, in: &state, onlyIfNewer: !sameSeq) }
+            }
+        }
+    }
+
+    private func storeLoaded(_ objects: [JSONValue]) {
+        state.withLock { state in
+            for json in objects where !json.isNull {
+                if let raw = try? DepotObject(json: json) {
+                    Self.store(raw, in: &state, onlyIfNewer: state.entries[raw.id] != nil)
+                }
+            }
+        }
+    }
+}
+
+/// A section as the delegate hears of it.
+struct SectionDescription: FetchedResultsSectionInfo {
+    var name: String
+    var indexTitle: String?
+    var numberOfObjects: Int
+}

@@ -1,0 +1,372 @@
+import DepotProtocol
+import Foundation
+import Synchronization
+
+/// Keeps the results of a fetch request live across processes, like
+/// `NSFetchedResultsController`: sorted, optionally sectioned, and updated by
+/// the daemon's `results/didChange` deltas whenever any client saves.
+///
+/// ```swift
+/// let request = FetchRequest(entity: "Team", sortDescriptors: [
+///     SortDescriptor(key: "qualifyingZone"), SortDescriptor(key: "wins", ascending: false),
+///     SortDescriptor(key: "teamName"),
+/// ])
+/// let controller = FetchedResultsController(
+///     fetchRequest: request, connection: connection, sectionNameKeyPath: "qualifyingZone", cacheName: "teams")
+/// controller.delegate = self
+/// try await controller.performFetch()
+/// let first = controller.object(at: IndexPath(item: 0, section: 0))
+/// ```
+///
+/// Differences from Core Data, by design:
+/// - `performFetch()` is `async` (it is a round trip), and the delegate is
+///   called on a *delivery actor* (the main actor by default; pass another to
+///   `init` for background use and tests).
+/// - `Object` is ``DepotObject`` or your own `Decodable` type
+///   (``FetchRequestResult``); the delegate gets it as `Any`, as Core Data's does.
+/// - With `fetchBatchSize` > 0 only ids are held for objects not yet touched;
+///   ``object(at:)`` loads their batch with `results/objects`, blocking for one
+///   round trip. Prefetch with ``loadObjects(at:)`` to avoid that.
+/// - A missed notification, a `results/didInvalidate` or a reconnect to a
+///   restarted daemon resyncs by itself and reports
+///   ``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)``.
+///
+/// All members are safe to call from any task or thread. The ones that compute
+/// index titles (``sections``, ``sectionIndexTitles``,
+/// ``section(forSectionIndexTitle:at:)``) ask the delegate's
+/// `controller(_:sectionIndexTitleForSectionName:)` on the caller's thread: call
+/// them on the delivery actor when the delegate is isolated to it.
+public final class FetchedResultsController<Object: FetchRequestResult>: FetchedResultsControlling, @unchecked Sendable
+{
+    // @unchecked: every mutable member is behind `state` or `delegateLock`.
+    struct Entry {
+        var raw: DepotObject
+        var object: Object?
+    }
+
+    struct State {
+        var fetchRequest: FetchRequest
+        var layout: ResultsLayout?
+        var subscription: String?
+        var transaction: Int64?
+        var entries: [String: Entry] = [:]
+        var indexPaths: [String: IndexPath]?
+        var listener: Task<Void, Never>?
+        var changeSubscribers: [UUID: AsyncStream<FetchedResultsChangeSet<Object>>.Continuation] = [:]
+    }
+
+    /// The connection the results come through.
+    public let connection: DepotConnection
+    /// The key path whose value names each object's section; `nil` for one unnamed section.
+    public let sectionNameKeyPath: String?
+    /// The name under which the daemon keeps the results across restarts.
+    public let cacheName: String?
+    /// The actor the delegate and the change stream's reload are delivered on.
+    public let deliveryActor: any Actor
+
+    let state: Mutex<State>
+    // The delegate is not Sendable (it usually lives on the delivery actor), so a plain lock guards it.
+    private let delegateLock = NSLock()
+    private weak var weakDelegate: (any FetchedResultsControllerDelegate)?
+
+    /// Creates a controller; nothing is fetched until ``performFetch()``.
+    ///
+    /// - Parameters:
+    ///   - fetchRequest: the request; `sort` is required (it orders the results).
+    ///     Its `fetchBatchSize` decides how many objects are loaded at a time (0: all).
+    ///   - connection: the session to the daemon.
+    ///   - sectionNameKeyPath: the key path that names sections; it must be the first sort key.
+    ///   - cacheName: a name for the daemon to keep the results under across restarts.
+    ///   - deliveryActor: where delegate callbacks run; the main actor by default.
+    public init(
+        fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil,
+        cacheName: String? = nil,
+        deliveryActor: any Actor = MainActor.shared
+    ) {
+        self.connection = connection
+        self.sectionNameKeyPath = sectionNameKeyPath
+        self.cacheName = cacheName
+        self.deliveryActor = deliveryActor
+        self.state = Mutex(State(fetchRequest: fetchRequest))
+    }
+
+    deinit {
+        let (listener, subscription) = state.withLock { ($0.listener, $0.subscription) }
+        listener?.cancel()
+        if let subscription {
+            let connection = connection
+            Task { _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: subscription)) }
+        }
+    }
+
+    /// The delegate, held weakly.
+    public var delegate: (any FetchedResultsControllerDelegate)? {
+        get { delegateLock.withLock { weakDelegate } }
+        set { delegateLock.withLock { weakDelegate = newValue } }
+    }
+
+    /// The request; change it and call ``performFetch()`` again to fetch anew.
+    public var fetchRequest: FetchRequest {
+        get { state.withLock { $0.fetchRequest } }
+        set { state.withLock { $0.fetchRequest = newValue } }
+    }
+
+    // MARK: Fetching
+
+    /// Subscribes to the request's results (`results/subscribe`) and loads the
+    /// first batch; from then on the results follow every committed change.
+    /// Calling it again starts over (a new subscription for the current request).
+    /// It calls no delegate method.
+    public func performFetch() async throws(DepotClientError) {
+        let old = state.withLock { state in
+            defer {
+                state.listener?.cancel()
+                state.listener = nil
+            }
+            return state.subscription
+        }
+        if let old { _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: old)) }
+        // Listen before subscribing, so that no notification can slip between.
+        let inputs = Inputs(connection: connection)
+        let fetched = try await subscribe()
+        state.withLock { state in
+            state.layout = fetched.layout
+            state.subscription = fetched.subscription
+            state.transaction = fetched.transaction
+            state.entries = fetched.entries
+            state.indexPaths = nil
+        }
+        let listener = Task { [weak self] in
+            for await input in inputs.stream {
+                guard let self else { break }
+                await self.handle(input)
+            }
+            inputs.cancel()
+        }
+        state.withLock { $0.listener = listener }
+    }
+
+    struct Fetched {
+        var subscription: String
+        var layout: ResultsLayout
+        var transaction: Int64
+        var entries: [String: Entry]
+    }
+
+    /// One `results/subscribe`, plus a `results/snapshot` for the ids when only the first batch came.
+    func subscribe() async throws(DepotClientError) -> Fetched {
+        let request = fetchRequest
+        let include: ResultsInclude = request.fetchBatchSize > 0 ? .firstBatch : .all
+        let result = try await connection.call(
+            ResultsSubscribe.self,
+            .init(request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include))
+        var entries: [String: Entry] = [:]
+        for json in result.objects {
+            let raw = try DepotObject(json: json)
+            entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+        }
+        let layout: ResultsLayout
+        if result.objects.count == result.count {
+            var ids = result.objects.compactMap { $0["id"]?.stringValue }[...]
+            var sections: [ResultsLayout.Section] = []
+            for info in result.sections {
+                sections.append(
+                    ResultsLayout.Section(
+                        name: info.name, indexTitle: info.indexTitle, ids: Array(ids.prefix(info.count))))
+                ids = ids.dropFirst(info.count)
+            }
+            layout = ResultsLayout(seq: result.seq, sections: sections)
+        } else {
+            let snapshot = try await connection.call(ResultsSnapshot.self, .init(subscription: result.subscription))
+            do {
+                layout = try ResultsLayout(snapshot: snapshot)
+            } catch {
+                throw .invalidResponse("results/snapshot: \(error)")
+            }
+        }
+        return Fetched(
+            subscription: result.subscription, layout: layout, transaction: result.transaction, entries: entries)
+    }
+
+    /// Removes the daemon's cache named `name` (every cache when `nil`), like
+    /// `NSFetchedResultsController.deleteCache(withName:)`.
+    public static func deleteCache(withName name: String?, connection: DepotConnection) async throws(DepotClientError) {
+        _ = try await connection.call(ResultsDeleteCache.self, .init(cacheName: name))
+    }
+
+    /// Ends the subscription; the results stay as they are.
+    public func unsubscribe() async {
+        let subscription = state.withLock { state in
+            defer {
+                state.listener?.cancel()
+                state.listener = nil
+                state.subscription = nil
+            }
+            return state.subscription
+        }
+        if let subscription {
+            _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: subscription))
+        }
+    }
+
+    // MARK: Results
+
+    /// The subscription's id, once fetched.
+    public var subscription: String? { state.withLock { $0.subscription } }
+
+    /// The results' shape (sections of ids) and `seq`, once fetched.
+    public var layout: ResultsLayout? { state.withLock { $0.layout } }
+
+    /// The results as a snapshot of section names and ids, once fetched.
+    public var snapshot: FetchedResultsSnapshot? { layout.map(FetchedResultsSnapshot.init) }
+
+    /// Every fetched object in order, `nil` before ``performFetch()``. Objects
+    /// not loaded yet are loaded first (blocking); with a large batched result prefer ``object(at:)``.
+    public var fetchedObjects: [Object]? {
+        guard let layout else { return nil }
+        let missing = state.withLock { state in layout.ids.filter { state.entries[$0] == nil } }
+        if !missing.isEmpty { try? loadBlocking(ids: missing) }
+        return layout.sections.indices.flatMap { section in
+            layout.sections[section].ids.indices.map { object(at: IndexPath(indexes: [section, $0])) }
+        }
+    }
+
+    /// The sections, `nil` before ``performFetch()``.
+    public var sections: [FetchedResultsSection<Object>]? {
+        guard let layout else { return nil }
+        return layout.sections.enumerated().map { index, section in
+            FetchedResultsSection(
+                name: section.name, indexTitle: indexTitle(for: section), ids: section.ids, index: index,
+                controller: self)
+        }
+    }
+
+    /// The object at `indexPath`. An object not loaded yet is loaded with its
+    /// batch (`results/objects`), blocking for one round trip.
+    ///
+    /// - Precondition: `indexPath` is within the results, and the object can be
+    ///   loaded and made into `Object` (Core Data raises in the same cases).
+    public func object(at indexPath: IndexPath) -> Object {
+        switch lookup(at: indexPath) {
+        case .object(let object):
+            return object
+        case .undecodable(let raw):
+            preconditionFailure(
+                "\(raw.id) cannot be made into \(Object.self): \((try? Object(depotObject: raw)) == nil ? "decoding failed" : "")"
+            )
+        case .outOfRange:
+            preconditionFailure("no object at \(Array(indexPath)) in \(layout?.sections.map(\.ids.count) ?? [])")
+        case .fault:
+            do {
+                try loadBatchBlocking(around: indexPath)
+            } catch {
+                preconditionFailure("could not load the object at \(Array(indexPath)): \(error)")
+            }
+            guard case .object(let object) = lookup(at: indexPath) else {
+                preconditionFailure("the object at \(Array(indexPath)) could not be loaded or made into \(Object.self)")
+            }
+            return object
+        }
+    }
+
+    /// The index path of `object` in the results, by id; `nil` when it is not there.
+    public func indexPath(forObject object: Object) -> IndexPath? {
+        indexPath(forID: object.id)
+    }
+
+    /// The index path of the object with `id`; `nil` when it is not in the results.
+    public func indexPath(forID id: String) -> IndexPath? {
+        state.withLock { state in
+            if state.indexPaths == nil, let layout = state.layout {
+                var paths: [String: IndexPath] = [:]
+                for (section, info) in layout.sections.enumerated() {
+                    for (item, id) in info.ids.enumerated() { paths[id] = IndexPath(indexes: [section, item]) }
+                }
+                state.indexPaths = paths
+            }
+            return state.indexPaths?[id]
+        }
+    }
+
+    /// The distinct index titles of the sections, in order.
+    public var sectionIndexTitles: [String] {
+        var seen: Set<String> = []
+        return (layout?.sections ?? []).compactMap { section in
+            let title = indexTitle(for: section)
+            return seen.insert(title).inserted ? title : nil
+        }
+    }
+
+    /// The index of the first section with index title `title`; `sectionIndex`
+    /// (clamped to the sections) when no section has it.
+    public func section(forSectionIndexTitle title: String, at sectionIndex: Int) -> Int {
+        let sections = layout?.sections ?? []
+        if let found = sections.firstIndex(where: { indexTitle(for: $0) == title }) { return found }
+        return max(0, min(sectionIndex, sections.count - 1))
+    }
+
+    /// The index title of the section named `sectionName`: the delegate's, or the
+    /// name's capitalised first letter.
+    public func sectionIndexTitle(forSectionName sectionName: String) -> String? {
+        delegate?.controller(self, sectionIndexTitleForSectionName: sectionName)
+            ?? ResultsLayout.indexTitle(forSectionName: sectionName)
+    }
+
+    private func indexTitle(for section: ResultsLayout.Section) -> String {
+        delegate?.controller(self, sectionIndexTitleForSectionName: section.name) ?? section.indexTitle
+    }
+
+    // MARK: Change stream
+
+    /// Every change from now on, as change sets (a reload after a resync). Each
+    /// call returns an independent stream; it ends when the controller goes away.
+    public func changes() -> AsyncStream<FetchedResultsChangeSet<Object>> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: FetchedResultsChangeSet<Object>.self, bufferingPolicy: .unbounded)
+        let key = UUID()
+        state.withLock { $0.changeSubscribers[key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.changeSubscribers.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    // MARK: FetchedResultsControlling
+
+    /// The sections' names, index titles and sizes.
+    public var sectionInfos: [any FetchedResultsSectionInfo] { sections ?? [] }
+
+    /// The ids of every fetched object, in order.
+    public var fetchedIDs: [String] { layout?.ids ?? [] }
+
+    /// ``object(at:)`` as `Any`.
+    public func anyObject(at indexPath: IndexPath) -> Any { object(at: indexPath) }
+
+    /// Installs results as if fetched (tests of delta delivery without a daemon).
+    func install(subscription: String, layout: ResultsLayout, objects: [DepotObject]) {
+        state.withLock { state in
+            state.subscription = subscription
+            state.layout = layout
+            state.indexPaths = nil
+            state.entries = Dictionary(
+                objects.map { ($0.id, Entry(raw: $0, object: try? Object(depotObject: $0))) }, uniquingKeysWith: { $1 })
+        }
+    }
+
+    // MARK: Lookup
+
+    enum Lookup {
+        case object(Object)
+        case undecodable(DepotObject)
+        case fault
+        case outOfRange
+    }
+
+    func lookup(at indexPath: IndexPath) -> Lookup {
+        state.withLock { state in
+            guard let id = state.layout?.id(at: indexPath) else { return .outOfRange }
+            guard let entry = state.entries[id] else { return .fault }
+            return entry.object.map(Lookup.object) ?? .undecodable(entry.raw)
+        }
+    }
+}
