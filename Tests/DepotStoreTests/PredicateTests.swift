@@ -141,12 +141,32 @@ final class PredicateTests: XCTestCase {
         ("any players.age > 34", nil, "B"), ("#wins == 0", nil, "C"),
     ]
 
+    /// The same cases through the in-memory evaluator.
+    func evaluated(_ predicate: String, _ arguments: JSONValue?) throws -> String {
+        let store = try store()
+        let teams = try store.fetch(FetchRequest(entity: "Team")).objects ?? []
+        let players = try store.fetch(FetchRequest(entity: "Player")).objects ?? []
+        let countries = try store.fetch(FetchRequest(entity: "Country")).objects ?? []
+        var byID: [String: [String: JSONValue]] = [:]
+        for object in teams + players + countries { byID[object["id"]!.stringValue!] = object.objectValue! }
+        let evaluator = PredicateEvaluator(model: Self.model, object: { byID[$0] }) { owner, key in
+            let id = owner["id"]?.stringValue
+            return (key == "players" ? players : teams).filter { $0[key == "players" ? "team" : "country"]?.stringValue == id }.map { $0.objectValue! }
+        }
+        let node = try PredicateParser.parse(predicate, arguments: arguments)
+        let names = ["Étoile": "A", "etoile": "B", "Samurai 100%": "C", "under_score": "D", "Zebra*?": "E", "ÉTOILE Rouge": "F"]
+        return try teams.filter { try evaluator.evaluate(node, on: $0.objectValue!, entity: "Team") }
+            .compactMap { names[$0["teamName"]?.stringValue ?? ""] }.sorted().joined()
+    }
+
     func testCaseTable() throws {
         var failures: [String] = []
         for (predicate, arguments, expected) in Self.cases {
             do {
                 let got = try matches(predicate, arguments)
                 if got != expected { failures.append("\(predicate): expected \(expected), got \(got)") }
+                let inMemory = try evaluated(predicate, arguments)
+                if inMemory != expected { failures.append("\(predicate) in memory: expected \(expected), got \(inMemory)") }
             } catch {
                 failures.append("\(predicate): \(error)")
             }

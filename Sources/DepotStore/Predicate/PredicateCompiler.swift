@@ -191,7 +191,7 @@ struct PredicateCompiler {
         var isNullLiteral = false
     }
 
-    private mutating func operand(_ expression: PredicateExpression, in scope: Scope, expecting type: AttributeType?, destination: EntitySchema?, position: Int) throws(RPCError) -> Operand {
+    private mutating func operand(_ expression: DepotProtocol.PredicateExpression, in scope: Scope, expecting type: AttributeType?, destination: EntitySchema?, position: Int) throws(RPCError) -> Operand {
         switch expression {
         case .keyPath(let path):
             switch try resolve(path, in: scope) {

@@ -1,5 +1,3 @@
-import DepotProtocol
-
 /// Parses the `NSPredicate` format language into a ``PredicateNode``, binding
 /// `$variables` from an arguments object and `%@ %K %d %f` from an arguments
 /// array as it goes. Precedence as NSPredicate: NOT binds tighter than AND,

@@ -1,5 +1,3 @@
-import DepotProtocol
-
 /// A token of the predicate format language.
 struct PredicateToken: Equatable {
     enum Kind: Equatable {

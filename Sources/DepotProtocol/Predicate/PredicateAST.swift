@@ -1,5 +1,3 @@
-import DepotProtocol
-
 /// A parsed predicate, with every argument already bound (`$name`, `%@`, `%K`).
 ///
 /// Key paths are still names here; ``PredicateCompiler`` resolves them against
@@ -41,7 +39,7 @@ public struct Comparison: Hashable, Sendable {
         case matches = "MATCHES"
 
         /// Whether the operator compares strings (and takes `[c]`, `[d]`).
-        var isStringOperator: Bool {
+        public var isStringOperator: Bool {
             switch self {
             case .beginsWith, .endsWith, .contains, .like, .matches: true
             default: false
@@ -72,6 +70,16 @@ public struct Comparison: Hashable, Sendable {
     public var options: Options
     /// Where the comparison starts in the predicate text, for error messages.
     public var position: Int
+
+    /// Creates a comparison.
+    public init(modifier: Modifier? = nil, lhs: PredicateExpression, op: Operator, rhs: PredicateExpression, options: Options = [], position: Int = 0) {
+        self.modifier = modifier
+        self.lhs = lhs
+        self.op = op
+        self.rhs = rhs
+        self.options = options
+        self.position = position
+    }
 }
 
 /// One side of a comparison.
@@ -92,3 +100,4 @@ public indirect enum PredicateExpression: Hashable, Sendable {
 public enum AggregateFunction: String, Hashable, Sendable {
     case count, sum, avg, min, max
 }
+

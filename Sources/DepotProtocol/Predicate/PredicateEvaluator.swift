@@ -1,0 +1,340 @@
+import Foundation
+
+/// Evaluates a ``PredicateNode`` against objects held in memory, with the
+/// semantics of the SQL the store compiles it to (docs/predicates.md): Core
+/// Data's in-memory rules for nil, bytewise UTF-8 strings, Unicode `[c]`/`[d]`.
+///
+/// Objects are wire objects (`[String: JSONValue]` with `id` and the keys);
+/// relationships are followed through the two closures, so the caller decides
+/// where related objects come from (a cache, a fetch).
+///
+/// ```swift
+/// let evaluator = PredicateEvaluator(model: entities, object: { cache[$0] }, toMany: { owner, key in … })
+/// let node = try PredicateParser.parse("ANY players.age > 30")
+/// let matches = try evaluator.evaluate(node, on: team, entity: "Team")
+/// ```
+public struct PredicateEvaluator {
+    /// An object as on the wire.
+    public typealias Object = [String: JSONValue]
+
+    private let entities: [String: EntityDescription]
+    private let object: (String) -> Object?
+    private let toMany: (Object, String) -> [Object]
+    private let regexes = PredicateText.RegexCache()
+
+    /// Creates an evaluator over `model`.
+    ///
+    /// - Parameters:
+    ///   - object: the object with an id (for to-one relationships), or nil.
+    ///   - toMany: the objects of an owner's to-many relationship named by the key.
+    public init(model: [EntityDescription], object: @escaping (String) -> Object?, toMany: @escaping (_ owner: Object, _ key: String) -> [Object]) {
+        entities = Dictionary(model.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        self.object = object
+        self.toMany = toMany
+    }
+
+    /// Whether `node` holds for `object` of `entity`.
+    public func evaluate(_ node: PredicateNode, on object: Object, entity: String) throws(RPCError) -> Bool {
+        guard let description = entities[entity] else { throw .invalidParams("unknown entity '\(entity)'", field: "entity") }
+        return try evaluate(node, Scope(object: object, entity: description, variables: [:]))
+    }
+
+    // MARK: Values
+
+    /// A value normalized for comparison, as SQLite stores it.
+    enum Scalar: Equatable {
+        case null, integer(Int64), real(Double), text(String)
+
+        /// SQLite's ordering: NULL < numbers < text; nil when either is NULL.
+        func compare(_ other: Scalar) -> Int? {
+            switch (self, other) {
+            case (.null, _), (_, .null): return nil
+            case (.integer(let a), .integer(let b)): return a < b ? -1 : (a == b ? 0 : 1)
+            case (.real(let a), .real(let b)): return a < b ? -1 : (a == b ? 0 : 1)
+            case (.integer(let a), .real(let b)): return Double(a) < b ? -1 : (Double(a) == b ? 0 : 1)
+            case (.real(let a), .integer(let b)): return a < Double(b) ? -1 : (a == Double(b) ? 0 : 1)
+            case (.text(let a), .text(let b)): return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : (a.utf8.elementsEqual(b.utf8) ? 0 : 1)
+            case (.text, _): return 1
+            case (_, .text): return -1
+            }
+        }
+
+        /// SQLite's `IS`: NULL is NULL, otherwise equal values.
+        func isSame(_ other: Scalar) -> Bool {
+            if self == .null || other == .null { return self == other }
+            return compare(other) == 0
+        }
+
+        var text: String? {
+            if case .text(let value) = self { return value }
+            return nil
+        }
+    }
+
+    private struct Scope {
+        var object: Object
+        var entity: EntityDescription
+        var variables: [String: (Object, EntityDescription)]
+    }
+
+    /// What a key path leads to.
+    private enum Resolved {
+        case scalar(Scalar, type: AttributeType?, destination: String?)
+        case collection([Object], destination: EntityDescription, remainder: [String])
+    }
+
+    private func normalize(_ value: JSONValue, type: AttributeType?, destination: String?) -> Scalar {
+        if value.isNull { return .null }
+        if destination != nil {
+            if case .string(let text) = value, let slash = text.lastIndex(of: "/"), let row = Int64(text[text.index(after: slash)...]) { return .integer(row) }
+            return .null
+        }
+        switch (type, value) {
+        case (.date?, .string(let text)): return ISO8601.seconds(from: text).map { .real($0) } ?? .null
+        case (.date?, _): return value.doubleValue.map { .real($0) } ?? .null
+        case (.boolean?, .bool(let flag)): return .integer(flag ? 1 : 0)
+        case (.uuid?, .string(let text)): return .text(text.lowercased())
+        case (.json?, _): return .text(String(decoding: JSONWriter.encode(value), as: UTF8.self))
+        case (_, .bool(let flag)): return .integer(flag ? 1 : 0)
+        case (_, .int(let number)): return .integer(number)
+        case (_, .double(let number)): return .real(number)
+        case (_, .string(let text)): return .text(text)
+        default: return .text(String(decoding: JSONWriter.encode(value), as: UTF8.self))
+        }
+    }
+
+    private func resolve(_ path: [String], in scope: Scope) throws(RPCError) -> Resolved {
+        var components = path[...]
+        var current = scope.object
+        var entity = scope.entity
+        if let first = components.first, first.hasPrefix("$") {
+            guard let variable = scope.variables[first] else { throw .invalidParams("unknown variable \(first)", field: "predicate") }
+            (current, entity) = variable
+            components = components.dropFirst()
+            if components.isEmpty { return .scalar(normalize(current["id"] ?? .null, type: nil, destination: entity.name), type: nil, destination: entity.name) }
+        }
+        while let key = components.first {
+            components = components.dropFirst()
+            if let attribute = entity.attribute(named: key) {
+                return .scalar(normalize(current[key] ?? .null, type: attribute.type, destination: nil), type: attribute.type, destination: nil)
+            }
+            guard let relationship = entity.relationship(named: key), let destination = entities[relationship.destination] else {
+                throw .invalidParams("unknown key path '\(path.joined(separator: "."))': \(entity.name) has no key '\(key)'", field: "predicate")
+            }
+            if relationship.toMany {
+                return .collection(toMany(current, key), destination: destination, remainder: Array(components))
+            }
+            let reference = current[key] ?? .null
+            if components.isEmpty { return .scalar(normalize(reference, type: nil, destination: destination.name), type: nil, destination: destination.name) }
+            guard let id = reference.stringValue, let next = object(id) else {
+                // A nil to-one yields nil for everything beyond it.
+                return .scalar(.null, type: nil, destination: nil)
+            }
+            current = next
+            entity = destination
+        }
+        return .scalar(normalize(current["id"] ?? .null, type: nil, destination: entity.name), type: nil, destination: entity.name)
+    }
+
+    // MARK: Predicates
+
+    private func evaluate(_ node: PredicateNode, _ scope: Scope) throws(RPCError) -> Bool {
+        switch node {
+        case .constant(let value): return value
+        case .not(let inner): return !(try evaluate(inner, scope))
+        case .and(let parts):
+            for part in parts where !(try evaluate(part, scope)) { return false }
+            return true
+        case .or(let parts):
+            for part in parts where try evaluate(part, scope) { return true }
+            return false
+        case .comparison(let comparison): return try evaluate(comparison, scope)
+        }
+    }
+
+    private func evaluate(_ comparison: Comparison, _ scope: Scope) throws(RPCError) -> Bool {
+        var comparison = comparison
+        if case .value = comparison.lhs, case .keyPath = comparison.rhs {
+            if comparison.op == .in {
+                comparison = Comparison(modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options, position: comparison.position)
+            } else if let flipped = Self.flipped(comparison.op) {
+                comparison = Comparison(modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs, options: comparison.options, position: comparison.position)
+            }
+        }
+        if case .keyPath(let path) = comparison.lhs, case .collection(let objects, let destination, let remainder) = try resolve(path, in: scope) {
+            var element = comparison
+            element.modifier = nil
+            element.lhs = .keyPath(remainder.isEmpty ? ["$__self"] : remainder)
+            var results: [Bool] = []
+            for related in objects {
+                var inner = Scope(object: related, entity: destination, variables: scope.variables)
+                inner.variables["$__self"] = (related, destination)
+                results.append(try compareScalars(element, inner))
+            }
+            switch comparison.modifier ?? .any {
+            case .any: return results.contains(true)
+            case .all: return !results.contains(false)
+            case .none: return !results.contains(true)
+            }
+        }
+        return try compareScalars(comparison, scope)
+    }
+
+    private static func flipped(_ op: Comparison.Operator) -> Comparison.Operator? {
+        switch op {
+        case .equal: .equal
+        case .notEqual: .notEqual
+        case .less: .greater
+        case .lessOrEqual: .greaterOrEqual
+        case .greater: .less
+        case .greaterOrEqual: .lessOrEqual
+        default: nil
+        }
+    }
+
+    private func operand(_ expression: PredicateExpression, _ scope: Scope, type: AttributeType?, destination: String?) throws(RPCError) -> (Scalar, AttributeType?, String?) {
+        switch expression {
+        case .keyPath(let path):
+            switch try resolve(path, in: scope) {
+            case .scalar(let value, let type, let destination): return (value, type, destination)
+            case .collection: throw .invalidParams("'\(path.joined(separator: "."))' is a to-many relationship", field: "predicate")
+            }
+        case .value(let value):
+            return (normalize(value, type: type, destination: destination), type, destination)
+        case .list:
+            throw .invalidParams("a list can only follow IN or BETWEEN", field: "predicate")
+        case .aggregate(let function, let collection, let key):
+            guard case .collection(let objects, let destinationEntity, _) = try resolve(collection, in: scope) else {
+                throw .invalidParams("@\(function.rawValue) needs a to-many key path", field: "predicate")
+            }
+            if function == .count { return (.integer(Int64(objects.count)), .integer, nil) }
+            var values: [Scalar] = []
+            var valueType: AttributeType?
+            for related in objects {
+                guard case .scalar(let value, let type, _) = try resolve(key, in: Scope(object: related, entity: destinationEntity, variables: [:])) else { continue }
+                valueType = type
+                if value != .null { values.append(value) }
+            }
+            func number(_ scalar: Scalar) -> Double {
+                switch scalar {
+                case .integer(let value): Double(value)
+                case .real(let value): value
+                default: 0
+                }
+            }
+            switch function {
+            case .sum: return (.real(values.reduce(0) { $0 + number($1) }), .double, nil)
+            case .avg: return (values.isEmpty ? .null : .real(values.reduce(0) { $0 + number($1) } / Double(values.count)), .double, nil)
+            case .min: return (values.min { ($0.compare($1) ?? 0) < 0 } ?? .null, valueType, nil)
+            default: return (values.max { ($0.compare($1) ?? 0) < 0 } ?? .null, valueType, nil)
+            }
+        case .subqueryCount(let collection, let variable, let predicate):
+            guard case .collection(let objects, let destinationEntity, _) = try resolve(collection, in: scope) else {
+                throw .invalidParams("SUBQUERY needs a to-many key path", field: "predicate")
+            }
+            var count: Int64 = 0
+            for related in objects {
+                var inner = scope
+                inner.variables[variable] = (related, destinationEntity)
+                if try evaluate(predicate, inner) { count += 1 }
+            }
+            return (.integer(count), .integer, nil)
+        }
+    }
+
+    private func fold(_ value: Scalar, _ options: Comparison.Options, type: AttributeType?) -> Scalar {
+        guard !options.isEmpty, type == nil || type == .string, case .text(let text) = value else { return value }
+        return .text(PredicateText.fold(text, options.rawValue))
+    }
+
+    private func compareScalars(_ comparison: Comparison, _ scope: Scope) throws(RPCError) -> Bool {
+        let (leftRaw, type, destination) = try operand(comparison.lhs, scope, type: nil, destination: nil)
+        let options = comparison.options
+        let left = fold(leftRaw, options, type: type)
+        if comparison.op == .in || comparison.op == .between {
+            guard case .list(let elements) = comparison.rhs else { throw .invalidParams("\(comparison.op.rawValue) needs a list", field: "predicate") }
+            var values: [Scalar] = []
+            for element in elements { values.append(fold(try operand(element, scope, type: type, destination: destination).0, options, type: type)) }
+            if comparison.op == .between {
+                guard values.count == 2, let low = left.compare(values[0]), let high = left.compare(values[1]) else { return false }
+                return low >= 0 && high <= 0
+            }
+            return values.contains { left.isSame($0) }
+        }
+        let (rightRaw, rightType, _) = try operand(comparison.rhs, scope, type: type, destination: destination)
+        let right = fold(rightRaw, options, type: type ?? rightType)
+        switch comparison.op {
+        case .equal: return left.isSame(right)
+        case .notEqual: return !left.isSame(right)
+        case .less: return left.compare(right).map { $0 < 0 } ?? false
+        case .lessOrEqual: return left.compare(right).map { $0 <= 0 } ?? false
+        case .greater: return left.compare(right).map { $0 > 0 } ?? false
+        case .greaterOrEqual: return left.compare(right).map { $0 >= 0 } ?? false
+        case .beginsWith:
+            guard let text = left.text, let prefix = right.text else { return false }
+            return text.utf8.starts(with: prefix.utf8)
+        case .endsWith:
+            guard let text = left.text, let suffix = right.text else { return false }
+            return text.utf8.reversed().starts(with: suffix.utf8.reversed())
+        case .contains:
+            guard let text = left.text, let part = right.text else { return false }
+            return Self.containsBytes(Array(text.utf8), Array(part.utf8))
+        case .like:
+            guard let text = left.text, let pattern = right.text else { return false }
+            return Self.glob(Array(PredicateText.glob(pattern).unicodeScalars)[...], Array(text.unicodeScalars)[...])
+        case .matches:
+            guard let text = leftRaw.text, let pattern = rightRaw.text else { return false }
+            return PredicateText.matches(text, pattern, flags: options.rawValue, cache: regexes)
+        case .in, .between: return false
+        }
+    }
+
+    private static func containsBytes(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty else { return true }
+        guard haystack.count >= needle.count else { return false }
+        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
+            if haystack[start..<start + needle.count].elementsEqual(needle) { return true }
+        }
+        return false
+    }
+
+    /// SQLite's GLOB over code points: `*`, `?`, and the `[x]` escapes that ``PredicateText/glob(_:)`` writes.
+    static func glob(_ pattern: ArraySlice<Unicode.Scalar>, _ text: ArraySlice<Unicode.Scalar>) -> Bool {
+        var pattern = pattern
+        var text = text
+        while let token = pattern.first {
+            switch token {
+            case "*":
+                pattern = pattern.dropFirst()
+                if pattern.isEmpty { return true }
+                var rest = text
+                while true {
+                    if glob(pattern, rest) { return true }
+                    guard !rest.isEmpty else { return false }
+                    rest = rest.dropFirst()
+                }
+            case "?":
+                guard !text.isEmpty else { return false }
+                pattern = pattern.dropFirst()
+                text = text.dropFirst()
+            case "[":
+                let body = pattern.dropFirst()
+                guard let literal = body.first, let close = body.dropFirst().first, close == "]" else {
+                    guard text.first == "[" else { return false }
+                    pattern = body
+                    text = text.dropFirst()
+                    continue
+                }
+                guard text.first == literal else { return false }
+                pattern = body.dropFirst(2)
+                text = text.dropFirst()
+            default:
+                guard text.first == token else { return false }
+                pattern = pattern.dropFirst()
+                text = text.dropFirst()
+            }
+        }
+        return text.isEmpty
+    }
+}
+

@@ -1,0 +1,76 @@
+import Foundation
+
+/// The string semantics of predicates, shared by the SQL functions the store
+/// registers and the in-memory evaluator, so that both give the same answer.
+public enum PredicateText {
+    /// `[c]` → case folding, `[d]` → diacritic folding (the options' raw bits).
+    public static func fold(_ text: String, _ flags: Int) -> String {
+        var options: String.CompareOptions = []
+        if flags & 1 != 0 { options.insert(.caseInsensitive) }
+        if flags & 2 != 0 { options.insert(.diacriticInsensitive) }
+        guard !options.isEmpty else { return text }
+        return text.folding(options: options, locale: nil)
+    }
+
+    /// An NSPredicate `LIKE` pattern (`*`, `?`, `\` escapes) as a SQLite `GLOB` pattern.
+    public static func glob(_ pattern: String) -> String {
+        var result = ""
+        var escaped = false
+        for character in pattern {
+            if escaped {
+                result += character == "*" || character == "?" || character == "[" ? "[\(character)]" : String(character)
+                escaped = false
+                continue
+            }
+            switch character {
+            case "\\": escaped = true
+            case "[": result += "[[]"
+            default: result.append(character)
+            }
+        }
+        if escaped { result += "\\" }
+        return result
+    }
+
+    /// `text` as a GLOB pattern that matches exactly itself (for BEGINSWITH and ENDSWITH).
+    public static func globLiteral(_ text: String) -> String {
+        var result = ""
+        for character in text {
+            switch character {
+            case "*", "?", "[": result += "[\(character)]"
+            default: result.append(character)
+            }
+        }
+        return result
+    }
+
+    /// Compiled regular expressions, per connection.
+    public final class RegexCache: @unchecked Sendable {
+        private let lock = NSLock()
+        private var expressions: [String: NSRegularExpression] = [:]
+
+        /// Creates an empty cache.
+        public init() {}
+
+        /// The compiled, anchored expression for `pattern`, or nil when it is invalid.
+        public func expression(_ pattern: String, caseInsensitive: Bool) -> NSRegularExpression? {
+            let key = (caseInsensitive ? "i:" : "s:") + pattern
+            return lock.withLock {
+                if let cached = expressions[key] { return cached }
+                guard let compiled = try? NSRegularExpression(pattern: "^(?:" + pattern + ")$", options: caseInsensitive ? [.caseInsensitive] : []) else { return nil }
+                if expressions.count > 256 { expressions.removeAll() }
+                expressions[key] = compiled
+                return compiled
+            }
+        }
+    }
+
+    /// Whether `text` matches `pattern` whole (NSPredicate `MATCHES`).
+    public static func matches(_ text: String, _ pattern: String, flags: Int, cache: RegexCache) -> Bool {
+        let subject = flags & 2 != 0 ? fold(text, 2) : text
+        guard let expression = cache.expression(pattern, caseInsensitive: flags & 1 != 0) else { return false }
+        let range = NSRange(subject.startIndex..., in: subject)
+        return expression.firstMatch(in: subject, options: [.anchored], range: range) != nil
+    }
+
+}
