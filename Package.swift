@@ -58,7 +58,7 @@ let package = Package(
         .executableTarget(
             name: "DepotBenchmarks",
             dependencies: [
-                "DepotClient", "ZeroMQ",
+                "DepotClient", "DepotStore", "ZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Benchmarks/DepotBenchmarks"

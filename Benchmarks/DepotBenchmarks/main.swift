@@ -40,6 +40,15 @@ if selected("foundation") {
     sections["foundation"] = try encoder.encode(report)
 }
 
+if selected("predicates") {
+    let report = try await PredicateBenchmark(rows: quick ? 100_000 : 1_000_000).run(depotd: depotd)
+    print(String(format: "predicates: parse+compile of 10 clauses %.1f µs; CONTAINS[cd] over %d Items: depotd %.1f ms, raw SQL %.1f ms (%d matches)",
+                 report.parseCompileMicroseconds, report.rows, report.depotFetchMs, report.rawFetchMs, report.matches))
+    ratios.append(Ratio(name: "CONTAINS[cd] fetch: raw SQL time / depotd time", value: report.ratio, target: ">= 0.8", met: report.ratio >= 0.8))
+    ratios.append(Ratio(name: "parse+compile µs (10 clauses)", value: report.parseCompileMicroseconds, target: "(report)", met: true))
+    sections["predicates"] = try encoder.encode(report)
+}
+
 if selected("results") {
     let report = try await FetchedResultsBenchmark(rows: quick ? 50_000 : 1_000_000, samples: quick ? 50 : 300).run(depotd: depotd)
     print(String(format: "fetched results over %d rows: save→didChange p50 %.3f ms p99 %.3f ms; refetch-and-diff p50 %.1f ms p99 %.1f ms; %.1f bytes/row; subscribe %.2f s",

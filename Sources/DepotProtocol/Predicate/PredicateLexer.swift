@@ -17,7 +17,7 @@ struct PredicateToken: Equatable {
 
 /// Splits a predicate string into tokens, tracking character offsets for errors.
 struct PredicateLexer {
-    private let characters: [Character]
+    let characters: [Character]
     private var index = 0
     let text: String
 
@@ -83,12 +83,19 @@ struct PredicateLexer {
             }
             return PredicateToken(kind: .formatArgument(specifier), position: start)
         }
-        for symbol in ["==", "!=", "<>", "<=", "=<", ">=", "=>", "&&", "||", "=", "<", ">", "!", "(", ")", "{", "}", ",", ".", "@", "[", "]"] {
-            let count = symbol.count
-            if index + count <= characters.count, String(characters[index..<index + count]) == symbol {
-                index += count
-                return PredicateToken(kind: .symbol(symbol), position: start)
-            }
+        let next: Character? = index + 1 < characters.count ? characters[index + 1] : nil
+        var symbol: String?
+        switch (character, next) {
+        case ("=", "="), ("!", "="), ("<", ">"), ("<", "="), ("=", "<"), (">", "="), ("=", ">"), ("&", "&"), ("|", "|"):
+            symbol = String([character, next!])
+        case ("=", _), ("<", _), (">", _), ("!", _), ("(", _), (")", _), ("{", _), ("}", _), (",", _), (".", _), ("@", _), ("[", _), ("]", _):
+            symbol = String(character)
+        default:
+            symbol = nil
+        }
+        if let symbol {
+            index += symbol.count
+            return PredicateToken(kind: .symbol(symbol), position: start)
         }
         throw syntaxError(start, expected: "a key, a value or an operator", found: "'\(character)'")
     }

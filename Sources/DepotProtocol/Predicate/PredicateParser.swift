@@ -55,14 +55,17 @@ public struct PredicateParser {
     }
 
     private func isKeyword(_ keyword: String) -> Bool {
-        if case .identifier(let name) = current.kind, name.uppercased() == keyword, !isEscaped { return true }
+        if case .identifier(let name) = current.kind, name.count == keyword.count,
+            name.uppercased() == keyword, !isEscaped
+        {
+            return true
+        }
         return false
     }
 
     /// Whether the current identifier was written `#name` (never a keyword).
     private var isEscaped: Bool {
-        let characters = Array(lexer.text)
-        return current.position < characters.count && characters[current.position] == "#"
+        current.position < lexer.characters.count && lexer.characters[current.position] == "#"
     }
 
     private func isSymbol(_ symbol: String) -> Bool { current.kind == .symbol(symbol) }
