@@ -38,7 +38,7 @@ let package = Package(
         .executableTarget(
             name: "depotd",
             dependencies: [
-                "DepotServer",
+                "DepotServer", "DepotStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

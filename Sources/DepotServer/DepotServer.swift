@@ -31,7 +31,7 @@ public final class DepotServer: Sendable {
         self.logger = logger
         let directory = configuration.dataDirectory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        store = try Store(path: directory.appendingPathComponent("depot.sqlite").path)
+        store = try Store(path: directory.appendingPathComponent("depot.sqlite").path, historyRetention: configuration.historyRetention)
         let socketPath = directory.appendingPathComponent("depot.sock").path
         if configuration.effectiveEndpoints.contains("ipc://" + socketPath) {
             // A socket file left by a daemon that was killed would make bind fail.
@@ -45,6 +45,7 @@ public final class DepotServer: Sendable {
         Self.registerModelHandlers(&handlers)
         Self.registerStoreHandlers(&handlers)
         Self.registerResultsHandlers(&handlers)
+        Self.registerBatchHandlers(&handlers)
         dispatcherBox.withLock { $0 = Dispatcher(server: self, handlers: handlers) }
         transport.delegate = self
     }
@@ -84,6 +85,12 @@ public final class DepotServer: Sendable {
     func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters, to routingID: [UInt8]) {
         guard let bytes = try? JSONCoding.encodeBytes(params) else { return }
         send(MessageEncoder.notification(method: N.name, paramsJSON: bytes), to: routingID)
+    }
+
+    /// Queues a `$/progress` whose value is already a JSON value (partial results: no Codable detour).
+    func notifyProgress(token: JSONValue, value: JSONValue, to routingID: [UInt8]) {
+        let params = JSONWriter.encode(["token": token, "value": value])
+        send(MessageEncoder.notification(method: ProgressNotification.name, paramsJSON: params), to: routingID)
     }
 
     /// Publishes a committed transaction to observers (writer queue, after commit).

@@ -1,3 +1,4 @@
+import DepotStore
 import Foundation
 
 /// How a ``DepotServer`` runs.
@@ -16,13 +17,19 @@ public struct ServerConfiguration: Sendable {
     public var sessionQueueLimit: Int
     /// The server's version string.
     public var version: String
+    /// The most objects a plain `store/fetch` answers with (ids: ten times as many); more must be paged or streamed.
+    public var maxFetchObjects: Int
+    /// How long history keeps committed transactions.
+    public var historyRetention: HistoryRetention
 
     /// A configuration with Depot's defaults for `dataDirectory`.
     public init(
         dataDirectory: URL, endpoints: [String] = [], heartbeatInterval: Double = 10,
         maxMessageSize: Int64 = 16 << 20, sendHighWaterMark: Int32 = 10_000, sessionQueueLimit: Int = 10_000,
-        version: String = depotVersion
+        version: String = depotVersion, maxFetchObjects: Int = 100_000, historyRetention: HistoryRetention = .count(100_000)
     ) {
+        self.maxFetchObjects = maxFetchObjects
+        self.historyRetention = historyRetention
         self.dataDirectory = dataDirectory
         self.endpoints = endpoints
         self.heartbeatInterval = heartbeatInterval

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DepotProtocol
 import DepotServer
+import DepotStore
 import Foundation
 import Logging
 
@@ -36,6 +37,12 @@ struct Depotd: ParsableCommand {
     @Option(name: .customLong("session-queue-limit"), help: "Backlogged messages per client past which its subscriptions overflow (results/didInvalidate).")
     var sessionQueueLimit = 10_000
 
+    @Option(name: .customLong("history-retention"), help: "How much persistent history to keep: a count (100000), an age (7d, 24h, 30m) or forever.")
+    var historyRetention = "100000"
+
+    @Option(name: .customLong("max-fetch-objects"), help: "The most objects a plain store/fetch returns; larger results must be paged or streamed.")
+    var maxFetchObjects = 100_000
+
     func run() throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
@@ -46,10 +53,14 @@ struct Depotd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "depotd")
+        guard let retention = HistoryRetention(parsing: historyRetention) else {
+            throw ValidationError("--history-retention must be a count (100000), an age (7d, 24h, 30m, 90s) or forever, got '\(historyRetention)'")
+        }
         let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL
         let configuration = ServerConfiguration(
             dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval, maxMessageSize: maxMessageSize,
-            sendHighWaterMark: sendHighWaterMark, sessionQueueLimit: sessionQueueLimit)
+            sendHighWaterMark: sendHighWaterMark, sessionQueueLimit: sessionQueueLimit, maxFetchObjects: maxFetchObjects,
+            historyRetention: retention)
         let server: DepotServer
         do {
             server = try DepotServer(configuration: configuration, logger: logger)

@@ -47,16 +47,22 @@ extension DepotServer {
         if request.countFirst != true { progress?.begin(title: title, total: nil) }
         var values: [JSONValue] = []
         var completed = 0
-        do {
+        do throws(RPCError) {
             let (count, transaction) = try context.store.fetch(
                 request, cancellation: context.cancellation,
                 total: progress.map { reporter in { reporter.begin(title: title, total: Int64($0)) } }
-            ) { batch in
+            ) { (batch) throws(RPCError) in
                 completed = batch.completed
                 if let partialToken {
-                    context.notify(ProgressNotification.self, .init(token: partialToken, value: ["objects": .array(batch.values)]))
+                    context.server.notifyProgress(token: partialToken, value: ["objects": .array(batch.values)], to: context.routingID)
                 } else {
                     values.append(contentsOf: batch.values)
+                    let limit = request.resultType == .ids ? context.server.configuration.maxFetchObjects * 10 : context.server.configuration.maxFetchObjects
+                    if values.count > limit {
+                        throw RPCError.invalidParams(
+                            "the result has more than \(limit) \(request.resultType == .ids ? "ids" : "objects"): page it with limit and offset, or stream it with partialResultToken",
+                            field: "params.limit")
+                    }
                 }
                 progress?.report(completed: Int64(batch.completed))
             }

@@ -18,7 +18,8 @@ struct ObservationCenter {
                 if selected.isEmpty { continue }
             }
             var objects: [String: JSONValue]?
-            if parameters.includeValues == true {
+            // Values of a very large transaction (a big batch) are left out: fetch them.
+            if parameters.includeValues == true && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count }) <= 10_000 {
                 if values == nil { values = readValues(changes, store: server.store) }
                 objects = values?.filter { key, _ in selected.keys.contains(String(key.split(separator: "/").first ?? "")) }
             }

@@ -247,6 +247,10 @@ final class ResultsEngine: Sendable {
         state.withLock { ($0.subscriptions.count, $0.sets.count) }
     }
 
+    /// The most object changes one `results/didChange` carries; a transaction that
+    /// changes more (a big batch) gets `results/didInvalidate {reason: "largeTransaction"}`.
+    static let largestNotification = 10_000
+
     // MARK: Slow consumers
 
     /// Whether `subscription`'s deltas must be dropped: its session's queue is
@@ -305,6 +309,13 @@ final class ResultsEngine: Sendable {
                     return (delta, receivers)
                 }
                 guard !delta.isEmpty, !receivers.isEmpty else { continue }
+                if delta.objects.count > Self.largestNotification {
+                    // One notification carrying this many objects would be larger than resyncing.
+                    for subscription in receivers {
+                        server.notify(ResultsDidInvalidate.self, .init(subscription: subscription.id, reason: "largeTransaction"), to: subscription.routingID)
+                    }
+                    continue
+                }
                 let valued = delta.objects.filter { $0.type != .delete }.map(\.id)
                 let objects = try store.objects(rows: valued, shape: set.shape)
                 let changes = delta.objects.map { change in

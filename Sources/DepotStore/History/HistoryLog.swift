@@ -6,13 +6,27 @@ import GRDB
 /// so that a client that was away can catch up with `store/history`.
 enum HistoryLog {
     /// Records a transaction inside the writer's transaction and returns it.
-    static func record(_ db: Database, author: String?, changes: [String: EntityChangeSet]) throws -> CommittedTransaction {
+    static func record(_ db: Database, author: String?, changes: [String: EntityChangeSet], retention: HistoryRetention) throws -> CommittedTransaction {
         let timestamp = Date().timeIntervalSince1970
         let wire = JSONValue.object(changes.mapValues(\.json))
         try db.execute(
             sql: "INSERT INTO depot_transaction (timestamp, author, changes) VALUES (?, ?, ?)",
             arguments: [timestamp, author, String(decoding: JSONWriter.encode(wire), as: UTF8.self)])
-        return CommittedTransaction(number: db.lastInsertedRowID, author: author, timestamp: timestamp, changes: changes)
+        let number = db.lastInsertedRowID
+        if number % 64 == 0 { try prune(db, latest: number, retention: retention, now: timestamp) }
+        return CommittedTransaction(number: number, author: author, timestamp: timestamp, changes: changes)
+    }
+
+    /// Drops transactions that retention no longer keeps (every 64 commits, inside the committing transaction).
+    static func prune(_ db: Database, latest: Int64, retention: HistoryRetention, now: Double) throws {
+        switch retention {
+        case .count(let count):
+            try db.executeCached(sql: "DELETE FROM depot_transaction WHERE id <= ?", arguments: [latest - Int64(count)])
+        case .age(let seconds):
+            try db.executeCached(sql: "DELETE FROM depot_transaction WHERE timestamp < ? AND id < ?", arguments: [now - seconds, latest])
+        case .forever:
+            break
+        }
     }
 
     static func transactions(_ db: Database, since: Int64, limit: Int) throws -> [TransactionRecord] {

@@ -1,4 +1,5 @@
 import DepotProtocol
+import GRDB
 
 /// What one committed transaction changed: the input of `store/didSave`,
 /// history, and the fetched-results engine.
@@ -52,35 +53,35 @@ public struct EntityChangeSet: Sendable {
 /// inserted or deleted in the same transaction is not reported as an update.
 struct ChangeRecorder {
     private var inserted: [String: [Int64]] = [:]
-    private var insertedSet: Set<ObjectID> = []
+    private var insertedSet: [String: Set<Int64>] = [:]
     private var updatedOrder: [String: [Int64]] = [:]
-    private var updatedKeys: [ObjectID: Set<String>] = [:]
+    private var updatedKeys: [String: [Int64: Set<String>]] = [:]
     private var deleted: [String: [Int64]] = [:]
-    private var deletedSet: Set<ObjectID> = []
+    private var deletedSet: [String: Set<Int64>] = [:]
 
     mutating func insert(_ entity: String, _ row: Int64) {
         inserted[entity, default: []].append(row)
-        insertedSet.insert(ObjectID(entity: entity, row: row))
+        insertedSet[entity, default: []].insert(row)
     }
 
     mutating func update(_ entity: String, _ row: Int64, key: String) {
-        let id = ObjectID(entity: entity, row: row)
-        if updatedKeys[id] == nil { updatedOrder[entity, default: []].append(row) }
-        updatedKeys[id, default: []].insert(key)
+        if updatedKeys[entity]?[row] == nil { updatedOrder[entity, default: []].append(row) }
+        updatedKeys[entity, default: [:]][row, default: []].insert(key)
     }
 
     mutating func delete(_ entity: String, _ row: Int64) {
-        let id = ObjectID(entity: entity, row: row)
-        guard deletedSet.insert(id).inserted else { return }
+        guard deletedSet[entity, default: []].insert(row).inserted else { return }
         deleted[entity, default: []].append(row)
     }
 
-    func isDeleted(_ entity: String, _ row: Int64) -> Bool { deletedSet.contains(ObjectID(entity: entity, row: row)) }
+    func isDeleted(_ entity: String, _ row: Int64) -> Bool { deletedSet[entity]?.contains(row) ?? false }
+
+    private func isInserted(_ entity: String, _ row: Int64) -> Bool { insertedSet[entity]?.contains(row) ?? false }
 
     /// Rows updated and neither inserted nor deleted: the ones whose version grows.
     var updatedRows: [ObjectID] {
         updatedOrder.flatMap { entity, rows in
-            rows.map { ObjectID(entity: entity, row: $0) }.filter { !insertedSet.contains($0) && !deletedSet.contains($0) }
+            rows.filter { !isInserted(entity, $0) && !isDeleted(entity, $0) }.map { ObjectID(entity: entity, row: $0) }
         }
     }
 
@@ -89,15 +90,28 @@ struct ChangeRecorder {
     func changes() -> [String: EntityChangeSet] {
         var result: [String: EntityChangeSet] = [:]
         for (entity, rows) in inserted {
-            result[entity, default: EntityChangeSet(entity: entity)].inserted = rows.filter { !deletedSet.contains(ObjectID(entity: entity, row: $0)) }
+            result[entity, default: EntityChangeSet(entity: entity)].inserted = rows.filter { !isDeleted(entity, $0) }
         }
         for id in updatedRows {
-            result[id.entity, default: EntityChangeSet(entity: id.entity)].updated.append((id.row, updatedKeys[id] ?? []))
+            result[id.entity, default: EntityChangeSet(entity: id.entity)].updated.append((id.row, updatedKeys[id.entity]?[id.row] ?? []))
         }
         for (entity, rows) in deleted {
-            let kept = rows.filter { !insertedSet.contains(ObjectID(entity: entity, row: $0)) }
-            result[entity, default: EntityChangeSet(entity: entity)].deleted = kept
+            result[entity, default: EntityChangeSet(entity: entity)].deleted = rows.filter { !isInserted(entity, $0) }
         }
         return result.filter { !($0.value.inserted.isEmpty && $0.value.updated.isEmpty && $0.value.deleted.isEmpty) }
+    }
+
+    /// Bumps the version of every updated row, records the transaction in
+    /// history and returns it, with the new versions of updated rows; `nil`
+    /// when nothing changed.
+    func commit(_ db: Database, schema: Schema, author: String?, retention: HistoryRetention) throws -> (CommittedTransaction, [String: Int64])? {
+        var versions: [String: Int64] = [:]
+        for id in updatedRows {
+            guard let entity = schema.entity(named: id.entity) else { continue }
+            versions[id.description] = try Int64.fetchOneCached(
+                db, sql: "UPDATE \(entity.table) SET _version = _version + 1 WHERE id = ? RETURNING _version", arguments: [id.row])
+        }
+        guard !isEmpty else { return nil }
+        return (try HistoryLog.record(db, author: author, changes: changes(), retention: retention), versions)
     }
 }

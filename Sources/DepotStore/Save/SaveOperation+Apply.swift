@@ -80,6 +80,7 @@ extension SaveOperation {
             }
             try db.executeCached(sql: "DELETE FROM \(entity.table) WHERE id = ?", arguments: [id.row])
             recorder.delete(entity.name, id.row)
+            try tick()
         }
     }
 }
@@ -190,6 +191,7 @@ extension SaveOperation {
             for (key, references) in update.toMany {
                 try setToMany(db, entity: update.entity, row: update.id.row, key: key, to: references)
             }
+            try tick()
         }
     }
 
@@ -216,22 +218,15 @@ extension SaveOperation {
 
     /// Bumps versions, records the transaction and builds the result.
     mutating func finish(_ db: Database) throws -> (StoreSave.Result, CommittedTransaction?) {
-        var versions: [String: Int64] = [:]
-        for id in recorder.updatedRows {
-            guard let entity = schema.entity(named: id.entity) else { continue }
-            versions[id.description] = try Int64.fetchOneCached(
-                db, sql: "UPDATE \(entity.table) SET _version = _version + 1 WHERE id = ? RETURNING _version", arguments: [id.row])
-        }
         var ids: [String: String] = [:]
         for insert in inserts {
             if let tempId = insert.tempId, let id = temporaryRows[tempId] { ids[tempId] = id.description }
         }
-        guard !recorder.isEmpty else {
+        guard let (transaction, updatedVersions) = try recorder.commit(db, schema: schema, author: author, retention: retention) else {
             return (StoreSave.Result(ids: ids, versions: [:], transaction: 0), nil)
         }
-        let changes = recorder.changes()
-        let transaction = try HistoryLog.record(db, author: author, changes: changes)
-        for (name, change) in changes {
+        var versions = updatedVersions
+        for (name, change) in transaction.changes {
             for row in change.inserted { versions["\(name)/\(row)"] = 1 }
         }
         return (StoreSave.Result(ids: ids, versions: versions, transaction: transaction.number), transaction)
@@ -247,6 +242,7 @@ extension Store {
         let schema = schema
         return try write { db in
             var operation = SaveOperation(schema: schema, policy: params.mergePolicy ?? .error, author: params.author)
+            operation.retention = historyRetention
             return try operation.run(db, params: params)
         }
     }

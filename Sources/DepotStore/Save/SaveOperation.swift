@@ -57,6 +57,21 @@ struct SaveOperation {
     var recorder = ChangeRecorder()
     /// Rows by tempId once inserted (or matched by an upsert).
     var temporaryRows: [String: ObjectID] = [:]
+    /// Stops a long save (batch update or delete) between chunks; throwing rolls it back.
+    var cancellation: Cancellation?
+    /// How long history keeps transactions (pruned as this one is recorded).
+    var retention: HistoryRetention = .forever
+    /// Told how many objects were applied so far (batch operations' progress).
+    var progress: ((Int) -> Void)?
+    private var applied = 0
+
+    /// Counts one applied object; every 500 checks for cancellation and reports progress.
+    mutating func tick() throws {
+        applied += 1
+        guard applied % 500 == 0 else { return }
+        try cancellation?.check()
+        progress?(applied)
+    }
 
     init(schema: Schema, policy: MergePolicy, author: String?) {
         self.schema = schema
@@ -126,6 +141,7 @@ extension SaveOperation {
                 problem(object.id, "id", "unknownEntity", "unknown entity '\(id.entity)'")
                 continue
             }
+            if index % 500 == 499 { try cancellation?.check() }
             guard try exists(db, id, entity: entity) else {
                 throw RPCError.notFound("updated[\(index)]: object \(object.id) does not exist", id: object.id)
             }

@@ -14,9 +14,12 @@ public final class Store: Sendable {
     /// The underlying pool; exposed for tests and for the fetched-results engine's reads.
     public let pool: DatabasePool
     private let currentSchema: Mutex<Schema>
+    /// How long history keeps transactions.
+    public let historyRetention: HistoryRetention
 
-    /// Opens (creating if needed) the store at `path`.
-    public init(path: String) throws(RPCError) {
+    /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
+    public init(path: String, historyRetention: HistoryRetention = .count(100_000)) throws(RPCError) {
+        self.historyRetention = historyRetention
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.maximumReaderCount = 4

@@ -1,0 +1,57 @@
+import DepotProtocol
+import DepotStore
+
+extension DepotServer {
+    static func registerBatchHandlers(_ handlers: inout HandlerRegistry) {
+        handlers.register(BatchInsert.self, .write) { (params, context) throws(RPCError) in
+            let progress = context.progress(token: params.workDoneToken)
+            progress?.begin(title: "Inserting \(params.objects.count) \(params.entity)", total: Int64(params.objects.count))
+            return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
+                let (result, transaction) = try context.store.batchInsert(params, cancellation: context.cancellation, progress: progressCallback)
+                context.server.publish(transaction)
+                return (result, Int64(result.inserted + result.updated + result.ignored))
+            }
+        }
+        handlers.register(BatchUpdate.self, .write) { (params, context) throws(RPCError) in
+            let progress = context.progress(token: params.workDoneToken)
+            progress?.begin(title: "Updating \(params.entity)", total: nil)
+            return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
+                let (result, transaction) = try context.store.batchUpdate(
+                    params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) }, progress: progressCallback)
+                context.server.publish(transaction)
+                return (result, Int64(result.count))
+            }
+        }
+        handlers.register(BatchDelete.self, .write) { (params, context) throws(RPCError) in
+            let progress = context.progress(token: params.workDoneToken)
+            progress?.begin(title: "Deleting \(params.entity)", total: nil)
+            return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
+                let (result, transaction) = try context.store.batchDelete(
+                    params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) }, progress: progressCallback)
+                context.server.publish(transaction)
+                return (result, Int64(result.count))
+            }
+        }
+    }
+
+    /// Runs a batch body with throttled reports, and always ends the progress:
+    /// `cancelled: true` when the request was cancelled.
+    private static func reportingProgress<R>(
+        _ progress: ProgressReporter?, _ body: (((Int) -> Void)?) throws(RPCError) -> (R, Int64)
+    ) throws(RPCError) -> R {
+        var completed: Int64 = 0
+        do {
+            let (result, done) = try body(progress.map { reporter in
+                { count in
+                    completed = Int64(count)
+                    reporter.report(completed: completed)
+                }
+            })
+            progress?.end(completed: done, cancelled: false)
+            return result
+        } catch {
+            progress?.end(completed: completed, cancelled: error.code == .requestCancelled)
+            throw error
+        }
+    }
+}

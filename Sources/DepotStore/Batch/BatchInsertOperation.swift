@@ -1,0 +1,190 @@
+import DepotProtocol
+import GRDB
+
+/// `store/batchInsert`: many objects of one entity in one transaction, with
+/// find-or-create over the entity's uniqueness constraints (DESIGN.md §6).
+///
+/// Unlike a save it keeps per-object work to the minimum a million rows can
+/// afford: values are checked and converted once, rows go through one cached
+/// prepared INSERT, and a row is looked up only when the entity has
+/// uniqueness constraints. Everything is validated before anything is written.
+struct BatchInsertOperation {
+    let schema: Schema
+    let entity: EntitySchema
+    let onConflict: ConflictResolution
+    let author: String?
+    var cancellation: Cancellation?
+    var progress: ((Int) -> Void)?
+    var retention: HistoryRetention = .forever
+
+    /// One object's converted values by column key; `nil` where the object gave none.
+    private typealias Row = [DatabaseValue?]
+
+    func run(_ db: Database, objects: [[String: JSONValue]]) throws -> (BatchInsert.Result, CommittedTransaction?) {
+        let columns = entity.columnKeys
+        let rows = try convert(db, objects, columns: columns)
+        var recorder = ChangeRecorder()
+        var inserted = 0
+        var updated = 0
+        var ignored = 0
+        // Rows this batch wrote, by constraint values: later duplicates within the batch find them.
+        var written: [[DatabaseValue]: Int64] = [:]
+        let constraints = entity.description.uniquenessConstraints.map { keys in keys.compactMap { columns.firstIndex(of: $0) } }
+        let insertSQL = "INSERT INTO \(entity.table) (_version, \(columns.map(entity.column).joined(separator: ", "))) VALUES (1\(String(repeating: ", ?", count: columns.count)))"
+        let insert = try db.cachedStatement(sql: insertSQL)
+        let defaults = self.defaults
+        for (index, row) in rows.enumerated() {
+            if index % 1000 == 999 {
+                try cancellation?.check()
+                progress?(index + 1)
+            }
+            var existing: Int64?
+            var signatures: [[DatabaseValue]] = []
+            for (number, constraint) in constraints.enumerated() {
+                let values = constraint.map { row[$0] ?? .null }
+                if values.contains(.null) { continue }
+                let signature = [number.databaseValue] + values
+                signatures.append(signature)
+                if existing == nil { existing = try written[signature] ?? find(db, constraint: constraint, values: values, columns: columns) }
+            }
+            if let existing {
+                switch onConflict {
+                case .error:
+                    throw RPCError(
+                        code: .uniqueConstraint,
+                        message: "objects[\(index)] collides with \(entity.name)/\(existing) on a uniqueness constraint of \(entity.name); nothing was inserted (use onConflict update or ignore)",
+                        data: ["entity": .string(entity.name), "objects": [.string("objects[\(index)]"), .string("\(entity.name)/\(existing)")]])
+                case .ignore:
+                    ignored += 1
+                case .update:
+                    if try update(db, row: existing, with: row, columns: columns, recorder: &recorder) { updated += 1 } else { ignored += 1 }
+                }
+                continue
+            }
+            do {
+                try insert.execute(arguments: StatementArguments(row.indices.map { position in
+                    if let value = row[position], value != .null || defaults[position] == nil { return value }
+                    return defaults[position] ?? .null
+                }))
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw RPCError(code: .uniqueConstraint, message: "objects[\(index)] violates a uniqueness constraint of \(entity.name): \(error.message ?? "")")
+            }
+            let rowID = db.lastInsertedRowID
+            recorder.insert(entity.name, rowID)
+            noteInverses(of: row, columns: columns, old: nil, recorder: &recorder, row: rowID)
+            for signature in signatures { written[signature] = rowID }
+            inserted += 1
+        }
+        try cancellation?.check()
+        progress?(rows.count)
+        let committed = try recorder.commit(db, schema: schema, author: author, retention: retention)?.0
+        return (BatchInsert.Result(inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed)
+    }
+
+    /// Checks and converts every object; reports every problem at once (-32010).
+    private func convert(_ db: Database, _ objects: [[String: JSONValue]], columns: [String]) throws -> [Row] {
+        var problems: [JSONValue] = []
+        var problemCount = 0
+        func problem(_ index: Int, _ key: String?, _ code: String, _ message: String) {
+            problemCount += 1
+            guard problems.count < 100 else { return }
+            problems.append(["object": .string("objects[\(index)]"), "key": key.map { .string($0) } ?? .null, "code": .string(code), "message": .string(message)])
+        }
+        let positions = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, $0) })
+        let defaults = self.defaults
+        var references: [String: Set<Int64>] = [:]
+        var rows: [Row] = []
+        rows.reserveCapacity(objects.count)
+        for (index, object) in objects.enumerated() {
+            var row = Row(repeating: nil, count: columns.count)
+            for (key, value) in object {
+                guard let position = positions[key] else {
+                    let why = entity.toMany[key] != nil ? "to-many relationships cannot be set by batchInsert" : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
+                    problem(index, key, "unknownKey", why)
+                    continue
+                }
+                if let attribute = entity.attributes[key] {
+                    do {
+                        row[position] = try ValueCoding.databaseValue(value, type: attribute.type)
+                    } catch {
+                        problem(index, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
+                    }
+                } else if let relationship = entity.toOne[key] {
+                    if value.isNull {
+                        row[position] = .null
+                    } else if let text = value.stringValue, let id = ObjectID(text), id.entity == relationship.destination {
+                        row[position] = id.row.databaseValue
+                        references[relationship.destination, default: []].insert(id.row)
+                    } else {
+                        problem(index, key, "badReference", "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
+                    }
+                }
+            }
+            for attribute in entity.description.attributes where !attribute.optional {
+                guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull, defaults[position] == nil else { continue }
+                problem(index, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
+            }
+            rows.append(row)
+        }
+        for (name, rowsReferenced) in references {
+            guard let destination = schema.entity(named: name) else { continue }
+            for row in rowsReferenced where try !(Bool.fetchOneCached(db, sql: "SELECT 1 FROM \(destination.table) WHERE id = ?", arguments: [row]) ?? false) {
+                problem(-1, nil, "badReference", "\(name)/\(row) does not exist")
+            }
+        }
+        if problemCount > 0 {
+            let first = problems.first?["message"]?.stringValue ?? ""
+            throw RPCError(
+                code: .validationFailed,
+                message: "the batch is invalid (\(problemCount) problem\(problemCount == 1 ? "" : "s")\(problemCount > problems.count ? ", the first \(problems.count) listed" : "")): \(first)",
+                data: ["errors": .array(problems), "count": .int(Int64(problemCount))])
+        }
+        return rows
+    }
+
+    /// The existing row whose `constraint` columns hold `values`.
+    private func find(_ db: Database, constraint: [Int], values: [DatabaseValue], columns: [String]) throws -> Int64? {
+        let condition = constraint.map { "\(entity.column(columns[$0])) = ?" }.joined(separator: " AND ")
+        return try Int64.fetchOneCached(db, sql: "SELECT id FROM \(entity.table) WHERE \(condition) LIMIT 1", arguments: StatementArguments(values))
+    }
+
+    /// Writes the given values that differ from the stored row; returns whether anything changed.
+    private func update(_ db: Database, row rowID: Int64, with row: Row, columns: [String], recorder: inout ChangeRecorder) throws -> Bool {
+        guard let stored = try GRDB.Row.fetchOneCached(db, sql: "SELECT * FROM \(entity.table) WHERE id = ?", arguments: [rowID]) else { return false }
+        var assignments: [String] = []
+        var arguments: [DatabaseValue] = []
+        var old: [Int: DatabaseValue] = [:]
+        for (position, value) in row.enumerated() {
+            guard let value, (stored[columns[position]] ?? DatabaseValue.null) != value else { continue }
+            old[position] = stored[columns[position]] ?? .null
+            assignments.append("\(entity.column(columns[position])) = ?")
+            arguments.append(value)
+            recorder.update(entity.name, rowID, key: columns[position])
+        }
+        guard !assignments.isEmpty else { return false }
+        try db.executeCached(
+            sql: "UPDATE \(entity.table) SET \(assignments.joined(separator: ", ")) WHERE id = ?",
+            arguments: StatementArguments(arguments + [rowID.databaseValue]))
+        var changed = Row(repeating: nil, count: row.count)
+        for position in old.keys { changed[position] = row[position] }
+        noteInverses(of: changed, columns: columns, old: old, recorder: &recorder, row: rowID)
+        return true
+    }
+
+    /// Records that destinations of changed to-one values gained or lost this row in their to-many.
+    private func noteInverses(of row: Row, columns: [String], old: [Int: DatabaseValue]?, recorder: inout ChangeRecorder, row rowID: Int64) {
+        for (position, value) in row.enumerated() {
+            guard let value, let relationship = entity.toOne[columns[position]], let inverse = relationship.inverse else { continue }
+            if let target = Int64.fromDatabaseValue(value) { recorder.update(relationship.destination, target, key: inverse) }
+            if let previous = old?[position].flatMap(Int64.fromDatabaseValue) { recorder.update(relationship.destination, previous, key: inverse) }
+        }
+    }
+
+    /// The default of each column, where the attribute has one.
+    private var defaults: [DatabaseValue?] {
+        entity.columnKeys.map { key in
+            guard let value = entity.attributes[key]?.defaultValue, !value.isNull, let type = entity.attributes[key]?.type else { return nil }
+            return try? ValueCoding.databaseValue(value, type: type)
+        }
+    }
+}
