@@ -49,6 +49,16 @@ if selected("predicates") {
     sections["predicates"] = try encoder.encode(report)
 }
 
+if selected("batch") {
+    let report = try await BatchBenchmark(rows: quick ? 100_000 : 1_000_000).run(depotd: depotd)
+    print(String(format: "batch: batchInsert of %d Items %.2f s vs raw prepared inserts %.2f s; streamed fetch %.2f s vs raw scan %.2f s; peak RSS %.0f MB after insert, %.0f MB after fetch",
+                 report.rows, report.batchInsertSeconds, report.rawInsertSeconds, report.streamedFetchSeconds, report.rawScanSeconds, report.peakRSSAfterInsertMB, report.peakRSSAfterFetchMB))
+    ratios.append(Ratio(name: "batchInsert / raw prepared inserts", value: report.insertRatio, target: ">= 0.5", met: report.insertRatio >= 0.5))
+    ratios.append(Ratio(name: "streamed fetch / raw scan", value: report.fetchRatio, target: ">= 0.3", met: report.fetchRatio >= 0.3))
+    ratios.append(Ratio(name: "peak daemon RSS MB (insert and fetch)", value: max(report.peakRSSAfterInsertMB, report.peakRSSAfterFetchMB), target: "< 200", met: max(report.peakRSSAfterInsertMB, report.peakRSSAfterFetchMB) < 200))
+    sections["batch"] = try encoder.encode(report)
+}
+
 if selected("results") {
     let report = try await FetchedResultsBenchmark(rows: quick ? 50_000 : 1_000_000, samples: quick ? 50 : 300).run(depotd: depotd)
     print(String(format: "fetched results over %d rows: save→didChange p50 %.3f ms p99 %.3f ms; refetch-and-diff p50 %.1f ms p99 %.1f ms; %.1f bytes/row; subscribe %.2f s",

@@ -87,12 +87,6 @@ public final class DepotServer: Sendable {
         send(MessageEncoder.notification(method: N.name, paramsJSON: bytes), to: routingID)
     }
 
-    /// Queues a `$/progress` whose value is already a JSON value (partial results: no Codable detour).
-    func notifyProgress(token: JSONValue, value: JSONValue, to routingID: [UInt8]) {
-        let params = JSONWriter.encode(["token": token, "value": value])
-        send(MessageEncoder.notification(method: ProgressNotification.name, paramsJSON: params), to: routingID)
-    }
-
     /// Publishes a committed transaction to observers (writer queue, after commit).
     func publish(_ transaction: CommittedTransaction?) {
         guard let transaction else { return }

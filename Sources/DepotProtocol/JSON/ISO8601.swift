@@ -68,6 +68,38 @@ public enum ISO8601 {
         return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3_600_000, 2)):\(pad(rest / 60_000 % 60, 2)):\(pad(rest / 1000 % 60, 2)).\(pad(rest % 1000, 3))Z"
     }
 
+    /// Appends `"2026-11-22T10:15:30.250Z"` (quoted) for `seconds` since 1970, without building a String.
+    public static func writeQuoted(_ seconds: Double, into bytes: inout [UInt8]) {
+        let milliseconds = Int64((seconds * 1000).rounded(.down))
+        var days = milliseconds / 86_400_000
+        var rest = milliseconds % 86_400_000
+        if rest < 0 {
+            rest += 86_400_000
+            days -= 1
+        }
+        let (year, month, day) = civilFromDays(days)
+        func digits(_ value: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var remaining = value
+            if remaining < 0 || remaining >= divisor * 10 {
+                bytes.append(contentsOf: String(value).utf8)
+                return
+            }
+            while divisor > 0 {
+                bytes.append(UInt8(48 + remaining / divisor))
+                remaining %= divisor
+                divisor /= 10
+            }
+        }
+        bytes.append(34)
+        digits(year, 4); bytes.append(45); digits(month, 2); bytes.append(45); digits(day, 2)
+        bytes.append(84)
+        digits(rest / 3_600_000, 2); bytes.append(58); digits(rest / 60_000 % 60, 2); bytes.append(58); digits(rest / 1000 % 60, 2)
+        bytes.append(46); digits(rest % 1000, 3)
+        bytes.append(90); bytes.append(34)
+    }
+
     /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
     public static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year

@@ -106,6 +106,11 @@ public struct JSONWriter {
         }
     }
 
+    /// Appends an instant as a quoted ISO 8601 UTC string with milliseconds.
+    public mutating func appendDate(_ seconds: Double) {
+        ISO8601.writeQuoted(seconds, into: &bytes)
+    }
+
     /// Appends a quoted, escaped string.
     public mutating func write(_ text: String) {
         bytes.append(UInt8(ascii: "\""))

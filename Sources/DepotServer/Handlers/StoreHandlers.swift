@@ -3,7 +3,7 @@ import DepotStore
 
 extension DepotServer {
     static func registerStoreHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.register(StoreFetch.self, .read) { (request, context) throws(RPCError) in
+        handlers.registerRaw(StoreFetch.self, .read) { (request, context) throws(RPCError) in
             try fetch(request, context: context)
         }
         handlers.register(StoreCount.self, .read) { (request, context) throws(RPCError) in
@@ -38,41 +38,68 @@ extension DepotServer {
         }
     }
 
-    /// `store/fetch` with optional progress and partial results.
-    static func fetch(_ request: FetchRequest, context: RequestContext) throws(RPCError) -> StoreFetch.Result {
+    /// `store/fetch` with optional progress and partial results, encoded from
+    /// rows straight to the response (or to `$/progress` chunks).
+    static func fetch(_ request: FetchRequest, context: RequestContext) throws(RPCError) -> [UInt8] {
         let progress = context.progress(token: request.workDoneToken)
         let partialToken = request.partialResultToken
         let title = "Fetching \(request.entity)"
         // With countFirst the begin waits for the count, so that it carries the total (§8).
         if request.countFirst != true { progress?.begin(title: title, total: nil) }
-        var values: [JSONValue] = []
+        let resultType = request.resultType ?? .objects
+        let limit = context.server.configuration.maxFetchObjects * (resultType == .ids ? 10 : 1)
+        var elements = JSONWriter()
+        var gathered = 0
         var completed = 0
         do throws(RPCError) {
-            let (count, transaction) = try context.store.fetch(
+            let (count, transaction) = try context.store.fetchEncoded(
                 request, cancellation: context.cancellation,
                 total: progress.map { reporter in { reporter.begin(title: title, total: Int64($0)) } }
             ) { (batch) throws(RPCError) in
                 completed = batch.completed
                 if let partialToken {
-                    context.server.notifyProgress(token: partialToken, value: ["objects": .array(batch.values)], to: context.routingID)
-                } else {
-                    values.append(contentsOf: batch.values)
-                    let limit = request.resultType == .ids ? context.server.configuration.maxFetchObjects * 10 : context.server.configuration.maxFetchObjects
-                    if values.count > limit {
+                    var params = JSONWriter(capacity: batch.json.count + 64)
+                    params.writeRaw("{\"token\":")
+                    params.write(partialToken)
+                    params.writeRaw(",\"value\":{\"objects\":[")
+                    params.writeRaw(batch.json)
+                    params.writeRaw("]}}")
+                    context.server.send(MessageEncoder.notification(method: ProgressNotification.name, paramsJSON: params.bytes), to: context.routingID)
+                } else if batch.count > 0 {
+                    gathered += batch.count
+                    if gathered > limit {
                         throw RPCError.invalidParams(
-                            "the result has more than \(limit) \(request.resultType == .ids ? "ids" : "objects"): page it with limit and offset, or stream it with partialResultToken",
+                            "the result has more than \(limit) \(resultType == .ids ? "ids" : "objects"): page it with limit and offset, or stream it with partialResultToken",
                             field: "params.limit")
                     }
+                    if !elements.bytes.isEmpty { elements.writeRaw(",") }
+                    elements.writeRaw(batch.json)
                 }
                 progress?.report(completed: Int64(batch.completed))
             }
             progress?.end(completed: Int64(count), cancelled: false)
-            switch request.resultType ?? .objects {
-            case .count: return StoreFetch.Result(count: count, transaction: transaction)
-            case .ids where partialToken == nil: return StoreFetch.Result(ids: values.compactMap(\.stringValue), transaction: transaction)
-            case _ where partialToken != nil: return StoreFetch.Result(objects: [], count: count, transaction: transaction)
-            default: return StoreFetch.Result(objects: values, transaction: transaction)
+            var result = JSONWriter(capacity: elements.bytes.count + 64)
+            switch resultType {
+            case .count:
+                result.writeRaw("{\"count\":")
+                result.write(Int64(count))
+            case _ where partialToken != nil:
+                result.writeRaw("{\"count\":")
+                result.write(Int64(count))
+                result.writeRaw(",\"objects\":[]")
+            case .ids:
+                result.writeRaw("{\"ids\":[")
+                result.writeRaw(elements.bytes)
+                result.writeRaw("]")
+            default:
+                result.writeRaw("{\"objects\":[")
+                result.writeRaw(elements.bytes)
+                result.writeRaw("]")
             }
+            result.writeRaw(",\"transaction\":")
+            result.write(transaction)
+            result.writeRaw("}")
+            return result.bytes
         } catch {
             progress?.end(completed: Int64(completed), cancelled: error.code == .requestCancelled)
             throw error

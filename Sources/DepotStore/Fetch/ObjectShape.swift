@@ -59,6 +59,58 @@ public struct ObjectShape: Sendable {
         return columns.joined(separator: ", ")
     }
 
+    /// Writes the wire object of a row read with ``selectList(schema:)`` straight
+    /// to JSON bytes: the path of big fetches, which must not build a value
+    /// tree per object. Keys come in a fixed order: id, entity, version, then
+    /// the entity's declaration order.
+    public func write(_ row: Row, dictionary: Bool = false, into writer: inout JSONWriter) {
+        writer.writeRaw("{")
+        var first = true
+        func key(_ name: String) {
+            if !first { writer.writeRaw(",") }
+            first = false
+            writer.write(name)
+            writer.writeRaw(":")
+        }
+        if !dictionary {
+            key("id")
+            writer.write("\(entity.name)/\(row[0] as Int64)")
+            key("entity")
+            writer.write(entity.name)
+            if includesVersion {
+                key("version")
+                writer.write(row[1] as Int64)
+            }
+        }
+        var column = 2
+        for name in keys {
+            key(name)
+            let value: DatabaseValue = row[column]
+            column += 1
+            if let attribute = entity.attributes[name] {
+                switch (attribute.type, value.storage) {
+                case (_, .null): writer.writeRaw("null")
+                case (.string, .string(let text)): writer.write(text)
+                case (.integer, .int64(let number)): writer.write(number)
+                case (.double, .double(let number)): writer.write(number)
+                case (.boolean, .int64(let number)): number != 0 ? writer.writeRaw("true") : writer.writeRaw("false")
+                case (.date, .double(let seconds)): writer.appendDate(seconds)
+                default: writer.write(ValueCoding.json(value, type: attribute.type))
+                }
+            } else if let relationship = entity.toOne[name] {
+                if let target = Int64.fromDatabaseValue(value) { writer.write("\(relationship.destination)/\(target)") } else { writer.writeRaw("null") }
+            }
+        }
+        for name in toManyKeys {
+            key(name)
+            let destination = entity.toMany[name]?.destination ?? ""
+            let list: String? = row[column]
+            column += 1
+            writer.write(.array((list ?? "").split(separator: ",").map { JSONValue.string("\(destination)/\($0)") }))
+        }
+        writer.writeRaw("}")
+    }
+
     /// The wire object for a row read with ``selectList(schema:)``.
     ///
     /// - Parameter dictionary: leave out id, entity and version (`resultType: dictionaries`).

@@ -99,3 +99,61 @@ extension Store {
         return try Row.fetchOne(db, sql: sql, arguments: [id.row]).map { shape.object(from: $0) }
     }
 }
+
+/// One batch of a fetch as JSON: the elements (objects, dictionaries or id
+/// strings) separated by commas, without the surrounding brackets.
+public struct EncodedBatch: Sendable {
+    /// The elements' JSON.
+    public var json: [UInt8]
+    /// How many elements.
+    public var count: Int
+    /// How many rows were read so far, this batch included.
+    public var completed: Int
+}
+
+extension Store {
+    /// `store/fetch` encoded straight from rows to JSON, batch by batch: what the
+    /// daemon sends, with no value tree per object.
+    ///
+    /// - Returns: the number of matches and the transaction the snapshot saw.
+    public func fetchEncoded(
+        _ request: DepotProtocol.FetchRequest, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
+        onBatch: (EncodedBatch) throws(RPCError) -> Void
+    ) throws(RPCError) -> (count: Int, transaction: Int64) {
+        let plan = try FetchPlan(request, schema: schema)
+        let batchSize = max(1, request.batchSize ?? Self.defaultBatchSize)
+        let resultType = request.resultType ?? .objects
+        return try read { db in
+            let transaction = try Self.latestTransaction(db)
+            if request.countFirst == true || resultType == .count {
+                let count = try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0
+                if request.countFirst == true { total?(count) }
+                if resultType == .count { return (count, transaction) }
+            }
+            let cursor = try Row.fetchCursor(db, sql: resultType == .ids ? plan.idsSQL : plan.objectsSQL, arguments: plan.arguments)
+            var writer = JSONWriter(capacity: batchSize * 64)
+            var inBatch = 0
+            var completed = 0
+            let entityName = plan.entity.name
+            while let row = try cursor.next() {
+                if inBatch > 0 { writer.writeRaw(",") }
+                switch resultType {
+                case .ids: writer.write("\(entityName)/\(row[0] as Int64)")
+                case .dictionaries: plan.shape.write(row, dictionary: true, into: &writer)
+                default: plan.shape.write(row, into: &writer)
+                }
+                inBatch += 1
+                completed += 1
+                if inBatch == batchSize {
+                    try cancellation?.check()
+                    try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
+                    writer = JSONWriter(capacity: batchSize * 64)
+                    inBatch = 0
+                }
+            }
+            try cancellation?.check()
+            if inBatch > 0 || completed == 0 { try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed)) }
+            return (completed, transaction)
+        }
+    }
+}
