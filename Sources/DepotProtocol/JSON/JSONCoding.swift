@@ -22,24 +22,15 @@ public enum JSONCoding {
 
     /// Encodes `value` to bytes of JSON.
     public static func encodeBytes<T: Encodable>(_ value: T) throws(RPCError) -> [UInt8] {
-        if let json = value as? JSONValue { return JSONWriter.encode(json) }
-        do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return Array(try encoder.encode(value))
-        } catch {
-            throw RPCError(code: .internalError, message: "could not encode a result: \(error)")
-        }
+        JSONWriter.encode(try encode(value))
     }
 
-    /// Encodes `value` to a ``JSONValue``.
+    /// Encodes `value` to a ``JSONValue``, directly (no bytes in between).
     public static func encode<T: Encodable>(_ value: T) throws(RPCError) -> JSONValue {
-        if let json = value as? JSONValue { return json }
-        let bytes = try encodeBytes(value)
         do {
-            return try JSONParser.parse(bytes)
+            return try JSONValueEncoder.encode(value)
         } catch {
-            throw RPCError(code: .internalError, message: "could not re-read an encoded result: \(error)")
+            throw RPCError(code: .internalError, message: "could not encode a value: \(error)")
         }
     }
 

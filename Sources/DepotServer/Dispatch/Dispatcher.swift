@@ -2,6 +2,7 @@ import DepotProtocol
 import DepotStore
 import Dispatch
 import Logging
+import Synchronization
 
 /// Turns one inbound frame into handler calls and responses (transport thread).
 ///
@@ -14,6 +15,9 @@ final class Dispatcher: Sendable {
     private unowned let server: DepotServer
     private let readers = DispatchQueue(label: "depot.reader", attributes: .concurrent)
     let writer = DispatchQueue(label: "depot.writer")
+    private let parser = DispatchQueue(label: "depot.parser")
+    /// Peers with messages waiting on the parser queue, and how many.
+    private let deferredPeers = Mutex<[[UInt8]: Int]>([:])
 
     /// Methods that work before `initialize`.
     private static let preSession: Set<String> = [Initialize.name, Ping.name]
@@ -29,6 +33,26 @@ final class Dispatcher: Sendable {
     /// Handles one inbound frame from `routingID`.
     func receive(_ payload: [UInt8], from routingID: [UInt8]) {
         server.sessions.touch(routingID)
+        // A large message (a big batchInsert) takes long to parse: parse it off the
+        // transport thread so other clients' pings keep flowing. Later messages of
+        // the same peer follow it through the same serial queue, keeping its order.
+        let deferred = payload.count >= Self.largeMessage || deferredPeers.withLock { $0[routingID] != nil }
+        guard deferred else { return handle(payload, from: routingID) }
+        deferredPeers.withLock { $0[routingID, default: 0] += 1 }
+        parser.async { [self] in
+            handle(payload, from: routingID)
+            deferredPeers.withLock { peers in
+                peers[routingID, default: 1] -= 1
+                if peers[routingID] == 0 { peers[routingID] = nil }
+            }
+        }
+    }
+
+    /// Messages at least this large are parsed off the transport thread.
+    static let largeMessage = 256 << 10
+
+    /// Parses and dispatches one message.
+    private func handle(_ payload: [UInt8], from routingID: [UInt8]) {
         let json: JSONValue
         do {
             json = try JSONParser.parse(payload)
@@ -142,6 +166,7 @@ final class Dispatcher: Sendable {
 
     /// Waits until every queued write and read has finished.
     func drain() {
+        parser.sync {}
         writer.sync {}
         readers.sync(flags: .barrier) {}
     }
