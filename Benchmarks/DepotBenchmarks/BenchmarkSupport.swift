@@ -15,7 +15,8 @@ final class BenchmarkDaemon {
     init(executable: URL, arguments: [String] = []) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-bench-\(UUID().uuidString)")
         process.executableURL = executable
-        process.arguments = ["--data-dir", directory.path, "--listen", "tcp://127.0.0.1:*", "--log-level", "warning"] + arguments
+        process.arguments =
+            ["--data-dir", directory.path, "--listen", "tcp://127.0.0.1:*", "--log-level", "warning"] + arguments
         let output = Pipe()
         process.standardOutput = output
         try process.run()

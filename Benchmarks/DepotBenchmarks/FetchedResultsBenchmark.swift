@@ -31,23 +31,29 @@ struct FetchedResultsBenchmark {
         defer { daemon.stop() }
         let writer = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(600))
         let watcher = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(600))
-        _ = try await writer.call(ModelDefine.self, .init(entities: [
-            EntityDescription(name: "Item", attributes: [
-                AttributeDescription(name: "name", type: .string),
-                AttributeDescription(name: "createdAt", type: .date, indexed: true),
-                AttributeDescription(name: "done", type: .boolean, defaultValue: false),
-            ])
-        ]))
+        _ = try await writer.call(
+            ModelDefine.self,
+            .init(entities: [
+                EntityDescription(
+                    name: "Item",
+                    attributes: [
+                        AttributeDescription(name: "name", type: .string),
+                        AttributeDescription(name: "createdAt", type: .date, indexed: true),
+                        AttributeDescription(name: "done", type: .boolean, defaultValue: false),
+                    ])
+            ]))
         let loadStart = ContinuousClock.now
         let chunk = 20_000
         var loaded = 0
         while loaded < rows {
             let count = min(chunk, rows - loaded)
             let objects = (loaded..<loaded + count).map { index in
-                InsertedObject(entity: "Item", values: [
-                    "name": .string("item \(index)"),
-                    "createdAt": .string(ISO8601Text.string(seconds: 1_700_000_000 + Double(index) * 0.5)),
-                ])
+                InsertedObject(
+                    entity: "Item",
+                    values: [
+                        "name": .string("item \(index)"),
+                        "createdAt": .string(ISO8601Text.string(seconds: 1_700_000_000 + Double(index) * 0.5)),
+                    ])
             }
             _ = try await writer.call(StoreSave.self, .init(inserted: objects), timeout: .seconds(600))
             loaded += count
@@ -56,12 +62,14 @@ struct FetchedResultsBenchmark {
 
         let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "createdAt")])
         let subscribeStart = ContinuousClock.now
-        let subscription = try await watcher.call(ResultsSubscribe.self, .init(request: request, include: .noObjects), timeout: .seconds(600))
+        let subscription = try await watcher.call(
+            ResultsSubscribe.self, .init(request: request, include: .noObjects), timeout: .seconds(600))
         let subscribeSeconds = (ContinuousClock.now - subscribeStart).seconds
         let rssBefore = daemon.residentBytes()
         var reversed = request
         reversed.sort = [SortDescriptor(key: "createdAt", ascending: false)]
-        let second = try await watcher.call(ResultsSubscribe.self, .init(request: reversed, include: .noObjects), timeout: .seconds(600))
+        let second = try await watcher.call(
+            ResultsSubscribe.self, .init(request: reversed, include: .noObjects), timeout: .seconds(600))
         let rssAfter = daemon.residentBytes()
         _ = try await watcher.call(ResultsUnsubscribe.self, .init(subscription: second.subscription))
 
@@ -70,21 +78,37 @@ struct FetchedResultsBenchmark {
         var incremental: [Double] = []
         for sample in 0..<samples {
             let row = Int.random(in: 1...rows, using: &generator)
-            let moved = ISO8601Text.string(seconds: 1_700_000_000 + Double.random(in: 0..<Double(rows) * 0.5, using: &generator))
+            let moved = ISO8601Text.string(
+                seconds: 1_700_000_000 + Double.random(in: 0..<Double(rows) * 0.5, using: &generator))
             let start = ContinuousClock.now
-            _ = try await writer.call(StoreSave.self, .init(updated: [UpdatedObject(id: "Item/\(row)", values: ["createdAt": .string(moved)])]))
-            guard let arrived = await arrivals.wait(for: Int64(sample + 1)) else { throw BenchmarkError("no didChange for sample \(sample)") }
+            _ = try await writer.call(
+                StoreSave.self,
+                .init(updated: [UpdatedObject(id: "Item/\(row)", values: ["createdAt": .string(moved)])]))
+            guard let arrived = await arrivals.wait(for: Int64(sample + 1)) else {
+                throw BenchmarkError("no didChange for sample \(sample)")
+            }
             incremental.append((arrived - start).milliseconds)
         }
 
         var refetch: [Double] = []
-        var previous = try await writer.call(StoreFetch.self, FetchRequest(entity: "Item", sort: request.sort, resultType: .ids), timeout: .seconds(600)).ids ?? []
+        var previous =
+            try await writer.call(
+                StoreFetch.self, FetchRequest(entity: "Item", sort: request.sort, resultType: .ids),
+                timeout: .seconds(600)
+            ).ids ?? []
         for _ in 0..<max(3, samples / 20) {
             let row = Int.random(in: 1...rows, using: &generator)
-            let moved = ISO8601Text.string(seconds: 1_700_000_000 + Double.random(in: 0..<Double(rows) * 0.5, using: &generator))
+            let moved = ISO8601Text.string(
+                seconds: 1_700_000_000 + Double.random(in: 0..<Double(rows) * 0.5, using: &generator))
             let start = ContinuousClock.now
-            _ = try await writer.call(StoreSave.self, .init(updated: [UpdatedObject(id: "Item/\(row)", values: ["createdAt": .string(moved)])]))
-            let ids = try await writer.call(StoreFetch.self, FetchRequest(entity: "Item", sort: request.sort, resultType: .ids), timeout: .seconds(600)).ids ?? []
+            _ = try await writer.call(
+                StoreSave.self,
+                .init(updated: [UpdatedObject(id: "Item/\(row)", values: ["createdAt": .string(moved)])]))
+            let ids =
+                try await writer.call(
+                    StoreFetch.self, FetchRequest(entity: "Item", sort: request.sort, resultType: .ids),
+                    timeout: .seconds(600)
+                ).ids ?? []
             _ = ids.difference(from: previous)
             previous = ids
             refetch.append((ContinuousClock.now - start).milliseconds)
@@ -94,7 +118,8 @@ struct FetchedResultsBenchmark {
         let incrementalP50 = percentile(incremental, 0.5)
         let refetchP50 = percentile(refetch, 0.5)
         return Report(
-            rows: rows, samples: samples, incrementalP50Ms: incrementalP50, incrementalP99Ms: percentile(incremental, 0.99),
+            rows: rows, samples: samples, incrementalP50Ms: incrementalP50,
+            incrementalP99Ms: percentile(incremental, 0.99),
             refetchP50Ms: refetchP50, refetchP99Ms: percentile(refetch, 0.99), speedupP50: refetchP50 / incrementalP50,
             rssBytesPerRow: Double(max(0, rssAfter - rssBefore)) / Double(rows), subscribeSeconds: subscribeSeconds,
             loadSeconds: loadSeconds)
@@ -112,7 +137,9 @@ final class ArrivalLog: @unchecked Sendable {
         task = Task { [weak self] in
             for await note in stream {
                 let now = ContinuousClock.now
-                guard let change = note.decode(ResultsDidChange.self), change.subscription == subscription else { continue }
+                guard let change = note.decode(ResultsDidChange.self), change.subscription == subscription else {
+                    continue
+                }
                 self?.lock.withLock { self?.arrivals[change.seq] = now }
             }
         }

@@ -69,37 +69,52 @@ struct FoundationBenchmark {
         let clientPing = try await asyncRate(iterations) { _ = try await client.call(Ping.self, Empty()) }
 
         // Saves: one Item insert per transaction.
-        _ = try await client.call(ModelDefine.self, .init(entities: [
-            EntityDescription(name: "Item", attributes: [
-                AttributeDescription(name: "name", type: .string),
-                AttributeDescription(name: "createdAt", type: .date),
-                AttributeDescription(name: "done", type: .boolean, defaultValue: false),
-            ])
-        ]))
+        _ = try await client.call(
+            ModelDefine.self,
+            .init(entities: [
+                EntityDescription(
+                    name: "Item",
+                    attributes: [
+                        AttributeDescription(name: "name", type: .string),
+                        AttributeDescription(name: "createdAt", type: .date),
+                        AttributeDescription(name: "done", type: .boolean, defaultValue: false),
+                    ])
+            ]))
         let saves = max(iterations / 4, 100)
         var counter = 0
         let depotSaves = try rate(saves) {
             counter += 1
-            try raw.send(Array(#"{"jsonrpc":"2.0","id":2,"method":"store/save","params":{"inserted":[{"entity":"Item","values":{"name":"item \#(counter)","createdAt":"2026-11-22T10:15:30.250Z","done":false}}]}}"#.utf8))
+            try raw.send(
+                Array(
+                    #"{"jsonrpc":"2.0","id":2,"method":"store/save","params":{"inserted":[{"entity":"Item","values":{"name":"item \#(counter)","createdAt":"2026-11-22T10:15:30.250Z","done":false}}]}}"#
+                        .utf8))
             _ = try raw.receive()
         }
         let clientSaves = try await asyncRate(saves) {
             counter += 1
-            _ = try await client.call(StoreSave.self, .init(inserted: [InsertedObject(entity: "Item", values: [
-                "name": .string("item \(counter)"), "createdAt": "2026-11-22T10:15:30.250Z", "done": false,
-            ])]))
+            _ = try await client.call(
+                StoreSave.self,
+                .init(inserted: [
+                    InsertedObject(
+                        entity: "Item",
+                        values: [
+                            "name": .string("item \(counter)"), "createdAt": "2026-11-22T10:15:30.250Z", "done": false,
+                        ])
+                ]))
         }
         raw.close()
         client.abort()
         let clients = 8
-        let concurrentSaves = try concurrentRate(clients: clients, each: saves / clients, endpoint: daemon.endpoint, context: context)
+        let concurrentSaves = try concurrentRate(
+            clients: clients, each: saves / clients, endpoint: daemon.endpoint, context: context)
         let rawCommits = try rawSQLiteCommits(saves)
         return Report(
             rawEchoPerSecond: rawEcho, depotPingPerSecond: depotPing, clientPingPerSecond: clientPing,
             pingRatio: depotPing / rawEcho, clientPingRatio: clientPing / rawEcho,
             rawCommitsPerSecond: rawCommits, depotSavesPerSecond: depotSaves, clientSavesPerSecond: clientSaves,
             saveRatio: depotSaves / rawCommits, clientSaveRatio: clientSaves / rawCommits,
-            concurrentClients: clients, concurrentSavesPerSecond: concurrentSaves, concurrentSaveRatio: concurrentSaves / rawCommits)
+            concurrentClients: clients, concurrentSavesPerSecond: concurrentSaves,
+            concurrentSaveRatio: concurrentSaves / rawCommits)
     }
 
     /// Saves/s with `clients` DEALERs on their own threads, each saving in sequence.
@@ -108,7 +123,8 @@ struct FoundationBenchmark {
             let socket = try Socket(context: context, type: .dealer)
             try socket.setLinger(milliseconds: 0)
             try socket.connect(endpoint)
-            try socket.send(Array(#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"1"}}"#.utf8))
+            try socket.send(
+                Array(#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"1"}}"#.utf8))
             _ = try socket.receive()
             return socket
         }
@@ -118,7 +134,10 @@ struct FoundationBenchmark {
             group.enter()
             Thread {
                 for index in 0..<each {
-                    _ = try? socket.send(Array(#"{"jsonrpc":"2.0","id":3,"method":"store/save","params":{"inserted":[{"entity":"Item","values":{"name":"c\#(number)-\#(index)","createdAt":"2026-11-22T10:15:30.250Z"}}]}}"#.utf8))
+                    _ = try? socket.send(
+                        Array(
+                            #"{"jsonrpc":"2.0","id":3,"method":"store/save","params":{"inserted":[{"entity":"Item","values":{"name":"c\#(number)-\#(index)","createdAt":"2026-11-22T10:15:30.250Z"}}]}}"#
+                                .utf8))
                     _ = try? socket.receive()
                 }
                 group.leave()
@@ -132,19 +151,27 @@ struct FoundationBenchmark {
 
     /// Single-row transactions through the C API: BEGIN IMMEDIATE, one prepared INSERT, COMMIT.
     private func rawSQLiteCommits(_ count: Int) throws -> Double {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-bench-raw-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-bench-raw-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         var db: OpaquePointer?
-        guard sqlite3_open(directory.appendingPathComponent("raw.sqlite").path, &db) == SQLITE_OK else { throw BenchmarkError("sqlite3_open") }
+        guard sqlite3_open(directory.appendingPathComponent("raw.sqlite").path, &db) == SQLITE_OK else {
+            throw BenchmarkError("sqlite3_open")
+        }
         defer { sqlite3_close(db) }
         func exec(_ sql: String) throws {
-            guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw BenchmarkError(String(cString: sqlite3_errmsg(db))) }
+            guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+                throw BenchmarkError(String(cString: sqlite3_errmsg(db)))
+            }
         }
         try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
-        try exec("CREATE TABLE item (id INTEGER PRIMARY KEY AUTOINCREMENT, _version INTEGER, name TEXT, createdAt REAL, done INTEGER)")
+        try exec(
+            "CREATE TABLE item (id INTEGER PRIMARY KEY AUTOINCREMENT, _version INTEGER, name TEXT, createdAt REAL, done INTEGER)"
+        )
         var statement: OpaquePointer?
-        sqlite3_prepare_v2(db, "INSERT INTO item (_version, name, createdAt, done) VALUES (1, ?, ?, 0)", -1, &statement, nil)
+        sqlite3_prepare_v2(
+            db, "INSERT INTO item (_version, name, createdAt, done) VALUES (1, ?, ?, 0)", -1, &statement, nil)
         defer { sqlite3_finalize(statement) }
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         var counter = 0

@@ -5,11 +5,13 @@ import GRDBSQLite
 
 /// The seed scenario's Item table, and a fast way to fill it for benchmarks.
 enum ItemSeed {
-    static let entity = EntityDescription(name: "Item", attributes: [
-        AttributeDescription(name: "name", type: .string),
-        AttributeDescription(name: "createdAt", type: .date, indexed: true),
-        AttributeDescription(name: "done", type: .boolean, defaultValue: false),
-    ])
+    static let entity = EntityDescription(
+        name: "Item",
+        attributes: [
+            AttributeDescription(name: "name", type: .string),
+            AttributeDescription(name: "createdAt", type: .date, indexed: true),
+            AttributeDescription(name: "done", type: .boolean, defaultValue: false),
+        ])
 
     /// `createdAt` of item `index` (1-based), in seconds since 1970.
     static func createdAt(_ index: Int) -> Double { 1_700_000_000 + Double(index) * 0.5 }
@@ -20,12 +22,16 @@ enum ItemSeed {
     static func load(_ count: Int, into daemon: BenchmarkDaemon, connection: DepotConnection) async throws {
         _ = try await connection.call(ModelDefine.self, .init(entities: [entity]))
         var db: OpaquePointer?
-        guard sqlite3_open(daemon.directory.appendingPathComponent("depot.sqlite").path, &db) == SQLITE_OK else { throw BenchmarkError("open") }
+        guard sqlite3_open(daemon.directory.appendingPathComponent("depot.sqlite").path, &db) == SQLITE_OK else {
+            throw BenchmarkError("open")
+        }
         defer { sqlite3_close(db) }
         sqlite3_busy_timeout(db, 10_000)
         sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
         var statement: OpaquePointer?
-        sqlite3_prepare_v2(db, #"INSERT INTO "e_Item" (id, _version, "name", "createdAt", "done") VALUES (?, 1, ?, ?, 0)"#, -1, &statement, nil)
+        sqlite3_prepare_v2(
+            db, #"INSERT INTO "e_Item" (id, _version, "name", "createdAt", "done") VALUES (?, 1, ?, ?, 0)"#, -1,
+            &statement, nil)
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         for index in 1...count {
             sqlite3_bind_int64(statement, 1, Int64(index))
@@ -35,6 +41,8 @@ enum ItemSeed {
             sqlite3_reset(statement)
         }
         sqlite3_finalize(statement)
-        guard sqlite3_exec(db, "COMMIT", nil, nil, nil) == SQLITE_OK else { throw BenchmarkError(String(cString: sqlite3_errmsg(db))) }
+        guard sqlite3_exec(db, "COMMIT", nil, nil, nil) == SQLITE_OK else {
+            throw BenchmarkError(String(cString: sqlite3_errmsg(db)))
+        }
     }
 }

@@ -19,11 +19,13 @@ struct PredicateBenchmark {
         var matches: Int
     }
 
-    static let tenClauses = "name BEGINSWITH[c] 'item' AND createdAt > $from AND createdAt < $to AND done == NO AND (name CONTAINS '1' OR name CONTAINS '2') AND NOT name ENDSWITH '9' AND name != 'x' AND name LIKE[cd] '*7*' AND createdAt BETWEEN {$from, $to} AND name MATCHES 'item [0-9]+'"
+    static let tenClauses =
+        "name BEGINSWITH[c] 'item' AND createdAt > $from AND createdAt < $to AND done == NO AND (name CONTAINS '1' OR name CONTAINS '2') AND NOT name ENDSWITH '9' AND name != 'x' AND name LIKE[cd] '*7*' AND createdAt BETWEEN {$from, $to} AND name MATCHES 'item [0-9]+'"
 
     func run(depotd: URL) async throws -> Report {
         // Parse + compile, in process.
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-bench-pred-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-bench-pred-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try Store(path: directory.appendingPathComponent("p.sqlite").path)
@@ -34,7 +36,8 @@ struct PredicateBenchmark {
         let iterations = 5000
         let start = ContinuousClock.now
         for _ in 0..<iterations {
-            _ = try PredicateCompilation.whereClause(predicate: Self.tenClauses, arguments: arguments, entity: entity, schema: schema)
+            _ = try PredicateCompilation.whereClause(
+                predicate: Self.tenClauses, arguments: arguments, entity: entity, schema: schema)
         }
         let parseCompile = (ContinuousClock.now - start).seconds / Double(iterations) * 1e6
 
@@ -43,7 +46,9 @@ struct PredicateBenchmark {
         defer { daemon.stop() }
         let client = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(600))
         try await ItemSeed.load(rows, into: daemon, connection: client)
-        let request = FetchRequest(entity: "Item", predicate: "name CONTAINS[cd] $q", arguments: ["q": "ITEM 99999"], sort: [SortDescriptor(key: "createdAt")])
+        let request = FetchRequest(
+            entity: "Item", predicate: "name CONTAINS[cd] $q", arguments: ["q": "ITEM 99999"],
+            sort: [SortDescriptor(key: "createdAt")])
         var depotTimes: [Double] = []
         var matches = 0
         for _ in 0..<5 {
@@ -53,10 +58,14 @@ struct PredicateBenchmark {
         }
         client.abort()
         let plan = try FetchPlan(request, schema: schema)
-        let rawTimes = try rawScan(sql: plan.objectsSQL, arguments: plan.condition.arguments.map { String.fromDatabaseValue($0) ?? "" }, path: daemon.directory.appendingPathComponent("depot.sqlite").path)
+        let rawTimes = try rawScan(
+            sql: plan.objectsSQL, arguments: plan.condition.arguments.map { String.fromDatabaseValue($0) ?? "" },
+            path: daemon.directory.appendingPathComponent("depot.sqlite").path)
         let depot = percentile(depotTimes, 0.5)
         let raw = percentile(rawTimes, 0.5)
-        return Report(rows: rows, parseCompileMicroseconds: parseCompile, depotFetchMs: depot, rawFetchMs: raw, ratio: raw / depot, matches: matches)
+        return Report(
+            rows: rows, parseCompileMicroseconds: parseCompile, depotFetchMs: depot, rawFetchMs: raw,
+            ratio: raw / depot, matches: matches)
     }
 
     /// Runs `sql` through the C API, stepping every row and reading every column.
@@ -64,19 +73,25 @@ struct PredicateBenchmark {
         var db: OpaquePointer?
         guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else { throw BenchmarkError("open") }
         defer { sqlite3_close(db) }
-        sqlite3_create_function_v2(db, "depot_fold", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil, { context, _, values in
-            guard let values, let text = sqlite3_value_text(values[0]) else { return sqlite3_result_null(context) }
-            let folded = PredicateText.fold(String(cString: text), Int(sqlite3_value_int64(values[1])))
-            sqlite3_result_text(context, folded, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
-        }, nil, nil, nil)
+        sqlite3_create_function_v2(
+            db, "depot_fold", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil,
+            { context, _, values in
+                guard let values, let text = sqlite3_value_text(values[0]) else { return sqlite3_result_null(context) }
+                let folded = PredicateText.fold(String(cString: text), Int(sqlite3_value_int64(values[1])))
+                sqlite3_result_text(context, folded, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+            }, nil, nil, nil)
         var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else { throw BenchmarkError(String(cString: sqlite3_errmsg(db))) }
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else {
+            throw BenchmarkError(String(cString: sqlite3_errmsg(db)))
+        }
         defer { sqlite3_finalize(statement) }
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         var times: [Double] = []
         for _ in 0..<5 {
             let begin = ContinuousClock.now
-            for (index, argument) in arguments.enumerated() { sqlite3_bind_text(statement, Int32(index + 1), argument, -1, transient) }
+            for (index, argument) in arguments.enumerated() {
+                sqlite3_bind_text(statement, Int32(index + 1), argument, -1, transient)
+            }
             while sqlite3_step(statement) == SQLITE_ROW {
                 for column in 0..<sqlite3_column_count(statement) { _ = sqlite3_column_text(statement, column) }
             }

@@ -30,8 +30,11 @@ public final class DepotServer: Sendable {
         self.configuration = configuration
         self.logger = logger
         let directory = configuration.dataDirectory
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        store = try Store(path: directory.appendingPathComponent("depot.sqlite").path, historyRetention: configuration.historyRetention)
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        store = try Store(
+            path: directory.appendingPathComponent("depot.sqlite").path,
+            historyRetention: configuration.historyRetention)
         let socketPath = directory.appendingPathComponent("depot.sock").path
         if configuration.effectiveEndpoints.contains("ipc://" + socketPath) {
             // A socket file left by a daemon that was killed would make bind fail.
@@ -60,7 +63,8 @@ public final class DepotServer: Sendable {
     /// Starts serving on the transport thread.
     public func start() {
         transport.start()
-        logger.info("depotd \(configuration.version) listening on \(configuration.effectiveEndpoints.joined(separator: ", "))")
+        logger.info(
+            "depotd \(configuration.version) listening on \(configuration.effectiveEndpoints.joined(separator: ", "))")
     }
 
     /// Stops gracefully: cancels running requests, lets queued writes finish,

@@ -26,7 +26,8 @@ public struct ServerConfiguration: Sendable {
     public init(
         dataDirectory: URL, endpoints: [String] = [], heartbeatInterval: Double = 10,
         maxMessageSize: Int64 = 16 << 20, sendHighWaterMark: Int32 = 10_000, sessionQueueLimit: Int = 10_000,
-        version: String = depotVersion, maxFetchObjects: Int = 100_000, historyRetention: HistoryRetention = .count(100_000)
+        version: String = depotVersion, maxFetchObjects: Int = 100_000,
+        historyRetention: HistoryRetention = .count(100_000)
     ) {
         self.maxFetchObjects = maxFetchObjects
         self.historyRetention = historyRetention
@@ -63,7 +64,8 @@ extension ServerConfiguration {
         for endpoint in effectiveEndpoints {
             guard endpoint.hasPrefix("tcp://") else {
                 guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") else {
-                    throw ConfigurationError(description: "unsupported endpoint '\(endpoint)': use ipc://PATH or tcp://127.0.0.1:PORT")
+                    throw ConfigurationError(
+                        description: "unsupported endpoint '\(endpoint)': use ipc://PATH or tcp://127.0.0.1:PORT")
                 }
                 continue
             }
@@ -76,9 +78,14 @@ extension ServerConfiguration {
             }
             let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
             guard loopback else {
-                throw ConfigurationError(description: "refusing to listen on non-loopback '\(endpoint)': anyone on the network could read and write the store. CURVE authentication (--curve-secret-key, --authorized-keys) is not implemented yet; bind tcp://127.0.0.1:PORT or an ipc:// endpoint")
+                throw ConfigurationError(
+                    description:
+                        "refusing to listen on non-loopback '\(endpoint)': anyone on the network could read and write the store. CURVE authentication (--curve-secret-key, --authorized-keys) is not implemented yet; bind tcp://127.0.0.1:PORT or an ipc:// endpoint"
+                )
             }
         }
-        guard heartbeatInterval > 0 else { throw ConfigurationError(description: "heartbeat interval must be positive") }
+        guard heartbeatInterval > 0 else {
+            throw ConfigurationError(description: "heartbeat interval must be positive")
+        }
     }
 }

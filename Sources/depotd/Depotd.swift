@@ -16,7 +16,9 @@ struct Depotd: ParsableCommand {
     @Option(name: .customLong("data-dir"), help: "The directory holding the store (created mode 0700).")
     var dataDirectory = "./depot-data"
 
-    @Option(name: .customLong("listen"), help: "An endpoint to bind, repeatable (default: ipc://<data-dir>/depot.sock). tcp binds must be on loopback.")
+    @Option(
+        name: .customLong("listen"),
+        help: "An endpoint to bind, repeatable (default: ipc://<data-dir>/depot.sock). tcp binds must be on loopback.")
     var endpoints: [String] = []
 
     @Option(help: "A model file ({\"entities\": [...]}) to define at start-up.")
@@ -25,22 +27,31 @@ struct Depotd: ParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
-    @Option(name: .customLong("heartbeat-interval"), help: "Seconds; a client silent for three intervals is disconnected.")
+    @Option(
+        name: .customLong("heartbeat-interval"), help: "Seconds; a client silent for three intervals is disconnected.")
     var heartbeatInterval = 10.0
 
     @Option(name: .customLong("max-message-size"), help: "The largest inbound message, in bytes.")
     var maxMessageSize: Int64 = 16 << 20
 
-    @Option(name: .customLong("send-high-water-mark"), help: "Messages ZeroMQ queues per client before the daemon's own backlog takes over.")
+    @Option(
+        name: .customLong("send-high-water-mark"),
+        help: "Messages ZeroMQ queues per client before the daemon's own backlog takes over.")
     var sendHighWaterMark: Int32 = 10_000
 
-    @Option(name: .customLong("session-queue-limit"), help: "Backlogged messages per client past which its subscriptions overflow (results/didInvalidate).")
+    @Option(
+        name: .customLong("session-queue-limit"),
+        help: "Backlogged messages per client past which its subscriptions overflow (results/didInvalidate).")
     var sessionQueueLimit = 10_000
 
-    @Option(name: .customLong("history-retention"), help: "How much persistent history to keep: a count (100000), an age (7d, 24h, 30m) or forever.")
+    @Option(
+        name: .customLong("history-retention"),
+        help: "How much persistent history to keep: a count (100000), an age (7d, 24h, 30m) or forever.")
     var historyRetention = "100000"
 
-    @Option(name: .customLong("max-fetch-objects"), help: "The most objects a plain store/fetch returns; larger results must be paged or streamed.")
+    @Option(
+        name: .customLong("max-fetch-objects"),
+        help: "The most objects a plain store/fetch returns; larger results must be paged or streamed.")
     var maxFetchObjects = 100_000
 
     func run() throws {
@@ -54,12 +65,16 @@ struct Depotd: ParsableCommand {
         }
         let logger = Logger(label: "depotd")
         guard let retention = HistoryRetention(parsing: historyRetention) else {
-            throw ValidationError("--history-retention must be a count (100000), an age (7d, 24h, 30m, 90s) or forever, got '\(historyRetention)'")
+            throw ValidationError(
+                "--history-retention must be a count (100000), an age (7d, 24h, 30m, 90s) or forever, got '\(historyRetention)'"
+            )
         }
         let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL
         let configuration = ServerConfiguration(
-            dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval, maxMessageSize: maxMessageSize,
-            sendHighWaterMark: sendHighWaterMark, sessionQueueLimit: sessionQueueLimit, maxFetchObjects: maxFetchObjects,
+            dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval,
+            maxMessageSize: maxMessageSize,
+            sendHighWaterMark: sendHighWaterMark, sessionQueueLimit: sessionQueueLimit,
+            maxFetchObjects: maxFetchObjects,
             historyRetention: retention)
         let server: DepotServer
         do {
@@ -74,7 +89,9 @@ struct Depotd: ParsableCommand {
         }
         let stop = installSignalHandlers(server)
         server.start()
-        let bound = configuration.effectiveEndpoints.count == 1 ? server.boundEndpoint : configuration.effectiveEndpoints.joined(separator: " ")
+        let bound =
+            configuration.effectiveEndpoints.count == 1
+            ? server.boundEndpoint : configuration.effectiveEndpoints.joined(separator: " ")
         // Written unbuffered: scripts and tests wait for this line to learn the port.
         FileHandle.standardOutput.write(Data("depotd listening on \(bound)\n".utf8))
         withExtendedLifetime(stop) { dispatchMain() }
@@ -97,7 +114,9 @@ struct Depotd: ParsableCommand {
             let entities = json["entities"] ?? json
             let parsed = try JSONCoding.decode([EntityDescription].self, from: entities, field: "entities")
             let result = try server.store.defineModel(parsed)
-            logger.info("model version \(result.version): \(result.changes.isEmpty ? "unchanged" : result.changes.joined(separator: ", "))")
+            logger.info(
+                "model version \(result.version): \(result.changes.isEmpty ? "unchanged" : result.changes.joined(separator: ", "))"
+            )
         } catch {
             throw ValidationError("model file \(path): \(error.message)")
         }

@@ -12,11 +12,15 @@ final class JSONTests: XCTestCase {
         XCTAssertEqual(value["a"]?.arrayValue?[6], .string("x\né😀"))
         XCTAssertEqual(value["d"], .int(Int64.max))
         XCTAssertEqual(try JSONParser.parse(JSONWriter.encode(value)), value, "round trip")
-        XCTAssertEqual(String(decoding: JSONWriter.encode(["b": 1, "a": [nil, 2.0]]), as: UTF8.self), #"{"a":[null,2.0],"b":1}"#)
+        XCTAssertEqual(
+            String(decoding: JSONWriter.encode(["b": 1, "a": [nil, 2.0]]), as: UTF8.self), #"{"a":[null,2.0],"b":1}"#)
     }
 
     func testRejectsMalformedInputWithAnOffset() {
-        for (text, offset) in [("{", 1), ("[1,]", 3), ("{\"a\" 1}", 5), ("01", 1), ("\"\\x\"", 3), ("tru", 0), ("[1] x", 4), ("\"\u{01}\"", 1), ("\"\\ud800\"", 7)] {
+        for (text, offset) in [
+            ("{", 1), ("[1,]", 3), ("{\"a\" 1}", 5), ("01", 1), ("\"\\x\"", 3), ("tru", 0), ("[1] x", 4),
+            ("\"\u{01}\"", 1), ("\"\\ud800\"", 7),
+        ] {
             XCTAssertThrowsError(try JSONParser.parse(text), text) { error in
                 XCTAssertEqual((error as? JSONParser.Failure)?.offset, offset, "\(text): \(error)")
             }
@@ -37,7 +41,9 @@ final class JSONTests: XCTestCase {
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array(#"{}[]",:0123456789.eE+-truefalsnl\ "#.utf8)
         for _ in 0..<20_000 {
-            let bytes = (0..<Int.random(in: 0..<40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+            let bytes = (0..<Int.random(in: 0..<40, using: &generator)).map { _ in
+                alphabet.randomElement(using: &generator)!
+            }
             if let value = try? JSONParser.parse(bytes) {
                 XCTAssertEqual(try? JSONParser.parse(JSONWriter.encode(value)), value)
             }
@@ -47,16 +53,24 @@ final class JSONTests: XCTestCase {
 
 final class MessageTests: XCTestCase {
     func testClassifiesMessages() throws {
-        XCTAssertEqual(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#)), .request(id: .string("a"), method: "ping", params: nil))
-        XCTAssertEqual(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","method":"x","params":[1]}"#)), .notification(method: "x", params: [1]))
-        XCTAssertEqual(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","id":3,"result":{}}"#)), .result(id: .number(3), result: [:]))
-        let error = try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#))
+        XCTAssertEqual(
+            try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#)),
+            .request(id: .string("a"), method: "ping", params: nil))
+        XCTAssertEqual(
+            try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","method":"x","params":[1]}"#)),
+            .notification(method: "x", params: [1]))
+        XCTAssertEqual(
+            try Message.decode(try JSONParser.parse(#"{"jsonrpc":"2.0","id":3,"result":{}}"#)),
+            .result(id: .number(3), result: [:]))
+        let error = try Message.decode(
+            try JSONParser.parse(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#))
         XCTAssertEqual(error, .error(id: nil, error: RPCError(code: .parseError, message: "bad")))
     }
 
     func testRejectsInvalidRequests() throws {
         let cases = [
-            #"[]"#, #"{"jsonrpc":"2.0"}"#, #"{"jsonrpc":"2","id":1,"method":"x"}"#, #"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            #"[]"#, #"{"jsonrpc":"2.0"}"#, #"{"jsonrpc":"2","id":1,"method":"x"}"#,
+            #"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
             #"{"jsonrpc":"2.0","id":1,"method":""}"#, #"{"jsonrpc":"2.0","id":1,"method":"x","params":"p"}"#,
         ]
         for text in cases {
@@ -64,17 +78,20 @@ final class MessageTests: XCTestCase {
                 XCTAssertEqual((error as? InvalidMessage)?.error.code, .invalidRequest, text)
             }
         }
-        XCTAssertThrowsError(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"1.0","id":7,"method":"x"}"#))) { error in
+        XCTAssertThrowsError(try Message.decode(try JSONParser.parse(#"{"jsonrpc":"1.0","id":7,"method":"x"}"#))) {
+            error in
             XCTAssertEqual((error as? InvalidMessage)?.id, .number(7), "the id survives for the error response")
         }
     }
 
     func testTypedParamsNameTheBadField() {
-        XCTAssertThrowsError(try JSONCoding.decode(FetchRequest.self, from: ["entity": "Team", "sort": [["key": 3]]])) { error in
+        XCTAssertThrowsError(try JSONCoding.decode(FetchRequest.self, from: ["entity": "Team", "sort": [["key": 3]]])) {
+            error in
             XCTAssertEqual((error as? RPCError)?.data?["field"], "params.sort[0].key")
             XCTAssertTrue((error as? RPCError)?.message.contains("must be a string") == true, "\(error)")
         }
-        XCTAssertThrowsError(try JSONCoding.decode(StoreSave.Parameters.self, from: ["inserted": [["values": [:]]]])) { error in
+        XCTAssertThrowsError(try JSONCoding.decode(StoreSave.Parameters.self, from: ["inserted": [["values": [:]]]])) {
+            error in
             XCTAssertEqual((error as? RPCError)?.data?["field"], "params.inserted[0].entity")
         }
     }

@@ -13,7 +13,10 @@ final class OrderedIndexTests: XCTestCase {
         var nextID: Int64 = 1
         for step in 0..<6000 {
             if reference.isEmpty || Int.random(in: 0..<3, using: &generator) > 0 {
-                let key = SortKey(values: [.integer(Int64.random(in: 0..<50, using: &generator)), Bool.random() ? .null : .text(String(Int.random(in: 0..<20)))])
+                let key = SortKey(values: [
+                    .integer(Int64.random(in: 0..<50, using: &generator)),
+                    Bool.random() ? .null : .text(String(Int.random(in: 0..<20))),
+                ])
                 let entry = OrderedIndex.Entry(key: key, id: nextID)
                 nextID += 1
                 index.insert(entry)
@@ -31,13 +34,17 @@ final class OrderedIndexTests: XCTestCase {
                     XCTAssertEqual(index.entry(for: probe.id)?.key, probe.key)
                 }
                 let start = reference.count / 3
-                XCTAssertEqual(index.entries(in: start..<min(start + 700, reference.count)).map(\.id), reference[start..<min(start + 700, reference.count)].map(\.id))
+                XCTAssertEqual(
+                    index.entries(in: start..<min(start + 700, reference.count)).map(\.id),
+                    reference[start..<min(start + 700, reference.count)].map(\.id))
             }
         }
     }
 
     func testBuildFromSortedEntries() {
-        let entries = (0..<10_000).map { OrderedIndex.Entry(key: SortKey(values: [.real(Double($0 / 3))]), id: Int64($0 + 1)) }
+        let entries = (0..<10_000).map {
+            OrderedIndex.Entry(key: SortKey(values: [.real(Double($0 / 3))]), id: Int64($0 + 1))
+        }
         var index = OrderedIndex(sortedEntries: entries, ascending: [true])
         XCTAssertEqual(index.count, 10_000)
         XCTAssertEqual(index.rank(of: 5000), 4999)
@@ -53,7 +60,10 @@ final class OrderedIndexTests: XCTestCase {
     }
 
     func testSortValuesOrderLikeSQLite() {
-        let ordered: [SortValue] = [.null, .integer(-5), .real(-1.5), .integer(0), .real(0.5), .integer(2), .text(""), .text("B"), .text("a"), .text("é"), .blob([0])]
+        let ordered: [SortValue] = [
+            .null, .integer(-5), .real(-1.5), .integer(0), .real(0.5), .integer(2), .text(""), .text("B"), .text("a"),
+            .text("é"), .blob([0]),
+        ]
         for (i, a) in ordered.enumerated() {
             for (j, b) in ordered.enumerated() {
                 XCTAssertEqual(a.compare(b), i < j ? -1 : (i == j ? 0 : 1), "\(a) vs \(b)")

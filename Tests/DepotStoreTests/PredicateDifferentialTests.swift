@@ -14,30 +14,44 @@ final class PredicateDifferentialTests: XCTestCase {
         let store = try Store(path: directory.appendingPathComponent("d.sqlite").path)
         _ = try store.defineModel(PredicateTests.model)
 
-        let words = ["Étoile", "etoile", "ÉTOILE", "Zebra", "zèbre", "Samurai", "under_score", "100%", "a*b?c", "日本", "", "Eu", "eu"]
-        func maybe(_ value: JSONValue, _ odds: Int = 5) -> JSONValue { Int.random(in: 0..<odds, using: &random) == 0 ? .null : value }
+        let words = [
+            "Étoile", "etoile", "ÉTOILE", "Zebra", "zèbre", "Samurai", "under_score", "100%", "a*b?c", "日本", "", "Eu",
+            "eu",
+        ]
+        func maybe(_ value: JSONValue, _ odds: Int = 5) -> JSONValue {
+            Int.random(in: 0..<odds, using: &random) == 0 ? .null : value
+        }
         var inserted: [InsertedObject] = [
             InsertedObject(entity: "Country", tempId: "c0", values: ["name": "France"]),
             InsertedObject(entity: "Country", tempId: "c1", values: ["name": "Côte d'Ivoire"]),
             InsertedObject(entity: "Country", tempId: "c2", values: ["name": "日本"]),
         ]
         for index in 0..<40 {
-            inserted.append(InsertedObject(entity: "Team", tempId: "t\(index)", values: [
-                "teamName": .string(words.randomElement(using: &random)! + String(index)),
-                "zone": maybe(.string(words.randomElement(using: &random)!)),
-                "wins": maybe(.int(Int64.random(in: -1...6, using: &random))),
-                "rating": maybe(.double(Double(Int.random(in: -4...8, using: &random)) / 2)),
-                "active": .bool(Bool.random(using: &random)),
-                "founded": maybe(.string(ISO8601.string(from: Double(Int.random(in: -1_000_000_000...1_700_000_000, using: &random))))),
-                "country": maybe(.string("c\(Int.random(in: 0..<3, using: &random))"), 4),
-            ]))
+            inserted.append(
+                InsertedObject(
+                    entity: "Team", tempId: "t\(index)",
+                    values: [
+                        "teamName": .string(words.randomElement(using: &random)! + String(index)),
+                        "zone": maybe(.string(words.randomElement(using: &random)!)),
+                        "wins": maybe(.int(Int64.random(in: -1...6, using: &random))),
+                        "rating": maybe(.double(Double(Int.random(in: -4...8, using: &random)) / 2)),
+                        "active": .bool(Bool.random(using: &random)),
+                        "founded": maybe(
+                            .string(
+                                ISO8601.string(
+                                    from: Double(Int.random(in: -1_000_000_000...1_700_000_000, using: &random))))),
+                        "country": maybe(.string("c\(Int.random(in: 0..<3, using: &random))"), 4),
+                    ]))
         }
         for index in 0..<90 {
-            inserted.append(InsertedObject(entity: "Player", values: [
-                "name": .string(words.randomElement(using: &random)!),
-                "age": maybe(.int(Int64.random(in: 18...40, using: &random))),
-                "team": .string("t\(Int.random(in: 0..<35, using: &random))"),
-            ]))
+            inserted.append(
+                InsertedObject(
+                    entity: "Player",
+                    values: [
+                        "name": .string(words.randomElement(using: &random)!),
+                        "age": maybe(.int(Int64.random(in: 18...40, using: &random))),
+                        "team": .string("t\(Int.random(in: 0..<35, using: &random))"),
+                    ]))
         }
         _ = try store.save(StoreSave.Parameters(inserted: inserted))
 
@@ -48,9 +62,15 @@ final class PredicateDifferentialTests: XCTestCase {
         var byID: [String: [String: JSONValue]] = [:]
         for object in teams + players + countries { byID[object["id"]!.stringValue!] = object.objectValue! }
         var playersOfTeam: [String: [[String: JSONValue]]] = [:]
-        for player in players { if let team = player["team"]?.stringValue { playersOfTeam[team, default: []].append(player.objectValue!) } }
+        for player in players {
+            if let team = player["team"]?.stringValue { playersOfTeam[team, default: []].append(player.objectValue!) }
+        }
         var teamsOfCountry: [String: [[String: JSONValue]]] = [:]
-        for team in teams { if let country = team["country"]?.stringValue { teamsOfCountry[country, default: []].append(team.objectValue!) } }
+        for team in teams {
+            if let country = team["country"]?.stringValue {
+                teamsOfCountry[country, default: []].append(team.objectValue!)
+            }
+        }
         let evaluator = PredicateEvaluator(model: PredicateTests.model, object: { byID[$0] }) { owner, key in
             let id = owner["id"]?.stringValue ?? ""
             return key == "players" ? playersOfTeam[id] ?? [] : teamsOfCountry[id] ?? []
@@ -64,7 +84,8 @@ final class PredicateDifferentialTests: XCTestCase {
             let sqlIDs: Set<String>
             do {
                 node = try PredicateParser.parse(predicate)
-                sqlIDs = Set(try store.fetch(FetchRequest(entity: "Team", predicate: predicate, resultType: .ids)).ids ?? [])
+                sqlIDs = Set(
+                    try store.fetch(FetchRequest(entity: "Team", predicate: predicate, resultType: .ids)).ids ?? [])
             } catch {
                 disagreements.append("\(predicate): SQL side failed: \(error)")
                 continue
@@ -75,18 +96,26 @@ final class PredicateDifferentialTests: XCTestCase {
             }
             checked += 1
             if sqlIDs != memoryIDs {
-                disagreements.append("\(predicate): SQL only \(sqlIDs.subtracting(memoryIDs).sorted()), memory only \(memoryIDs.subtracting(sqlIDs).sorted())")
+                disagreements.append(
+                    "\(predicate): SQL only \(sqlIDs.subtracting(memoryIDs).sorted()), memory only \(memoryIDs.subtracting(sqlIDs).sorted())"
+                )
             }
         }
         XCTAssertEqual(checked, 2500)
-        XCTAssertTrue(disagreements.isEmpty, "\(disagreements.count) disagreements:\n" + disagreements.prefix(15).joined(separator: "\n"))
+        XCTAssertTrue(
+            disagreements.isEmpty,
+            "\(disagreements.count) disagreements:\n" + disagreements.prefix(15).joined(separator: "\n"))
     }
 
     static func randomPredicate(depth: Int, _ random: inout SplitMix) -> String {
         if depth > 0 {
             switch Int.random(in: 0..<6, using: &random) {
-            case 0: return "(\(randomPredicate(depth: depth - 1, &random)) AND \(randomPredicate(depth: depth - 1, &random)))"
-            case 1: return "(\(randomPredicate(depth: depth - 1, &random)) OR \(randomPredicate(depth: depth - 1, &random)))"
+            case 0:
+                return
+                    "(\(randomPredicate(depth: depth - 1, &random)) AND \(randomPredicate(depth: depth - 1, &random)))"
+            case 1:
+                return
+                    "(\(randomPredicate(depth: depth - 1, &random)) OR \(randomPredicate(depth: depth - 1, &random)))"
             case 2: return "NOT (\(randomPredicate(depth: depth - 1, &random)))"
             default: break
             }
@@ -95,19 +124,29 @@ final class PredicateDifferentialTests: XCTestCase {
         let ordering = ["==", "!=", "<", "<=", ">", ">="]
         let stringOps = ["BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "==", "!=", "<", ">="]
         let options = ["", "[c]", "[d]", "[cd]"]
-        let patterns = ["'e'", "'É'", "'et'", "'ile'", "'eu'", "'*o*'", "'?t*'", "'zè*'", "''", "'100%'", "'_'", "'a*b'", "'日'", "'ÉT*'", "nil"]
+        let patterns = [
+            "'e'", "'É'", "'et'", "'ile'", "'eu'", "'*o*'", "'?t*'", "'zè*'", "''", "'100%'", "'_'", "'a*b'", "'日'",
+            "'ÉT*'", "nil",
+        ]
         switch Int.random(in: 0..<16, using: &random) {
         case 0: return "wins \(pick(ordering)) \(pick(["nil", "-1", "0", "2", "3", "6", "2.5"]))"
         case 1: return "rating \(pick(ordering)) \(pick(["nil", "0", "1.5", "-1", "2"]))"
         case 2: return "\(pick(["teamName", "zone"])) \(pick(stringOps))\(pick(options)) \(pick(patterns))"
         case 3: return "active == \(pick(["YES", "NO", "true", "0"]))"
         case 4: return "founded \(pick(ordering)) \(pick(["nil", "'1990-05-01T00:00:00Z'", "'2001-01-01'", "0"]))"
-        case 5: return "country.name \(pick(["==", "!=", "BEGINSWITH[cd]", "CONTAINS"])) \(pick(["'France'", "'cote'", "'日本'", "nil", "'o'"]))"
+        case 5:
+            return
+                "country.name \(pick(["==", "!=", "BEGINSWITH[cd]", "CONTAINS"])) \(pick(["'France'", "'cote'", "'日本'", "nil", "'o'"]))"
         case 6: return "\(pick(["ANY", "ALL", "NONE"])) players.age \(pick(ordering)) \(pick(["20", "30", "nil"]))"
-        case 7: return "\(pick(["ANY", "ALL", "NONE"])) players.name \(pick(stringOps))\(pick(options)) \(pick(patterns))"
+        case 7:
+            return "\(pick(["ANY", "ALL", "NONE"])) players.name \(pick(stringOps))\(pick(options)) \(pick(patterns))"
         case 8: return "players.@count \(pick(ordering)) \(pick(["0", "1", "3"]))"
-        case 9: return "players.@\(pick(["sum", "avg", "min", "max"])).age \(pick(ordering)) \(pick(["0", "25", "60", "nil"]))"
-        case 10: return "SUBQUERY(players, $p, $p.age > \(pick(["20", "30"])) AND $p.name CONTAINS[c] 'e').@count \(pick(ordering)) \(pick(["0", "1"]))"
+        case 9:
+            return
+                "players.@\(pick(["sum", "avg", "min", "max"])).age \(pick(ordering)) \(pick(["0", "25", "60", "nil"]))"
+        case 10:
+            return
+                "SUBQUERY(players, $p, $p.age > \(pick(["20", "30"])) AND $p.name CONTAINS[c] 'e').@count \(pick(ordering)) \(pick(["0", "1"]))"
         case 11: return "wins BETWEEN {\(pick(["0", "2"])), \(pick(["3", "6"]))}"
         case 12: return "zone IN {\(pick(patterns)), \(pick(patterns))}"
         case 13: return "\(pick(["TRUEPREDICATE", "FALSEPREDICATE"]))"

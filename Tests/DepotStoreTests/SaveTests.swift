@@ -7,10 +7,14 @@ import XCTest
 final class SaveTests: XCTestCase {
     func testInsertFetchAndVersions() throws {
         let (store, _) = try makeStore()
-        let (result, transaction) = try store.save(StoreSave.Parameters(inserted: [
-            InsertedObject(entity: "Team", tempId: "br", values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 5]),
-            InsertedObject(entity: "Player", tempId: "p1", values: ["name": "Pelé", "team": "br"]),
-        ], author: "test"))
+        let (result, transaction) = try store.save(
+            StoreSave.Parameters(
+                inserted: [
+                    InsertedObject(
+                        entity: "Team", tempId: "br",
+                        values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 5]),
+                    InsertedObject(entity: "Player", tempId: "p1", values: ["name": "Pelé", "team": "br"]),
+                ], author: "test"))
         let team = try XCTUnwrap(result.ids["br"])
         XCTAssertEqual(result.versions[team], 1)
         XCTAssertEqual(transaction?.number, result.transaction)
@@ -21,7 +25,8 @@ final class SaveTests: XCTestCase {
         XCTAssertNil(fetched.objects?.first?["version"], "properties narrow the object to the named keys")
         XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team")).objects?.first?["version"], 1)
 
-        let (update, _) = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: team, version: 1, values: ["wins": 6])]))
+        let (update, _) = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: team, version: 1, values: ["wins": 6])]))
         XCTAssertEqual(update.versions[team], 2)
         let objects = try store.objects(ids: [team, "Team/999"])
         XCTAssertEqual(objects[0]["wins"], 6)
@@ -31,11 +36,12 @@ final class SaveTests: XCTestCase {
     func testValidationReportsEveryProblemAndWritesNothing() throws {
         let (store, _) = try makeStore()
         let error = assertRPCError(.validationFailed) {
-            try store.save(StoreSave.Parameters(inserted: [
-                InsertedObject(entity: "Team", values: ["teamName": 3, "qualifyingZone": "UEFA", "color": "red"]),
-                InsertedObject(entity: "Team", values: ["qualifyingZone": "UEFA"]),
-                InsertedObject(entity: "Nope", values: [:]),
-            ]))
+            try store.save(
+                StoreSave.Parameters(inserted: [
+                    InsertedObject(entity: "Team", values: ["teamName": 3, "qualifyingZone": "UEFA", "color": "red"]),
+                    InsertedObject(entity: "Team", values: ["qualifyingZone": "UEFA"]),
+                    InsertedObject(entity: "Nope", values: [:]),
+                ]))
         }
         XCTAssertEqual(error?.data?["errors"]?.arrayValue?.count, 4)
         XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 0)
@@ -46,14 +52,22 @@ final class SaveTests: XCTestCase {
         let (store, _) = try makeStore()
         let brazil = try store.insertTeam("Brazil", zone: "CONMEBOL", wins: 1)
         assertRPCError(.uniqueConstraint) { try store.insertTeam("Brazil", zone: "CONMEBOL") }
-        let (result, _) = try store.save(StoreSave.Parameters(inserted: [
-            InsertedObject(entity: "Team", tempId: "x", values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 9])
-        ], mergePolicy: .objectTrump))
+        let (result, _) = try store.save(
+            StoreSave.Parameters(
+                inserted: [
+                    InsertedObject(
+                        entity: "Team", tempId: "x",
+                        values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 9])
+                ], mergePolicy: .objectTrump))
         XCTAssertEqual(result.ids["x"], brazil)
         XCTAssertEqual(try store.objects(ids: [brazil])[0]["wins"], 9)
-        let (kept, _) = try store.save(StoreSave.Parameters(inserted: [
-            InsertedObject(entity: "Team", tempId: "y", values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 1])
-        ], mergePolicy: .storeTrump))
+        let (kept, _) = try store.save(
+            StoreSave.Parameters(
+                inserted: [
+                    InsertedObject(
+                        entity: "Team", tempId: "y",
+                        values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 1])
+                ], mergePolicy: .storeTrump))
         XCTAssertEqual(kept.ids["y"], brazil)
         XCTAssertEqual(try store.objects(ids: [brazil])[0]["wins"], 9)
         XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 1)
@@ -62,8 +76,10 @@ final class SaveTests: XCTestCase {
     func testMergePolicies() throws {
         let (store, _) = try makeStore()
         let team = try store.insertTeam("Chile", zone: "CONMEBOL", wins: 1)
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: team, values: ["wins": 2, "imageName": "a"])]))
-        let stale = UpdatedObject(id: team, version: 1, original: ["wins": 1], values: ["wins": 5, "qualifyingZone": "X"])
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: team, values: ["wins": 2, "imageName": "a"])]))
+        let stale = UpdatedObject(
+            id: team, version: 1, original: ["wins": 1], values: ["wins": 5, "qualifyingZone": "X"])
         let conflict = assertRPCError(.mergeConflict) { try store.save(StoreSave.Parameters(updated: [stale])) }
         XCTAssertEqual(conflict?.data?["conflicts"]?.arrayValue?.first?["keys"], ["wins"])
         XCTAssertEqual(conflict?.data?["conflicts"]?.arrayValue?.first?["storeValues"]?["wins"], 2)
@@ -73,25 +89,33 @@ final class SaveTests: XCTestCase {
         XCTAssertEqual(object["wins"], 2)
         XCTAssertEqual(object["qualifyingZone"], "X")
 
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: team, version: 1, values: ["wins": 7])], mergePolicy: .rollback))
+        _ = try store.save(
+            StoreSave.Parameters(
+                updated: [UpdatedObject(id: team, version: 1, values: ["wins": 7])], mergePolicy: .rollback))
         XCTAssertEqual(try store.objects(ids: [team])[0]["wins"], 2)
 
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: team, version: 1, values: ["wins": 7])], mergePolicy: .objectTrump))
+        _ = try store.save(
+            StoreSave.Parameters(
+                updated: [UpdatedObject(id: team, version: 1, values: ["wins": 7])], mergePolicy: .objectTrump))
         object = try store.objects(ids: [team])[0]
         XCTAssertEqual(object["wins"], 7)
     }
 
     func testDeleteRules() throws {
         let (store, _) = try makeStore()
-        let (result, _) = try store.save(StoreSave.Parameters(inserted: [
-            InsertedObject(entity: "Team", tempId: "t", values: ["teamName": "Peru", "qualifyingZone": "CONMEBOL"]),
-            InsertedObject(entity: "Player", tempId: "a", values: ["name": "A", "team": "t"]),
-            InsertedObject(entity: "Player", tempId: "b", values: ["name": "B", "team": "t"]),
-        ]))
+        let (result, _) = try store.save(
+            StoreSave.Parameters(inserted: [
+                InsertedObject(
+                    entity: "Team", tempId: "t", values: ["teamName": "Peru", "qualifyingZone": "CONMEBOL"]),
+                InsertedObject(entity: "Player", tempId: "a", values: ["name": "A", "team": "t"]),
+                InsertedObject(entity: "Player", tempId: "b", values: ["name": "B", "team": "t"]),
+            ]))
         let (_, transaction) = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: result.ids["t"]!)]))
         XCTAssertEqual(try store.count(FetchRequest(entity: "Player")), 0)
         XCTAssertEqual(transaction?.changes["Player"]?.deleted.count, 2)
-        assertRPCError(.notFound) { try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: result.ids["t"]!)])) }
+        assertRPCError(.notFound) {
+            try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: result.ids["t"]!)]))
+        }
     }
 
     func testMigration() throws {

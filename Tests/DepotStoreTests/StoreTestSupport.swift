@@ -23,7 +23,8 @@ let testModel: [EntityDescription] = [
             AttributeDescription(name: "imageName", type: .string, optional: true),
         ],
         relationships: [
-            RelationshipDescription(name: "players", destination: "Player", toMany: true, inverse: "team", deleteRule: .cascade)
+            RelationshipDescription(
+                name: "players", destination: "Player", toMany: true, inverse: "team", deleteRule: .cascade)
         ],
         uniquenessConstraints: [["teamName"]],
         indexes: [["qualifyingZone", "wins"]]),
@@ -46,16 +47,21 @@ let testModel: [EntityDescription] = [
 extension Store {
     /// Inserts one team and returns its id.
     func insertTeam(_ name: String, zone: String, wins: Int64 = 0) throws -> String {
-        let (result, _) = try save(StoreSave.Parameters(inserted: [
-            InsertedObject(entity: "Team", tempId: "t", values: ["teamName": .string(name), "qualifyingZone": .string(zone), "wins": .int(wins)])
-        ]))
+        let (result, _) = try save(
+            StoreSave.Parameters(inserted: [
+                InsertedObject(
+                    entity: "Team", tempId: "t",
+                    values: ["teamName": .string(name), "qualifyingZone": .string(zone), "wins": .int(wins)])
+            ]))
         return result.ids["t"]!
     }
 }
 
 /// Asserts that `body` throws an ``RPCError`` with `code`, and returns it.
 @discardableResult
-func assertRPCError<T>(_ code: ErrorCode, _ body: () throws -> T, file: StaticString = #filePath, line: UInt = #line) -> RPCError? {
+func assertRPCError<T>(_ code: ErrorCode, _ body: () throws -> T, file: StaticString = #filePath, line: UInt = #line)
+    -> RPCError?
+{
     do {
         _ = try body()
         XCTFail("expected error \(code)", file: file, line: line)

@@ -44,7 +44,10 @@ final class BadInputTests: XCTestCase {
     }
 
     func testNonObjectAndBadVersionAreInvalidRequests() throws {
-        for text in ["42", "\"ping\"", "null", #"{"jsonrpc":"1.0","id":7,"method":"ping"}"#, #"{"id":7,"method":"ping"}"#, #"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, #"{"jsonrpc":"2.0","id":8,"method":"ping","params":3}"#] {
+        for text in [
+            "42", "\"ping\"", "null", #"{"jsonrpc":"1.0","id":7,"method":"ping"}"#, #"{"id":7,"method":"ping"}"#,
+            #"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, #"{"jsonrpc":"2.0","id":8,"method":"ping","params":3}"#,
+        ] {
             try raw.send(text)
             let response = try raw.receive()
             XCTAssertEqual(response["error"]?["code"], -32600, text)
@@ -78,14 +81,17 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(response["error"]?["code"], -32013)
         response = try raw.call("store/fetch", "[1,2]")
         XCTAssertEqual(response["error"]?["code"], -32602)
-        response = try raw.call("model/define", #"{"entities":[{"name":"Team","attributes":[{"name":"teamName","type":"integer"}]}]}"#)
+        response = try raw.call(
+            "model/define", #"{"entities":[{"name":"Team","attributes":[{"name":"teamName","type":"integer"}]}]}"#)
         XCTAssertEqual(response["error"]?["code"], -32016)
     }
 
     func testBatches() throws {
         try raw.send("[]")
         XCTAssertEqual(try raw.receive()["error"]?["code"], -32600)
-        try raw.send(#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"ping"},{"jsonrpc":"2.0","id":2,"method":"nope"},5,{"jsonrpc":"2.0","id":3,"method":"store/count","params":{"entity":"Team"}}]"#)
+        try raw.send(
+            #"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"ping"},{"jsonrpc":"2.0","id":2,"method":"nope"},5,{"jsonrpc":"2.0","id":3,"method":"store/count","params":{"entity":"Team"}}]"#
+        )
         let responses = try raw.receive().arrayValue ?? []
         XCTAssertEqual(responses.count, 4, "one response per request, none for the notification")
         XCTAssertEqual(responses[0]["result"], [:])
@@ -100,14 +106,19 @@ final class BadInputTests: XCTestCase {
         let response = try fresh.call("store/count", #"{"entity":"Team"}"#)
         XCTAssertEqual(response["error"]?["code"], -32002)
         try fresh.initialize()
-        XCTAssertEqual(try fresh.call("initialize", #"{"protocolVersion":"1"}"#)["error"]?["code"], -32600, "initialize twice")
+        XCTAssertEqual(
+            try fresh.call("initialize", #"{"protocolVersion":"1"}"#)["error"]?["code"], -32600, "initialize twice")
         XCTAssertEqual(try fresh.call("disconnect")["result"], .null)
-        XCTAssertEqual(try fresh.call("store/count", #"{"entity":"Team"}"#)["error"]?["code"], -32002, "disconnect ends the session")
+        XCTAssertEqual(
+            try fresh.call("store/count", #"{"entity":"Team"}"#)["error"]?["code"], -32002,
+            "disconnect ends the session")
     }
 
     func testOversizedMessageDropsOnlyThatConnection() throws {
         let big = String(repeating: "x", count: 17 << 20)
-        try raw.send(#"{"jsonrpc":"2.0","id":1,"method":"store/save","params":{"inserted":[{"entity":"Team","values":{"teamName":"\#(big)","qualifyingZone":"Z"}}]}}"#)
+        try raw.send(
+            #"{"jsonrpc":"2.0","id":1,"method":"store/save","params":{"inserted":[{"entity":"Team","values":{"teamName":"\#(big)","qualifyingZone":"Z"}}]}}"#
+        )
         // libzmq drops the connection on a message over ZMQ_MAXMSGSIZE; nothing is written.
         let other = try RawClient(endpoint: daemon.endpoint)
         XCTAssertEqual(try other.call("ping")["result"], [:])
@@ -118,7 +129,9 @@ final class BadInputTests: XCTestCase {
             let doomed = try RawClient(endpoint: daemon.endpoint)
             try doomed.initialize()
             try doomed.send(#"{"jsonrpc":"2.0","id":9,"method":"store/fetch","params":{"entity":"Team"}}"#)
-            try doomed.send(#"{"jsonrpc":"2.0","id":10,"method":"store/save","params":{"updated":[{"id":"Team/1","values":{"imageName":"x"}}]}}"#)
+            try doomed.send(
+                #"{"jsonrpc":"2.0","id":10,"method":"store/save","params":{"updated":[{"id":"Team/1","values":{"imageName":"x"}}]}}"#
+            )
         }
         try await Task.sleep(for: .milliseconds(200))
         // The vanished clients' save committed or not, atomically: the object is whole either way.
@@ -131,9 +144,12 @@ final class BadInputTests: XCTestCase {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         try raw.send(deep)
         XCTAssertEqual(try raw.receive()["error"]?["code"], -32700)
-        let wide = "[" + Array(repeating: #"{"jsonrpc":"2.0","method":"ping"}"#, count: 10_000).joined(separator: ",") + "]"
+        let wide =
+            "[" + Array(repeating: #"{"jsonrpc":"2.0","method":"ping"}"#, count: 10_000).joined(separator: ",") + "]"
         try raw.send(wide)
-        XCTAssertEqual(try raw.call("ping", id: 77)["id"], 77, "a batch of notifications gets no answer, and the next request does")
+        XCTAssertEqual(
+            try raw.call("ping", id: 77)["id"], 77, "a batch of notifications gets no answer, and the next request does"
+        )
     }
 }
 

@@ -7,14 +7,20 @@ import XCTest
 final class BatchTests: XCTestCase {
     static func items(_ range: Range<Int>) -> [[String: JSONValue]] {
         range.map { index in
-            ["name": .string("item \(index)"), "createdAt": .string(ISO8601.string(from: 1_700_000_000 + Double(index))), "done": .bool(index % 2 == 0)]
+            [
+                "name": .string("item \(index)"),
+                "createdAt": .string(ISO8601.string(from: 1_700_000_000 + Double(index))),
+                "done": .bool(index % 2 == 0),
+            ]
         }
     }
 
     /// Collects `$/progress` values for one token.
     func progressValues(_ collector: ChangeCollector, token: String) -> [JSONValue] {
         collector.drain().compactMap { note -> JSONValue? in
-            guard note.method == ProgressNotification.name, note.params["token"]?.stringValue == token else { return nil }
+            guard note.method == ProgressNotification.name, note.params["token"]?.stringValue == token else {
+                return nil
+            }
             return note.params["value"]
         }
     }
@@ -29,7 +35,9 @@ final class BatchTests: XCTestCase {
         let collector = ChangeCollector(client)
         let count = 200_000
         let started = ContinuousClock.now
-        let result = try await client.call(BatchInsert.self, .init(entity: "Item", objects: Self.items(0..<count), workDoneToken: "insert"), timeout: .seconds(300))
+        let result = try await client.call(
+            BatchInsert.self, .init(entity: "Item", objects: Self.items(0..<count), workDoneToken: "insert"),
+            timeout: .seconds(300))
         print("batchInsert of \(count) Items (debug build): \(ContinuousClock.now - started)")
         XCTAssertEqual(result.inserted, count)
         let values = progressValues(collector, token: "insert")
@@ -51,37 +59,57 @@ final class BatchTests: XCTestCase {
     func testUpsertByUniquenessConstraint() async throws {
         let daemon = try Daemon()
         let client = try await daemon.connect()
-        _ = try await client.call(ModelDefine.self, .init(entities: [EntityDescription(
-            name: "Package",
-            attributes: [
-                AttributeDescription(name: "name", type: .string), AttributeDescription(name: "release", type: .string),
-                AttributeDescription(name: "downloads", type: .integer, defaultValue: 0), AttributeDescription(name: "summary", type: .string, optional: true),
-            ],
-            uniquenessConstraints: [["name", "release"]])]))
-        let page = try JSONParser.parse(Array(try Data(contentsOf: Daemon.fixtures.appendingPathComponent("specs/page-1.json"))))
+        _ = try await client.call(
+            ModelDefine.self,
+            .init(entities: [
+                EntityDescription(
+                    name: "Package",
+                    attributes: [
+                        AttributeDescription(name: "name", type: .string),
+                        AttributeDescription(name: "release", type: .string),
+                        AttributeDescription(name: "downloads", type: .integer, defaultValue: 0),
+                        AttributeDescription(name: "summary", type: .string, optional: true),
+                    ],
+                    uniquenessConstraints: [["name", "release"]])
+            ]))
+        let page = try JSONParser.parse(
+            Array(try Data(contentsOf: Daemon.fixtures.appendingPathComponent("specs/page-1.json"))))
         let objects = (page["result"]?.arrayValue ?? []).map { row -> [String: JSONValue] in
-            ["name": row["name"]!, "release": row["version"]!, "downloads": row["downloads_a_month"]!, "summary": row["summary"] ?? .null]
+            [
+                "name": row["name"]!, "release": row["version"]!, "downloads": row["downloads_a_month"]!,
+                "summary": row["summary"] ?? .null,
+            ]
         }
-        let first = try await client.call(BatchInsert.self, .init(entity: "Package", objects: objects, onConflict: .update))
+        let first = try await client.call(
+            BatchInsert.self, .init(entity: "Package", objects: objects, onConflict: .update))
         XCTAssertEqual(first.inserted, objects.count)
         var changed = objects
         changed[0]["downloads"] = 123_456_789
         changed[1]["summary"] = "changed"
-        let second = try await client.call(BatchInsert.self, .init(entity: "Package", objects: changed, onConflict: .update))
+        let second = try await client.call(
+            BatchInsert.self, .init(entity: "Package", objects: changed, onConflict: .update))
         XCTAssertEqual(second.inserted, 0)
         XCTAssertEqual(second.updated, 2)
         XCTAssertEqual(second.ignored, objects.count - 2)
         let total = try await client.call(StoreCount.self, FetchRequest(entity: "Package"))
         XCTAssertEqual(total.count, objects.count, "no duplicates")
-        let ignored = try await client.call(BatchInsert.self, .init(entity: "Package", objects: Array(objects.prefix(3)), onConflict: .ignore))
+        let ignored = try await client.call(
+            BatchInsert.self, .init(entity: "Package", objects: Array(objects.prefix(3)), onConflict: .ignore))
         XCTAssertEqual(ignored.ignored, 3)
         XCTAssertEqual(ignored.transaction, 0, "nothing changed, nothing committed")
         let collision = await assertServerError(.uniqueConstraint) {
-            try await client.call(BatchInsert.self, .init(entity: "Package", objects: [["name": "new", "release": "1"], objects[0]]))
+            try await client.call(
+                BatchInsert.self, .init(entity: "Package", objects: [["name": "new", "release": "1"], objects[0]]))
         }
         XCTAssertNotNil(collision?.data?["objects"])
         let invalid = await assertServerError(.validationFailed) {
-            try await client.call(BatchInsert.self, .init(entity: "Package", objects: [["name": 1, "release": "1"], ["release": "2"], ["name": "x", "release": "3", "color": "red"]]))
+            try await client.call(
+                BatchInsert.self,
+                .init(
+                    entity: "Package",
+                    objects: [
+                        ["name": 1, "release": "1"], ["release": "2"], ["name": "x", "release": "3", "color": "red"],
+                    ]))
         }
         XCTAssertEqual(invalid?.data?["errors"]?.arrayValue?.count, 3)
         let after = try await client.call(StoreCount.self, FetchRequest(entity: "Package"))
@@ -94,26 +122,32 @@ final class BatchTests: XCTestCase {
         try await client.loadWorldCup()
         _ = try await client.call(BatchInsert.self, .init(entity: "Item", objects: Self.items(0..<30_000)))
         let collector = ChangeCollector(client)
-        var request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "createdAt", ascending: false)], batchSize: 1000, workDoneToken: "fetch", partialResultToken: "chunks", countFirst: true)
+        var request = FetchRequest(
+            entity: "Item", sort: [SortDescriptor(key: "createdAt", ascending: false)], batchSize: 1000,
+            workDoneToken: "fetch", partialResultToken: "chunks", countFirst: true)
         let result = try await client.call(StoreFetch.self, request)
         XCTAssertEqual(result.count, 30_000)
         XCTAssertEqual(result.objects, [])
         let notes = collector.drain()
-        let chunks = notes.filter { $0.method == ProgressNotification.name && $0.params["token"] == "chunks" }.compactMap { $0.params["value"]?["objects"]?.arrayValue }
+        let chunks = notes.filter { $0.method == ProgressNotification.name && $0.params["token"] == "chunks" }
+            .compactMap { $0.params["value"]?["objects"]?.arrayValue }
         let streamed = chunks.flatMap { $0 }
         request.partialResultToken = nil
         request.workDoneToken = nil
         let whole = try await client.call(StoreFetch.self, request)
         XCTAssertEqual(streamed, whole.objects, "chunks concatenate to the full sorted result")
         XCTAssertEqual(chunks.count, 30)
-        let progress = notes.filter { $0.method == ProgressNotification.name && $0.params["token"] == "fetch" }.compactMap { $0.params["value"] }
+        let progress = notes.filter { $0.method == ProgressNotification.name && $0.params["token"] == "fetch" }
+            .compactMap { $0.params["value"] }
         XCTAssertEqual(progress.first?["kind"], "begin")
         XCTAssertEqual(progress.first?["total"], 30_000, "countFirst puts the total in begin")
         XCTAssertEqual(progress.last?["kind"], "end")
 
         // Cancel mid-fetch: -32800 and an end with cancelled: true.
         let id = client.makeRequestID()
-        var slow = FetchRequest(entity: "Item", predicate: "name MATCHES '.*9.*9.*'", sort: [SortDescriptor(key: "name")], batchSize: 10, workDoneToken: "slow", partialResultToken: "slowChunks")
+        var slow = FetchRequest(
+            entity: "Item", predicate: "name MATCHES '.*9.*9.*'", sort: [SortDescriptor(key: "name")], batchSize: 10,
+            workDoneToken: "slow", partialResultToken: "slowChunks")
         slow.countFirst = false
         let task = Task { try await client.call(id: id, method: StoreFetch.name, params: try JSONCoding.encode(slow)) }
         _ = await collector.take { $0.params["token"] == "slowChunks" }
@@ -132,7 +166,9 @@ final class BatchTests: XCTestCase {
         let small = try await capped.connect()
         try await small.loadWorldCup()
         _ = try await small.call(BatchInsert.self, .init(entity: "Item", objects: Self.items(0..<2000)))
-        let tooBig = await assertServerError(.invalidParams) { try await small.call(StoreFetch.self, FetchRequest(entity: "Item")) }
+        let tooBig = await assertServerError(.invalidParams) {
+            try await small.call(StoreFetch.self, FetchRequest(entity: "Item"))
+        }
         XCTAssertTrue(tooBig?.message.contains("partialResultToken") == true)
     }
 
@@ -142,9 +178,12 @@ final class BatchTests: XCTestCase {
         let pinger = try await daemon.connect(name: "pinger")
         try await client.loadWorldCup()
         let id = client.makeRequestID()
-        let params = try JSONCoding.encode(BatchInsert.Parameters(entity: "Item", objects: Self.items(0..<150_000), workDoneToken: "big"))
+        let params = try JSONCoding.encode(
+            BatchInsert.Parameters(entity: "Item", objects: Self.items(0..<150_000), workDoneToken: "big"))
         let collector = ChangeCollector(client)
-        let insert = Task { try await client.call(id: id, method: BatchInsert.name, params: params, timeout: .seconds(300)) }
+        let insert = Task {
+            try await client.call(id: id, method: BatchInsert.name, params: params, timeout: .seconds(300))
+        }
         // Pings from another session answer while the daemon parses the 12 MB request
         // and while the insert runs on the writer.
         var worst: Duration = .zero
@@ -172,7 +211,8 @@ final class BatchTests: XCTestCase {
         try await client.loadWorldCup()
         _ = try await client.call(BatchInsert.self, .init(entity: "Item", objects: Self.items(0..<1000)))
         let collector = ChangeCollector(client)
-        let params = try JSONCoding.encode(BatchInsert.Parameters(entity: "Item", objects: Self.items(1000..<100_000), workDoneToken: "doomed"))
+        let params = try JSONCoding.encode(
+            BatchInsert.Parameters(entity: "Item", objects: Self.items(1000..<100_000), workDoneToken: "doomed"))
         let doomed = Task { try? await client.call(method: BatchInsert.name, params: params, timeout: .seconds(300)) }
         _ = await collector.take(timeout: .seconds(60)) { $0.params["value"]?["kind"] == "report" }
         first.stop(signal: SIGKILL)
@@ -193,9 +233,15 @@ final class BatchTests: XCTestCase {
         let client = try await daemon.connect()
         try await client.loadWorldCup()
         let collector = ChangeCollector(client)
-        let subscribed = try await client.call(ResultsSubscribe.self, .init(request: FetchedResultsTests.byZone, sectionKeyPath: "qualifyingZone", include: .all))
+        let subscribed = try await client.call(
+            ResultsSubscribe.self,
+            .init(request: FetchedResultsTests.byZone, sectionKeyPath: "qualifyingZone", include: .all))
         var mirror = ResultsMirror(subscribed, request: FetchedResultsTests.byZone, sectionKeyPath: "qualifyingZone")
-        let updated = try await client.call(BatchUpdate.self, .init(entity: "Team", predicate: "qualifyingZone == $zone", arguments: ["zone": "Europe"], values: ["wins": 9], workDoneToken: "upd"))
+        let updated = try await client.call(
+            BatchUpdate.self,
+            .init(
+                entity: "Team", predicate: "qualifyingZone == $zone", arguments: ["zone": "Europe"],
+                values: ["wins": 9], workDoneToken: "upd"))
         XCTAssertEqual(updated.count, 13)
         mirror.apply(try await collector.expect(for: mirror.subscription))
         try await mirror.assertMatchesFreshFetch(client)
@@ -204,19 +250,33 @@ final class BatchTests: XCTestCase {
         mirror.apply(try await collector.expect(for: mirror.subscription))
         try await mirror.assertMatchesFreshFetch(client)
         XCTAssertFalse(mirror.sections.map(\.name).contains("Europe"), "the emptied section is gone")
-        await assertServerError(.predicateSyntax) { try await client.call(BatchDelete.self, .init(entity: "Team", predicate: "wins ==")) }
+        await assertServerError(.predicateSyntax) {
+            try await client.call(BatchDelete.self, .init(entity: "Team", predicate: "wins =="))
+        }
 
         // deny refuses and deletes nothing.
-        _ = try await client.call(ModelDefine.self, .init(entities: WorldCup.model + [WorldCup.item,
-            EntityDescription(name: "Owner", attributes: [AttributeDescription(name: "name", type: .string)],
-                              relationships: [RelationshipDescription(name: "pets", destination: "Pet", toMany: true, inverse: "owner", deleteRule: .deny)]),
-            EntityDescription(name: "Pet", attributes: [AttributeDescription(name: "name", type: .string)],
-                              relationships: [RelationshipDescription(name: "owner", destination: "Owner", inverse: "pets")]),
-        ]))
-        _ = try await client.call(StoreSave.self, .init(inserted: [
-            InsertedObject(entity: "Owner", tempId: "o", values: ["name": "Ann"]), InsertedObject(entity: "Owner", values: ["name": "Bob"]),
-            InsertedObject(entity: "Pet", values: ["name": "Rex", "owner": "o"]),
-        ]))
+        _ = try await client.call(
+            ModelDefine.self,
+            .init(
+                entities: WorldCup.model + [
+                    WorldCup.item,
+                    EntityDescription(
+                        name: "Owner", attributes: [AttributeDescription(name: "name", type: .string)],
+                        relationships: [
+                            RelationshipDescription(
+                                name: "pets", destination: "Pet", toMany: true, inverse: "owner", deleteRule: .deny)
+                        ]),
+                    EntityDescription(
+                        name: "Pet", attributes: [AttributeDescription(name: "name", type: .string)],
+                        relationships: [RelationshipDescription(name: "owner", destination: "Owner", inverse: "pets")]),
+                ]))
+        _ = try await client.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(entity: "Owner", tempId: "o", values: ["name": "Ann"]),
+                InsertedObject(entity: "Owner", values: ["name": "Bob"]),
+                InsertedObject(entity: "Pet", values: ["name": "Rex", "owner": "o"]),
+            ]))
         await assertServerError(.deleteDenied) { try await client.call(BatchDelete.self, .init(entity: "Owner")) }
         let owners = try await client.call(StoreCount.self, FetchRequest(entity: "Owner"))
         XCTAssertEqual(owners.count, 2)
@@ -229,9 +289,11 @@ final class BatchTests: XCTestCase {
         let collector = ChangeCollector(client)
         _ = try await client.call(StoreObserve.self, .init())
         let before = try await client.call(StoreHistory.self, .init(since: 0)).latest
-        _ = try await client.call(StoreSave.self, .init(updated: [UpdatedObject(id: ids["Chile"]!, values: ["wins": 3])], author: "a"))
+        _ = try await client.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["Chile"]!, values: ["wins": 3])], author: "a"))
         _ = try await client.call(BatchInsert.self, .init(entity: "Item", objects: Self.items(0..<10), author: "b"))
-        _ = try await client.call(BatchDelete.self, .init(entity: "Team", predicate: "teamName BEGINSWITH 'S'", author: "c"))
+        _ = try await client.call(
+            BatchDelete.self, .init(entity: "Team", predicate: "teamName BEGINSWITH 'S'", author: "c"))
         let delivered = collector.drain().compactMap { $0.decode(DidSave.self) }
         let history = try await client.call(StoreHistory.self, .init(since: before))
         XCTAssertEqual(history.transactions.map(\.transaction), delivered.map(\.transaction))
@@ -244,7 +306,9 @@ final class BatchTests: XCTestCase {
         let client = try await daemon.connect()
         let ids = try await client.loadWorldCup()
         for round in 0..<140 {
-            _ = try await client.call(StoreSave.self, .init(updated: [UpdatedObject(id: ids["Chile"]!, values: ["wins": .int(Int64(round + 100))])]))
+            _ = try await client.call(
+                StoreSave.self,
+                .init(updated: [UpdatedObject(id: ids["Chile"]!, values: ["wins": .int(Int64(round + 100))])]))
         }
         let history = try await client.call(StoreHistory.self, .init(since: 0, limit: 1000))
         XCTAssertEqual(history.latest, 141)

@@ -8,10 +8,16 @@ import XCTest
 final class FetchedResultsTests: XCTestCase {
     static let byZone = FetchRequest(
         entity: "Team",
-        sort: [SortDescriptor(key: "qualifyingZone"), SortDescriptor(key: "wins", ascending: false), SortDescriptor(key: "teamName")])
+        sort: [
+            SortDescriptor(key: "qualifyingZone"), SortDescriptor(key: "wins", ascending: false),
+            SortDescriptor(key: "teamName"),
+        ])
 
-    func subscribe(_ client: DepotConnection, _ request: FetchRequest, section: String? = nil) async throws -> ResultsMirror {
-        let result = try await client.call(ResultsSubscribe.self, .init(request: request, sectionKeyPath: section, include: .all))
+    func subscribe(_ client: DepotConnection, _ request: FetchRequest, section: String? = nil) async throws
+        -> ResultsMirror
+    {
+        let result = try await client.call(
+            ResultsSubscribe.self, .init(request: request, sectionKeyPath: section, include: .all))
         let mirror = ResultsMirror(result, request: request, sectionKeyPath: section)
         try await mirror.assertMatchesFreshFetch(client)
         return mirror
@@ -28,7 +34,8 @@ final class FetchedResultsTests: XCTestCase {
 
         // A win moves a team within its section.
         let japan = ids["Japan"]!
-        var save = try await editor.call(StoreSave.self, .init(updated: [UpdatedObject(id: japan, values: ["wins": 3])]))
+        var save = try await editor.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: japan, values: ["wins": 3])]))
         var change = try await collector.expect(for: mirror.subscription)
         XCTAssertEqual(change.transaction, save.transaction)
         XCTAssertEqual(change.objects.map(\.type), [.move])
@@ -37,28 +44,36 @@ final class FetchedResultsTests: XCTestCase {
         try await mirror.assertMatchesFreshFetch(watcher)
 
         // A new zone inserts a section; emptying one deletes it.
-        save = try await editor.call(StoreSave.self, .init(updated: [UpdatedObject(id: japan, values: ["qualifyingZone": "Oceania"])]))
+        save = try await editor.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: japan, values: ["qualifyingZone": "Oceania"])]))
         change = try await collector.expect(for: mirror.subscription)
         XCTAssertEqual(change.sections, [SectionChange(type: .insert, index: 4, name: "Oceania")])
         mirror.apply(change)
         try await mirror.assertMatchesFreshFetch(watcher)
-        save = try await editor.call(StoreSave.self, .init(updated: [UpdatedObject(id: japan, values: ["qualifyingZone": "Asia"])]))
+        save = try await editor.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: japan, values: ["qualifyingZone": "Asia"])]))
         change = try await collector.expect(for: mirror.subscription)
         XCTAssertEqual(change.sections, [SectionChange(type: .delete, index: 4, name: "Oceania")])
         mirror.apply(change)
         try await mirror.assertMatchesFreshFetch(watcher)
 
         // A change to a key that neither sorts nor sections is an update in place.
-        _ = try await editor.call(StoreSave.self, .init(updated: [UpdatedObject(id: japan, values: ["imageName": "jp.png"])]))
+        _ = try await editor.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: japan, values: ["imageName": "jp.png"])]))
         change = try await collector.expect(for: mirror.subscription)
         XCTAssertEqual(change.objects.map(\.type), [.update])
         mirror.apply(change)
         try await mirror.assertMatchesFreshFetch(watcher)
 
         // Inserts and deletes in one save.
-        _ = try await editor.call(StoreSave.self, .init(
-            inserted: [InsertedObject(entity: "Team", values: ["teamName": "Wakanda", "qualifyingZone": "Africa", "wins": 9])],
-            deleted: [DeletedObject(id: ids["Brazil"]!)]))
+        _ = try await editor.call(
+            StoreSave.self,
+            .init(
+                inserted: [
+                    InsertedObject(
+                        entity: "Team", values: ["teamName": "Wakanda", "qualifyingZone": "Africa", "wins": 9])
+                ],
+                deleted: [DeletedObject(id: ids["Brazil"]!)]))
         change = try await collector.expect(for: mirror.subscription)
         XCTAssertEqual(Set(change.objects.map(\.type)), [.insert, .delete])
         mirror.apply(change)
@@ -76,20 +91,24 @@ final class FetchedResultsTests: XCTestCase {
         let client = try await daemon.connect()
         let ids = try await client.loadWorldCup()
         let collector = ChangeCollector(client)
-        let result = try await client.call(ResultsSubscribe.self, .init(request: Self.byZone, sectionKeyPath: "qualifyingZone", include: .noObjects))
+        let result = try await client.call(
+            ResultsSubscribe.self, .init(request: Self.byZone, sectionKeyPath: "qualifyingZone", include: .noObjects))
         XCTAssertEqual(result.count, 32)
         XCTAssertTrue(result.objects.isEmpty)
-        let page = try await client.call(ResultsObjects.self, .init(subscription: result.subscription, offset: 30, length: 10))
+        let page = try await client.call(
+            ResultsObjects.self, .init(subscription: result.subscription, offset: 30, length: 10))
         XCTAssertEqual(page.objects.count, 2)
         let all = try await client.call(StoreFetch.self, Self.byZone)
         XCTAssertEqual(page.objects, Array(all.objects!.suffix(2)))
-        let save = try await client.call(StoreSave.self, .init(updated: [UpdatedObject(id: ids["Chile"]!, values: ["wins": 7])]))
+        let save = try await client.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["Chile"]!, values: ["wins": 7])]))
         // By the delivery-order rule the notification is already here.
         let arrived = await collector.next(for: result.subscription, timeout: .milliseconds(1))
         XCTAssertEqual(arrived?.transaction, save.transaction)
         let snapshot = try await client.call(ResultsSnapshot.self, .init(subscription: result.subscription))
         XCTAssertEqual(snapshot.seq, 1)
-        let ordered = try await client.call(StoreFetch.self, FetchRequest(entity: "Team", sort: Self.byZone.sort, resultType: .ids))
+        let ordered = try await client.call(
+            StoreFetch.self, FetchRequest(entity: "Team", sort: Self.byZone.sort, resultType: .ids))
         XCTAssertEqual(snapshot.ids, ordered.ids)
     }
 
@@ -120,7 +139,9 @@ final class FetchedResultsTests: XCTestCase {
         var a = try await subscribe(first, Self.byZone, section: "qualifyingZone")
         var b = try await subscribe(second, Self.byZone, section: "qualifyingZone")
         for round in 1...3 {
-            _ = try await second.call(StoreSave.self, .init(updated: [UpdatedObject(id: ids["Spain"]!, values: ["wins": .int(Int64(round))])]))
+            _ = try await second.call(
+                StoreSave.self, .init(updated: [UpdatedObject(id: ids["Spain"]!, values: ["wins": .int(Int64(round))])])
+            )
             a.apply(try await firstCollector.expect(for: a.subscription))
             b.apply(try await secondCollector.expect(for: b.subscription))
         }
@@ -139,8 +160,15 @@ final class FetchedResultsTests: XCTestCase {
         let collector = ChangeCollector(watcher)
         let requests: [(FetchRequest, String?)] = [
             (Self.byZone, "qualifyingZone"),
-            (FetchRequest(entity: "Team", sort: [SortDescriptor(key: "wins"), SortDescriptor(key: "teamName", ascending: false)]), "wins"),
-            (FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")], properties: ["teamName", "wins"]), nil),
+            (
+                FetchRequest(
+                    entity: "Team",
+                    sort: [SortDescriptor(key: "wins"), SortDescriptor(key: "teamName", ascending: false)]), "wins"
+            ),
+            (
+                FetchRequest(
+                    entity: "Team", sort: [SortDescriptor(key: "teamName")], properties: ["teamName", "wins"]), nil
+            ),
             (FetchRequest(entity: "Team", sort: [SortDescriptor(key: "imageName", ascending: false)]), nil),
         ]
         var mirrors: [ResultsMirror] = []
@@ -154,19 +182,33 @@ final class FetchedResultsTests: XCTestCase {
                 counter += 1
                 switch Int.random(in: 0..<10, using: &generator) {
                 case 0, 1:
-                    params.inserted.append(InsertedObject(entity: "Team", values: [
-                        "teamName": .string("Team \(counter)"), "qualifyingZone": .string(zones.randomElement(using: &generator)!),
-                        "wins": .int(Int64.random(in: 0...5, using: &generator)),
-                    ]))
+                    params.inserted.append(
+                        InsertedObject(
+                            entity: "Team",
+                            values: [
+                                "teamName": .string("Team \(counter)"),
+                                "qualifyingZone": .string(zones.randomElement(using: &generator)!),
+                                "wins": .int(Int64.random(in: 0...5, using: &generator)),
+                            ]))
                 case 2 where ids.count > 10:
                     let id = ids.remove(at: Int.random(in: 0..<ids.count, using: &generator))
                     params.deleted.append(DeletedObject(id: id))
                 case 3, 4:
-                    params.updated.append(UpdatedObject(id: ids.randomElement(using: &generator)!, values: ["qualifyingZone": .string(zones.randomElement(using: &generator)!)]))
+                    params.updated.append(
+                        UpdatedObject(
+                            id: ids.randomElement(using: &generator)!,
+                            values: ["qualifyingZone": .string(zones.randomElement(using: &generator)!)]))
                 case 5:
-                    params.updated.append(UpdatedObject(id: ids.randomElement(using: &generator)!, values: ["imageName": Bool.random(using: &generator) ? .null : .string("img\(counter % 5)")]))
+                    params.updated.append(
+                        UpdatedObject(
+                            id: ids.randomElement(using: &generator)!,
+                            values: ["imageName": Bool.random(using: &generator) ? .null : .string("img\(counter % 5)")]
+                        ))
                 default:
-                    params.updated.append(UpdatedObject(id: ids.randomElement(using: &generator)!, values: ["wins": .int(Int64.random(in: 0...5, using: &generator))]))
+                    params.updated.append(
+                        UpdatedObject(
+                            id: ids.randomElement(using: &generator)!,
+                            values: ["wins": .int(Int64.random(in: 0...5, using: &generator))]))
                 }
             }
             // One id may appear twice in a save; keep the first of each.

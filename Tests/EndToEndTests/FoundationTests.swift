@@ -16,11 +16,16 @@ final class FoundationTests: XCTestCase {
         let model = try await client.call(ModelGet.self, Empty())
         XCTAssertEqual(Set(model.entities.map(\.name)), ["Team", "Item"])
 
-        let sorted = try await client.call(StoreFetch.self, FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")], limit: 3))
-        XCTAssertEqual(sorted.objects?.compactMap { $0["teamName"]?.stringValue }, ["Algeria", "Argentina", "Australia"])
+        let sorted = try await client.call(
+            StoreFetch.self, FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")], limit: 3))
+        XCTAssertEqual(
+            sorted.objects?.compactMap { $0["teamName"]?.stringValue }, ["Algeria", "Argentina", "Australia"])
         let count = try await client.call(StoreCount.self, FetchRequest(entity: "Team"))
         XCTAssertEqual(count.count, 32)
-        let idsOnly = try await client.call(StoreFetch.self, FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName", ascending: false)], limit: 1, resultType: .ids))
+        let idsOnly = try await client.call(
+            StoreFetch.self,
+            FetchRequest(
+                entity: "Team", sort: [SortDescriptor(key: "teamName", ascending: false)], limit: 1, resultType: .ids))
         XCTAssertEqual(idsOnly.ids, [ids["Uruguay"]!])
         let got = try await client.call(StoreGet.self, .init(ids: [ids["Brazil"]!, "Team/9999"]))
         XCTAssertEqual(got.objects[0]["teamName"], "Brazil")
@@ -40,7 +45,8 @@ final class FoundationTests: XCTestCase {
         let saverEvents = saver.notifications()
 
         let brazil = ids["Brazil"]!
-        let result = try await saver.call(StoreSave.self, .init(updated: [UpdatedObject(id: brazil, values: ["wins": 6])], author: "saver"))
+        let result = try await saver.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: brazil, values: ["wins": 6])], author: "saver"))
 
         // The saver's own didSave arrived before its response: it is already in the stream.
         var saverIterator = saverEvents.makeAsyncIterator()
@@ -66,8 +72,10 @@ final class FoundationTests: XCTestCase {
         let registration = try await observer.call(StoreObserve.self, .init())
         let cli = Process()
         cli.executableURL = Daemon.executable.deletingLastPathComponent().appendingPathComponent("depot")
-        cli.arguments = ["call", "--connect", daemon.endpoint, "store/save",
-                         #"{"inserted":[{"entity":"Team","tempId":"n","values":{"teamName":"Narnia","qualifyingZone":"Fiction"}}],"author":"cli"}"#]
+        cli.arguments = [
+            "call", "--connect", daemon.endpoint, "store/save",
+            #"{"inserted":[{"entity":"Team","tempId":"n","values":{"teamName":"Narnia","qualifyingZone":"Fiction"}}],"author":"cli"}"#,
+        ]
         let output = Pipe()
         cli.standardOutput = output
         try cli.run()
@@ -85,18 +93,22 @@ final class FoundationTests: XCTestCase {
         let client = try await daemon.connect()
         try await client.loadWorldCup()
         let error = await assertServerError(.uniqueConstraint) {
-            try await client.call(StoreSave.self, .init(inserted: [
-                InsertedObject(entity: "Team", values: ["teamName": "Atlantis", "qualifyingZone": "Ocean"]),
-                InsertedObject(entity: "Team", values: ["teamName": "Brazil", "qualifyingZone": "Ocean"]),
-            ]))
+            try await client.call(
+                StoreSave.self,
+                .init(inserted: [
+                    InsertedObject(entity: "Team", values: ["teamName": "Atlantis", "qualifyingZone": "Ocean"]),
+                    InsertedObject(entity: "Team", values: ["teamName": "Brazil", "qualifyingZone": "Ocean"]),
+                ]))
         }
         XCTAssertEqual(error?.data?["entity"], "Team")
         let count = try await client.call(StoreCount.self, FetchRequest(entity: "Team"))
         XCTAssertEqual(count.count, 32)
         let validation = await assertServerError(.validationFailed) {
-            try await client.call(StoreSave.self, .init(inserted: [
-                InsertedObject(entity: "Team", values: ["teamName": 1, "qualifyingZone": "Ocean", "color": "red"])
-            ]))
+            try await client.call(
+                StoreSave.self,
+                .init(inserted: [
+                    InsertedObject(entity: "Team", values: ["teamName": 1, "qualifyingZone": "Ocean", "color": "red"])
+                ]))
         }
         let problems = validation?.data?["errors"]?.arrayValue ?? []
         XCTAssertEqual(Set(problems.compactMap { $0["key"]?.stringValue }), ["teamName", "color"])
@@ -121,7 +133,8 @@ final class FoundationTests: XCTestCase {
     func testNonLoopbackTCPIsRefused() throws {
         let process = Process()
         process.executableURL = Daemon.executable
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-refuse-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-refuse-\(UUID().uuidString)")
         process.arguments = ["--data-dir", directory.path, "--listen", "tcp://0.0.0.0:0"]
         let errors = Pipe()
         process.standardError = errors

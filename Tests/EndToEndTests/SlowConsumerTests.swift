@@ -18,7 +18,8 @@ final class SlowConsumerTests: XCTestCase {
         let slow = try RawClient(endpoint: daemon.endpoint)
         try slow.socket.setReceiveHighWaterMark(5)
         try slow.initialize()
-        let subscribed = try slow.call("results/subscribe", #"{"request":{"entity":"Team","sort":[{"key":"teamName"}]},"include":"none"}"#)
+        let subscribed = try slow.call(
+            "results/subscribe", #"{"request":{"entity":"Team","sort":[{"key":"teamName"}]},"include":"none"}"#)
         let slowSubscription = try XCTUnwrap(subscribed["result"]?["subscription"]?.stringValue)
 
         let fast = try await daemon.connect(name: "fast")
@@ -29,7 +30,11 @@ final class SlowConsumerTests: XCTestCase {
         let padding = String(repeating: "x", count: 16_000)
         let saves = 600
         for round in 0..<saves {
-            _ = try await writer.call(StoreSave.self, .init(updated: [UpdatedObject(id: ids["Mexico"]!, values: ["imageName": .string("\(round)-\(padding)")])]))
+            _ = try await writer.call(
+                StoreSave.self,
+                .init(updated: [
+                    UpdatedObject(id: ids["Mexico"]!, values: ["imageName": .string("\(round)-\(padding)")])
+                ]))
             mirror.apply(try await collector.expect(for: mirror.subscription))
         }
         XCTAssertEqual(mirror.seq, Int64(saves), "the fast subscriber got every delta")

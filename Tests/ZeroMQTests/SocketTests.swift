@@ -59,7 +59,8 @@ final class SocketTests: XCTestCase {
         let again = try poller.poll(timeoutMilliseconds: 1000)
         XCTAssertTrue(again[socketIndex].contains(.readable))
         XCTAssertEqual(try pull.receive(dontWait: true), [[9]])
-        XCTAssertFalse(try poller.poll(timeoutMilliseconds: 0)[mailboxIndex].contains(.readable), "drain consumed the wake-up")
+        XCTAssertFalse(
+            try poller.poll(timeoutMilliseconds: 0)[mailboxIndex].contains(.readable), "drain consumed the wake-up")
     }
 
     func testMaxMessageSizeDropsOversizedInput() throws {

@@ -65,7 +65,8 @@ public enum ISO8601 {
             let text = String(value)
             return String(repeating: "0", count: max(0, width - text.count)) + text
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3_600_000, 2)):\(pad(rest / 60_000 % 60, 2)):\(pad(rest / 1000 % 60, 2)).\(pad(rest % 1000, 3))Z"
+        return
+            "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3_600_000, 2)):\(pad(rest / 60_000 % 60, 2)):\(pad(rest / 1000 % 60, 2)).\(pad(rest % 1000, 3))Z"
     }
 
     /// Appends `"2026-11-22T10:15:30.250Z"` (quoted) for `seconds` since 1970, without building a String.
@@ -95,7 +96,8 @@ public enum ISO8601 {
         bytes.append(34)
         digits(year, 4); bytes.append(45); digits(month, 2); bytes.append(45); digits(day, 2)
         bytes.append(84)
-        digits(rest / 3_600_000, 2); bytes.append(58); digits(rest / 60_000 % 60, 2); bytes.append(58); digits(rest / 1000 % 60, 2)
+        digits(rest / 3_600_000, 2); bytes.append(58); digits(rest / 60_000 % 60, 2); bytes.append(58);
+        digits(rest / 1000 % 60, 2)
         bytes.append(46); digits(rest % 1000, 3)
         bytes.append(90); bytes.append(34)
     }

@@ -21,7 +21,8 @@ private struct ValueDecoder: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func mismatch(_ expected: Any.Type) -> DecodingError {
-        .typeMismatch(expected, .init(codingPath: codingPath, debugDescription: "expected \(expected), found \(value.typeName)"))
+        .typeMismatch(
+            expected, .init(codingPath: codingPath, debugDescription: "expected \(expected), found \(value.typeName)"))
     }
 
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
@@ -91,7 +92,8 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     private func child(_ key: Key) throws -> ValueDecoder {
         guard let value = members[key.stringValue] else {
-            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no value for \(key.stringValue)"))
+            throw DecodingError.keyNotFound(
+                key, .init(codingPath: codingPath, debugDescription: "no value for \(key.stringValue)"))
         }
         return ValueDecoder(value: value, codingPath: codingPath + [key])
     }
@@ -111,11 +113,15 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return try ValueDecoder(value: value, codingPath: codingPath + [key]).decodeValue(T.self)
     }
 
-    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
+        -> KeyedDecodingContainer<NestedKey>
+    {
         try child(key).container(keyedBy: type)
     }
 
-    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer { try child(key).unkeyedContainer() }
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        try child(key).unkeyedContainer()
+    }
 
     func superDecoder() throws -> any Decoder { ValueDecoder(value: .object(members), codingPath: codingPath) }
 
@@ -137,7 +143,9 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
 
     private mutating func next() throws -> ValueDecoder {
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(JSONValue.self, .init(codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "the array ended"))
+            throw DecodingError.valueNotFound(
+                JSONValue.self,
+                .init(codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "the array ended"))
         }
         defer { currentIndex += 1 }
         return ValueDecoder(value: elements[currentIndex], codingPath: codingPath + [IndexKey(currentIndex)])
@@ -157,7 +165,9 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
         return try decoder.decodeValue(T.self)
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<
+        NestedKey
+    > {
         try next().container(keyedBy: type)
     }
 

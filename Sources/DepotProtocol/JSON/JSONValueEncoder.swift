@@ -65,7 +65,9 @@ private struct ValueEncoder: Encoder {
         return UnkeyedContainer(node: node, codingPath: codingPath)
     }
 
-    func singleValueContainer() -> any SingleValueEncodingContainer { SingleContainer(node: node, codingPath: codingPath) }
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        SingleContainer(node: node, codingPath: codingPath)
+    }
 }
 
 private func encodeValue<T: Encodable>(_ value: T, into node: Node, codingPath: [any CodingKey]) throws {
@@ -81,22 +83,39 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let codingPath: [any CodingKey]
 
     mutating func encodeNil(forKey key: Key) throws { node.child(forKey: key.stringValue).set(.null) }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { node.child(forKey: key.stringValue).set(.bool(value)) }
-    mutating func encode(_ value: String, forKey key: Key) throws { node.child(forKey: key.stringValue).set(.string(value)) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { node.child(forKey: key.stringValue).set(.double(value)) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { node.child(forKey: key.stringValue).set(.int(Int64(value))) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { node.child(forKey: key.stringValue).set(.int(value)) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws {
+        node.child(forKey: key.stringValue).set(.bool(value))
+    }
+    mutating func encode(_ value: String, forKey key: Key) throws {
+        node.child(forKey: key.stringValue).set(.string(value))
+    }
+    mutating func encode(_ value: Double, forKey key: Key) throws {
+        node.child(forKey: key.stringValue).set(.double(value))
+    }
+    mutating func encode(_ value: Int, forKey key: Key) throws {
+        node.child(forKey: key.stringValue).set(.int(Int64(value)))
+    }
+    mutating func encode(_ value: Int64, forKey key: Key) throws {
+        node.child(forKey: key.stringValue).set(.int(value))
+    }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         try encodeValue(value, into: node.child(forKey: key.stringValue), codingPath: codingPath + [key])
     }
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        ValueEncoder(node: node.child(forKey: key.stringValue), codingPath: codingPath + [key]).container(keyedBy: keyType)
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
+        -> KeyedEncodingContainer<NestedKey>
+    {
+        ValueEncoder(node: node.child(forKey: key.stringValue), codingPath: codingPath + [key]).container(
+            keyedBy: keyType)
     }
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         ValueEncoder(node: node.child(forKey: key.stringValue), codingPath: codingPath + [key]).unkeyedContainer()
     }
-    mutating func superEncoder() -> any Encoder { ValueEncoder(node: node.child(forKey: "super"), codingPath: codingPath) }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { ValueEncoder(node: node.child(forKey: key.stringValue), codingPath: codingPath + [key]) }
+    mutating func superEncoder() -> any Encoder {
+        ValueEncoder(node: node.child(forKey: "super"), codingPath: codingPath)
+    }
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        ValueEncoder(node: node.child(forKey: key.stringValue), codingPath: codingPath + [key])
+    }
 }
 
 private struct UnkeyedContainer: UnkeyedEncodingContainer {
@@ -110,11 +129,17 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
     mutating func encode(_ value: Double) throws { node.appendChild().set(.double(value)) }
     mutating func encode(_ value: Int) throws { node.appendChild().set(.int(Int64(value))) }
     mutating func encode(_ value: Int64) throws { node.appendChild().set(.int(value)) }
-    mutating func encode<T: Encodable>(_ value: T) throws { try encodeValue(value, into: node.appendChild(), codingPath: codingPath) }
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        try encodeValue(value, into: node.appendChild(), codingPath: codingPath)
+    }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<
+        NestedKey
+    > {
         ValueEncoder(node: node.appendChild(), codingPath: codingPath).container(keyedBy: keyType)
     }
-    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer { ValueEncoder(node: node.appendChild(), codingPath: codingPath).unkeyedContainer() }
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        ValueEncoder(node: node.appendChild(), codingPath: codingPath).unkeyedContainer()
+    }
     mutating func superEncoder() -> any Encoder { ValueEncoder(node: node.appendChild(), codingPath: codingPath) }
 }
 

@@ -123,7 +123,9 @@ public struct JSONWriter {
             case 0x09: writeRaw("\\t")
             case 0..<0x20:
                 let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+                bytes.append(contentsOf: [
+                    0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)],
+                ])
             default: bytes.append(byte)
             }
         }

@@ -26,7 +26,10 @@ public enum BatchInsert: Method {
         public var workDoneToken: JSONValue?
 
         /// Creates the params.
-        public init(entity: String, objects: [[String: JSONValue]], onConflict: ConflictResolution? = nil, author: String? = nil, workDoneToken: JSONValue? = nil) {
+        public init(
+            entity: String, objects: [[String: JSONValue]], onConflict: ConflictResolution? = nil,
+            author: String? = nil, workDoneToken: JSONValue? = nil
+        ) {
             self.entity = entity
             self.objects = objects
             self.onConflict = onConflict
@@ -76,7 +79,10 @@ public enum BatchUpdate: Method {
         public var workDoneToken: JSONValue?
 
         /// Creates the params.
-        public init(entity: String, predicate: String? = nil, arguments: JSONValue? = nil, values: [String: JSONValue], author: String? = nil, workDoneToken: JSONValue? = nil) {
+        public init(
+            entity: String, predicate: String? = nil, arguments: JSONValue? = nil, values: [String: JSONValue],
+            author: String? = nil, workDoneToken: JSONValue? = nil
+        ) {
             self.entity = entity
             self.predicate = predicate
             self.arguments = arguments
@@ -119,7 +125,10 @@ public enum BatchDelete: Method {
         public var workDoneToken: JSONValue?
 
         /// Creates the params.
-        public init(entity: String, predicate: String? = nil, arguments: JSONValue? = nil, author: String? = nil, workDoneToken: JSONValue? = nil) {
+        public init(
+            entity: String, predicate: String? = nil, arguments: JSONValue? = nil, author: String? = nil,
+            workDoneToken: JSONValue? = nil
+        ) {
             self.entity = entity
             self.predicate = predicate
             self.arguments = arguments

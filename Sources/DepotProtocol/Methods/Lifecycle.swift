@@ -29,7 +29,10 @@ public enum Initialize: Method {
         public var capabilities: JSONValue?
 
         /// Creates the params.
-        public init(clientInfo: ImplementationInfo?, protocolVersion: String = depotProtocolVersion, capabilities: JSONValue? = [:]) {
+        public init(
+            clientInfo: ImplementationInfo?, protocolVersion: String = depotProtocolVersion,
+            capabilities: JSONValue? = [:]
+        ) {
             self.clientInfo = clientInfo
             self.protocolVersion = protocolVersion
             self.capabilities = capabilities
@@ -50,7 +53,10 @@ public enum Initialize: Method {
         public var capabilities: JSONValue
 
         /// Creates the result.
-        public init(serverInfo: ImplementationInfo, protocolVersion: String, sessionId: String, heartbeatInterval: Double, capabilities: JSONValue) {
+        public init(
+            serverInfo: ImplementationInfo, protocolVersion: String, sessionId: String, heartbeatInterval: Double,
+            capabilities: JSONValue
+        ) {
             self.serverInfo = serverInfo
             self.protocolVersion = protocolVersion
             self.sessionId = sessionId
@@ -130,7 +136,10 @@ public struct WorkDoneProgress: Codable, Hashable, Sendable {
     public var cancelled: Bool?
 
     /// Creates a progress value.
-    public init(kind: Kind, title: String? = nil, total: Int64? = nil, completed: Int64? = nil, percentage: Double? = nil, message: String? = nil, cancelled: Bool? = nil) {
+    public init(
+        kind: Kind, title: String? = nil, total: Int64? = nil, completed: Int64? = nil, percentage: Double? = nil,
+        message: String? = nil, cancelled: Bool? = nil
+    ) {
         self.kind = kind
         self.title = title
         self.total = total
@@ -144,7 +153,11 @@ public struct WorkDoneProgress: Codable, Hashable, Sendable {
     public var json: JSONValue {
         var members: [String: JSONValue] = ["kind": .string(kind.rawValue)]
         if let title { members["title"] = .string(title) }
-        if kind == .begin { members["total"] = total.map { .int($0) } ?? .null } else if let total { members["total"] = .int(total) }
+        if kind == .begin {
+            members["total"] = total.map { .int($0) } ?? .null
+        } else if let total {
+            members["total"] = .int(total)
+        }
         if let completed { members["completed"] = .int(completed) }
         if let percentage { members["percentage"] = .double(percentage) }
         if let message { members["message"] = .string(message) }

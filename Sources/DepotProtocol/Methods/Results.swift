@@ -45,7 +45,10 @@ public enum ResultsSubscribe: Method {
         public var coalesceMs: Int?
 
         /// Creates the params.
-        public init(request: FetchRequest, sectionKeyPath: String? = nil, cacheName: String? = nil, include: ResultsInclude? = nil, workDoneToken: JSONValue? = nil, coalesceMs: Int? = nil) {
+        public init(
+            request: FetchRequest, sectionKeyPath: String? = nil, cacheName: String? = nil,
+            include: ResultsInclude? = nil, workDoneToken: JSONValue? = nil, coalesceMs: Int? = nil
+        ) {
             self.request = request
             self.sectionKeyPath = sectionKeyPath
             self.cacheName = cacheName
@@ -73,7 +76,10 @@ public enum ResultsSubscribe: Method {
         public var fromCache: Bool?
 
         /// Creates the result.
-        public init(subscription: String, seq: Int64, transaction: Int64, count: Int, sections: [SectionInfo], objects: [JSONValue], fromCache: Bool? = nil) {
+        public init(
+            subscription: String, seq: Int64, transaction: Int64, count: Int, sections: [SectionInfo],
+            objects: [JSONValue], fromCache: Bool? = nil
+        ) {
             self.subscription = subscription
             self.seq = seq
             self.transaction = transaction
@@ -248,7 +254,10 @@ public enum ResultsDidChange: NotificationMethod {
         public var objects: [ObjectChange]
 
         /// Creates the params.
-        public init(subscription: String, seq: Int64, transaction: Int64, transactions: [Int64]? = nil, sections: [SectionChange], objects: [ObjectChange]) {
+        public init(
+            subscription: String, seq: Int64, transaction: Int64, transactions: [Int64]? = nil,
+            sections: [SectionChange], objects: [ObjectChange]
+        ) {
             self.subscription = subscription
             self.seq = seq
             self.transaction = transaction

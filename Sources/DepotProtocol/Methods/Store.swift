@@ -160,7 +160,10 @@ public enum StoreSave: Method {
         public var author: String?
 
         /// Creates the params.
-        public init(inserted: [InsertedObject] = [], updated: [UpdatedObject] = [], deleted: [DeletedObject] = [], mergePolicy: MergePolicy? = nil, author: String? = nil) {
+        public init(
+            inserted: [InsertedObject] = [], updated: [UpdatedObject] = [], deleted: [DeletedObject] = [],
+            mergePolicy: MergePolicy? = nil, author: String? = nil
+        ) {
             self.inserted = inserted
             self.updated = updated
             self.deleted = deleted
@@ -295,7 +298,10 @@ public enum DidSave: NotificationMethod {
         public var objects: [String: JSONValue]?
 
         /// Creates the params.
-        public init(observer: String? = nil, transaction: Int64, author: String?, changes: [String: EntityChanges], objects: [String: JSONValue]? = nil) {
+        public init(
+            observer: String? = nil, transaction: Int64, author: String?, changes: [String: EntityChanges],
+            objects: [String: JSONValue]? = nil
+        ) {
             self.observer = observer
             self.transaction = transaction
             self.author = author

@@ -72,7 +72,10 @@ public struct Comparison: Hashable, Sendable {
     public var position: Int
 
     /// Creates a comparison.
-    public init(modifier: Modifier? = nil, lhs: PredicateExpression, op: Operator, rhs: PredicateExpression, options: Options = [], position: Int = 0) {
+    public init(
+        modifier: Modifier? = nil, lhs: PredicateExpression, op: Operator, rhs: PredicateExpression,
+        options: Options = [], position: Int = 0
+    ) {
         self.modifier = modifier
         self.lhs = lhs
         self.op = op
@@ -100,4 +103,3 @@ public indirect enum PredicateExpression: Hashable, Sendable {
 public enum AggregateFunction: String, Hashable, Sendable {
     case count, sum, avg, min, max
 }
-

@@ -27,7 +27,10 @@ public struct PredicateEvaluator {
     /// - Parameters:
     ///   - object: the object with an id (for to-one relationships), or nil.
     ///   - toMany: the objects of an owner's to-many relationship named by the key.
-    public init(model: [EntityDescription], object: @escaping (String) -> Object?, toMany: @escaping (_ owner: Object, _ key: String) -> [Object]) {
+    public init(
+        model: [EntityDescription], object: @escaping (String) -> Object?,
+        toMany: @escaping (_ owner: Object, _ key: String) -> [Object]
+    ) {
         entities = Dictionary(model.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.object = object
         self.toMany = toMany
@@ -35,7 +38,9 @@ public struct PredicateEvaluator {
 
     /// Whether `node` holds for `object` of `entity`.
     public func evaluate(_ node: PredicateNode, on object: Object, entity: String) throws(RPCError) -> Bool {
-        guard let description = entities[entity] else { throw .invalidParams("unknown entity '\(entity)'", field: "entity") }
+        guard let description = entities[entity] else {
+            throw .invalidParams("unknown entity '\(entity)'", field: "entity")
+        }
         return try evaluate(node, Scope(object: object, entity: description, variables: [:]))
     }
 
@@ -53,7 +58,8 @@ public struct PredicateEvaluator {
             case (.real(let a), .real(let b)): return a < b ? -1 : (a == b ? 0 : 1)
             case (.integer(let a), .real(let b)): return Double(a) < b ? -1 : (Double(a) == b ? 0 : 1)
             case (.real(let a), .integer(let b)): return a < Double(b) ? -1 : (a == Double(b) ? 0 : 1)
-            case (.text(let a), .text(let b)): return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : (a.utf8.elementsEqual(b.utf8) ? 0 : 1)
+            case (.text(let a), .text(let b)):
+                return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : (a.utf8.elementsEqual(b.utf8) ? 0 : 1)
             case (.text, _): return 1
             case (_, .text): return -1
             }
@@ -86,7 +92,11 @@ public struct PredicateEvaluator {
     private func normalize(_ value: JSONValue, type: AttributeType?, destination: String?) -> Scalar {
         if value.isNull { return .null }
         if destination != nil {
-            if case .string(let text) = value, let slash = text.lastIndex(of: "/"), let row = Int64(text[text.index(after: slash)...]) { return .integer(row) }
+            if case .string(let text) = value, let slash = text.lastIndex(of: "/"),
+                let row = Int64(text[text.index(after: slash)...])
+            {
+                return .integer(row)
+            }
             return .null
         }
         switch (type, value) {
@@ -108,24 +118,40 @@ public struct PredicateEvaluator {
         var current = scope.object
         var entity = scope.entity
         if let first = components.first, first.hasPrefix("$") {
-            guard let variable = scope.variables[first] else { throw .invalidParams("unknown variable \(first)", field: "predicate") }
+            guard let variable = scope.variables[first] else {
+                throw .invalidParams("unknown variable \(first)", field: "predicate")
+            }
             (current, entity) = variable
             components = components.dropFirst()
-            if components.isEmpty { return .scalar(normalize(current["id"] ?? .null, type: nil, destination: entity.name), type: nil, destination: entity.name) }
+            if components.isEmpty {
+                return .scalar(
+                    normalize(current["id"] ?? .null, type: nil, destination: entity.name), type: nil,
+                    destination: entity.name)
+            }
         }
         while let key = components.first {
             components = components.dropFirst()
             if let attribute = entity.attribute(named: key) {
-                return .scalar(normalize(current[key] ?? .null, type: attribute.type, destination: nil), type: attribute.type, destination: nil)
+                return .scalar(
+                    normalize(current[key] ?? .null, type: attribute.type, destination: nil), type: attribute.type,
+                    destination: nil)
             }
-            guard let relationship = entity.relationship(named: key), let destination = entities[relationship.destination] else {
-                throw .invalidParams("unknown key path '\(path.joined(separator: "."))': \(entity.name) has no key '\(key)'", field: "predicate")
+            guard let relationship = entity.relationship(named: key),
+                let destination = entities[relationship.destination]
+            else {
+                throw .invalidParams(
+                    "unknown key path '\(path.joined(separator: "."))': \(entity.name) has no key '\(key)'",
+                    field: "predicate")
             }
             if relationship.toMany {
                 return .collection(toMany(current, key), destination: destination, remainder: Array(components))
             }
             let reference = current[key] ?? .null
-            if components.isEmpty { return .scalar(normalize(reference, type: nil, destination: destination.name), type: nil, destination: destination.name) }
+            if components.isEmpty {
+                return .scalar(
+                    normalize(reference, type: nil, destination: destination.name), type: nil,
+                    destination: destination.name)
+            }
             guard let id = reference.stringValue, let next = object(id) else {
                 // A nil to-one yields nil for everything beyond it.
                 return .scalar(.null, type: nil, destination: nil)
@@ -133,7 +159,8 @@ public struct PredicateEvaluator {
             current = next
             entity = destination
         }
-        return .scalar(normalize(current["id"] ?? .null, type: nil, destination: entity.name), type: nil, destination: entity.name)
+        return .scalar(
+            normalize(current["id"] ?? .null, type: nil, destination: entity.name), type: nil, destination: entity.name)
     }
 
     // MARK: Predicates
@@ -156,12 +183,18 @@ public struct PredicateEvaluator {
         var comparison = comparison
         if case .value = comparison.lhs, case .keyPath = comparison.rhs {
             if comparison.op == .in {
-                comparison = Comparison(modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options, position: comparison.position)
+                comparison = Comparison(
+                    modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options,
+                    position: comparison.position)
             } else if let flipped = Self.flipped(comparison.op) {
-                comparison = Comparison(modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs, options: comparison.options, position: comparison.position)
+                comparison = Comparison(
+                    modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs,
+                    options: comparison.options, position: comparison.position)
             }
         }
-        if case .keyPath(let path) = comparison.lhs, case .collection(let objects, let destination, let remainder) = try resolve(path, in: scope) {
+        if case .keyPath(let path) = comparison.lhs,
+            case .collection(let objects, let destination, let remainder) = try resolve(path, in: scope)
+        {
             var element = comparison
             element.modifier = nil
             element.lhs = .keyPath(remainder.isEmpty ? ["$__self"] : remainder)
@@ -192,12 +225,15 @@ public struct PredicateEvaluator {
         }
     }
 
-    private func operand(_ expression: PredicateExpression, _ scope: Scope, type: AttributeType?, destination: String?) throws(RPCError) -> (Scalar, AttributeType?, String?) {
+    private func operand(_ expression: PredicateExpression, _ scope: Scope, type: AttributeType?, destination: String?)
+        throws(RPCError) -> (Scalar, AttributeType?, String?)
+    {
         switch expression {
         case .keyPath(let path):
             switch try resolve(path, in: scope) {
             case .scalar(let value, let type, let destination): return (value, type, destination)
-            case .collection: throw .invalidParams("'\(path.joined(separator: "."))' is a to-many relationship", field: "predicate")
+            case .collection:
+                throw .invalidParams("'\(path.joined(separator: "."))' is a to-many relationship", field: "predicate")
             }
         case .value(let value):
             return (normalize(value, type: type, destination: destination), type, destination)
@@ -211,7 +247,10 @@ public struct PredicateEvaluator {
             var values: [Scalar] = []
             var valueType: AttributeType?
             for related in objects {
-                guard case .scalar(let value, let type, _) = try resolve(key, in: Scope(object: related, entity: destinationEntity, variables: [:])) else { continue }
+                guard
+                    case .scalar(let value, let type, _) = try resolve(
+                        key, in: Scope(object: related, entity: destinationEntity, variables: [:]))
+                else { continue }
                 valueType = type
                 if value != .null { values.append(value) }
             }
@@ -224,7 +263,11 @@ public struct PredicateEvaluator {
             }
             switch function {
             case .sum: return (.real(values.reduce(0) { $0 + number($1) }), .double, nil)
-            case .avg: return (values.isEmpty ? .null : .real(values.reduce(0) { $0 + number($1) } / Double(values.count)), .double, nil)
+            case .avg:
+                return (
+                    values.isEmpty ? .null : .real(values.reduce(0) { $0 + number($1) } / Double(values.count)),
+                    .double, nil
+                )
             case .min: return (values.min { ($0.compare($1) ?? 0) < 0 } ?? .null, valueType, nil)
             default: return (values.max { ($0.compare($1) ?? 0) < 0 } ?? .null, valueType, nil)
             }
@@ -252,11 +295,18 @@ public struct PredicateEvaluator {
         let options = comparison.options
         let left = fold(leftRaw, options, type: type)
         if comparison.op == .in || comparison.op == .between {
-            guard case .list(let elements) = comparison.rhs else { throw .invalidParams("\(comparison.op.rawValue) needs a list", field: "predicate") }
+            guard case .list(let elements) = comparison.rhs else {
+                throw .invalidParams("\(comparison.op.rawValue) needs a list", field: "predicate")
+            }
             var values: [Scalar] = []
-            for element in elements { values.append(fold(try operand(element, scope, type: type, destination: destination).0, options, type: type)) }
+            for element in elements {
+                values.append(
+                    fold(try operand(element, scope, type: type, destination: destination).0, options, type: type))
+            }
             if comparison.op == .between {
-                guard values.count == 2, let low = left.compare(values[0]), let high = left.compare(values[1]) else { return false }
+                guard values.count == 2, let low = left.compare(values[0]), let high = left.compare(values[1]) else {
+                    return false
+                }
                 return low >= 0 && high <= 0
             }
             return values.contains { left.isSame($0) }
@@ -337,4 +387,3 @@ public struct PredicateEvaluator {
         return text.isEmpty
     }
 }
-

@@ -34,7 +34,8 @@ struct PredicateLexer {
         let what = found.map { ", found \($0)" } ?? ""
         return RPCError(
             code: .predicateSyntax,
-            message: "predicate syntax error at character \(position): expected \(expected)\(what)\n  \(excerpt)\n  \(pointer)",
+            message:
+                "predicate syntax error at character \(position): expected \(expected)\(what)\n  \(excerpt)\n  \(pointer)",
             data: ["position": .int(Int64(position)), "expected": .string(expected)])
     }
 
@@ -44,7 +45,9 @@ struct PredicateLexer {
             let token = try next()
             result.append(token)
             if token.kind == .end { return result }
-            if result.count > 100_000 { throw syntaxError(token.position, expected: "a shorter predicate (at most 100000 tokens)") }
+            if result.count > 100_000 {
+                throw syntaxError(token.position, expected: "a shorter predicate (at most 100000 tokens)")
+            }
         }
     }
 
@@ -55,19 +58,30 @@ struct PredicateLexer {
         let character = characters[index]
         if character.isLetter || character == "_" || character == "#" {
             if character == "#" { index += 1 }
-            while index < characters.count, characters[index].isLetter || characters[index].isNumber || characters[index] == "_" {
+            while index < characters.count,
+                characters[index].isLetter || characters[index].isNumber || characters[index] == "_"
+            {
                 index += 1
             }
-            return PredicateToken(kind: .identifier(String(characters[(character == "#" ? start + 1 : start)..<index])), position: start)
+            return PredicateToken(
+                kind: .identifier(String(characters[(character == "#" ? start + 1 : start)..<index])), position: start)
         }
-        if character == "\"" || character == "'" { return PredicateToken(kind: .string(try quoted(character)), position: start) }
-        if character.isNumber || (character == "-" && index + 1 < characters.count && (characters[index + 1].isNumber || characters[index + 1] == ".")) || (character == "." && index + 1 < characters.count && characters[index + 1].isNumber) {
+        if character == "\"" || character == "'" {
+            return PredicateToken(kind: .string(try quoted(character)), position: start)
+        }
+        if character.isNumber
+            || (character == "-" && index + 1 < characters.count
+                && (characters[index + 1].isNumber || characters[index + 1] == "."))
+            || (character == "." && index + 1 < characters.count && characters[index + 1].isNumber)
+        {
             return PredicateToken(kind: .number(try number()), position: start)
         }
         if character == "$" {
             index += 1
             let nameStart = index
-            while index < characters.count, characters[index].isLetter || characters[index].isNumber || characters[index] == "_" { index += 1 }
+            while index < characters.count,
+                characters[index].isLetter || characters[index].isNumber || characters[index] == "_"
+            { index += 1 }
             guard index > nameStart else { throw syntaxError(start, expected: "a variable name after $") }
             return PredicateToken(kind: .variable(String(characters[nameStart..<index])), position: start)
         }
@@ -79,7 +93,9 @@ struct PredicateLexer {
             var specifier = characters[index]
             index += 1
             if specifier == "l" || specifier == "u" {  // %ld, %lu, %lld, %lf
-                while index < characters.count, ["l", "d", "u", "f"].contains(characters[index]) { specifier = characters[index]; index += 1 }
+                while index < characters.count, ["l", "d", "u", "f"].contains(characters[index]) {
+                    specifier = characters[index]; index += 1
+                }
             }
             return PredicateToken(kind: .formatArgument(specifier), position: start)
         }
@@ -88,7 +104,8 @@ struct PredicateLexer {
         switch (character, next) {
         case ("=", "="), ("!", "="), ("<", ">"), ("<", "="), ("=", "<"), (">", "="), ("=", ">"), ("&", "&"), ("|", "|"):
             symbol = String([character, next!])
-        case ("=", _), ("<", _), (">", _), ("!", _), ("(", _), (")", _), ("{", _), ("}", _), (",", _), (".", _), ("@", _), ("[", _), ("]", _):
+        case ("=", _), ("<", _), (">", _), ("!", _), ("(", _), (")", _), ("{", _), ("}", _), (",", _), (".", _),
+            ("@", _), ("[", _), ("]", _):
             symbol = String(character)
         default:
             symbol = nil
@@ -130,11 +147,15 @@ struct PredicateLexer {
         let start = index
         if characters[index] == "-" { index += 1 }
         var isInteger = true
-        if index + 1 < characters.count, characters[index] == "0", characters[index + 1] == "x" || characters[index + 1] == "X" {
+        if index + 1 < characters.count, characters[index] == "0",
+            characters[index + 1] == "x" || characters[index + 1] == "X"
+        {
             index += 2
             let digits = index
             while index < characters.count, characters[index].isHexDigit { index += 1 }
-            guard let value = Int64(String(characters[digits..<index]), radix: 16) else { throw syntaxError(start, expected: "a hexadecimal number") }
+            guard let value = Int64(String(characters[digits..<index]), radix: 16) else {
+                throw syntaxError(start, expected: "a hexadecimal number")
+            }
             return .int(characters[start] == "-" ? -value : value)
         }
         while index < characters.count, characters[index].isNumber { index += 1 }
@@ -151,7 +172,9 @@ struct PredicateLexer {
         }
         let text = String(characters[start..<index])
         if isInteger, let value = Int64(text) { return .int(value) }
-        guard let value = Double(text), value.isFinite else { throw syntaxError(start, expected: "a number", found: text) }
+        guard let value = Double(text), value.isFinite else {
+            throw syntaxError(start, expected: "a number", found: text)
+        }
         return .double(value)
     }
 }

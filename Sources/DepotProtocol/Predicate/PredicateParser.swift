@@ -29,7 +29,9 @@ public struct PredicateParser {
         case .array(let elements)?: named = [:]; positional = elements
         case nil, .null?: named = [:]; positional = []
         case let other?:
-            throw .invalidParams("arguments must be an object (for $variables) or an array (for %@), got \(other.typeName)", field: "arguments")
+            throw .invalidParams(
+                "arguments must be an object (for $variables) or an array (for %@), got \(other.typeName)",
+                field: "arguments")
         }
         tokens = try lexer.tokens()
     }
@@ -86,7 +88,8 @@ public struct PredicateParser {
         let node = try parseOr()
         guard current.kind == .end else { throw error(expected: "AND, OR or the end of the predicate") }
         if nextPositional < positional.count {
-            throw .invalidParams("the predicate uses \(nextPositional) of the \(positional.count) arguments given", field: "arguments")
+            throw .invalidParams(
+                "the predicate uses \(nextPositional) of the \(positional.count) arguments given", field: "arguments")
         }
         return node
     }
@@ -165,7 +168,8 @@ public struct PredicateParser {
 
     private mutating func parseOperator() throws(RPCError) -> Comparison.Operator {
         let symbols: [String: Comparison.Operator] = [
-            "==": .equal, "=": .equal, "!=": .notEqual, "<>": .notEqual, "<": .less, "<=": .lessOrEqual, "=<": .lessOrEqual,
+            "==": .equal, "=": .equal, "!=": .notEqual, "<>": .notEqual, "<": .less, "<=": .lessOrEqual,
+            "=<": .lessOrEqual,
             ">": .greater, ">=": .greaterOrEqual, "=>": .greaterOrEqual,
         ]
         if case .symbol(let symbol) = current.kind, let op = symbols[symbol] {
@@ -180,7 +184,10 @@ public struct PredicateParser {
             advance()
             return op
         }
-        throw error(expected: "a comparison operator (==, !=, <, <=, >, >=, BETWEEN, IN, BEGINSWITH, ENDSWITH, CONTAINS, LIKE, MATCHES)")
+        throw error(
+            expected:
+                "a comparison operator (==, !=, <, <=, >, >=, BETWEEN, IN, BEGINSWITH, ENDSWITH, CONTAINS, LIKE, MATCHES)"
+        )
     }
 
     private mutating func parseOptions() throws(RPCError) -> Comparison.Options {
@@ -218,30 +225,38 @@ public struct PredicateParser {
                 return try parseKeyPathTail(["$" + name])
             }
             guard let value = named[name] else {
-                throw .invalidParams("the predicate uses $\(name), which arguments does not define", field: "arguments.\(name)")
+                throw .invalidParams(
+                    "the predicate uses $\(name), which arguments does not define", field: "arguments.\(name)")
             }
             return Self.expression(for: value)
         case .formatArgument(let specifier):
             advance()
             guard nextPositional < positional.count else {
-                throw .invalidParams("the predicate has more format arguments (%\(specifier) at character \(token.position)) than the \(positional.count) arguments given", field: "arguments")
+                throw .invalidParams(
+                    "the predicate has more format arguments (%\(specifier) at character \(token.position)) than the \(positional.count) arguments given",
+                    field: "arguments")
             }
             let value = positional[nextPositional]
             nextPositional += 1
             switch specifier {
             case "K":
                 guard case .string(let keyPath) = value, !keyPath.isEmpty else {
-                    throw .invalidParams("%K needs a key path string, got \(value.excerpt())", field: "arguments[\(nextPositional - 1)]")
+                    throw .invalidParams(
+                        "%K needs a key path string, got \(value.excerpt())", field: "arguments[\(nextPositional - 1)]")
                 }
-                return try parseKeyPathTail(keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init))
+                return try parseKeyPathTail(
+                    keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init))
             case "d", "i":
                 guard let number = value.intValue else {
-                    throw .invalidParams("%\(specifier) needs an integer, got \(value.excerpt())", field: "arguments[\(nextPositional - 1)]")
+                    throw .invalidParams(
+                        "%\(specifier) needs an integer, got \(value.excerpt())",
+                        field: "arguments[\(nextPositional - 1)]")
                 }
                 return .value(.int(number))
             case "f":
                 guard let number = value.doubleValue else {
-                    throw .invalidParams("%f needs a number, got \(value.excerpt())", field: "arguments[\(nextPositional - 1)]")
+                    throw .invalidParams(
+                        "%f needs a number, got \(value.excerpt())", field: "arguments[\(nextPositional - 1)]")
                 }
                 return .value(.double(number))
             default:
@@ -276,7 +291,8 @@ public struct PredicateParser {
                     return .value(.null)
                 case "SUBQUERY":
                     return try parseSubquery()
-                case "AND", "OR", "NOT", "IN", "BETWEEN", "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "MATCHES", "ANY", "ALL", "NONE", "SOME", "TRUEPREDICATE", "FALSEPREDICATE":
+                case "AND", "OR", "NOT", "IN", "BETWEEN", "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "MATCHES",
+                    "ANY", "ALL", "NONE", "SOME", "TRUEPREDICATE", "FALSEPREDICATE":
                     throw error(expected: "a key path or a value (escape a key named like a keyword as #\(name))")
                 default: break
                 }
@@ -295,7 +311,9 @@ public struct PredicateParser {
             advance()
             if isSymbol("@") {
                 advance()
-                guard case .identifier(let name) = current.kind, let function = AggregateFunction(rawValue: name.lowercased()) else {
+                guard case .identifier(let name) = current.kind,
+                    let function = AggregateFunction(rawValue: name.lowercased())
+                else {
                     throw error(expected: "@count, @sum, @avg, @min or @max")
                 }
                 advance()
@@ -306,7 +324,9 @@ public struct PredicateParser {
                     key.append(component)
                     advance()
                 }
-                if function != .count && key.isEmpty { throw error(expected: "a key after @\(function.rawValue), as in players.@\(function.rawValue).age") }
+                if function != .count && key.isEmpty {
+                    throw error(expected: "a key after @\(function.rawValue), as in players.@\(function.rawValue).age")
+                }
                 return .aggregate(function: function, collection: path, key: key)
             }
             guard case .identifier(let component) = current.kind else { throw error(expected: "a key after '.'") }
@@ -324,9 +344,13 @@ public struct PredicateParser {
         try enter()
         advance()
         try expectSymbol("(")
-        guard case .keyPath(let collection) = try parseExpression() else { throw error(expected: "a to-many key path as SUBQUERY's collection") }
+        guard case .keyPath(let collection) = try parseExpression() else {
+            throw error(expected: "a to-many key path as SUBQUERY's collection")
+        }
         try expectSymbol(",")
-        guard case .variable(let variable) = current.kind else { throw error(expected: "a $variable as SUBQUERY's second argument") }
+        guard case .variable(let variable) = current.kind else {
+            throw error(expected: "a $variable as SUBQUERY's second argument")
+        }
         advance()
         try expectSymbol(",")
         subqueryVariables.append(variable)
@@ -336,7 +360,9 @@ public struct PredicateParser {
         depth -= 1
         try expectSymbol(".")
         try expectSymbol("@")
-        guard case .identifier(let name) = current.kind, name.lowercased() == "count" else { throw error(expected: "@count after SUBQUERY(...)") }
+        guard case .identifier(let name) = current.kind, name.lowercased() == "count" else {
+            throw error(expected: "@count after SUBQUERY(...)")
+        }
         advance()
         return .subqueryCount(collection: collection, variable: "$" + variable, predicate: predicate)
     }

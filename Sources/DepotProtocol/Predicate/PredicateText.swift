@@ -18,7 +18,8 @@ public enum PredicateText {
         var escaped = false
         for character in pattern {
             if escaped {
-                result += character == "*" || character == "?" || character == "[" ? "[\(character)]" : String(character)
+                result +=
+                    character == "*" || character == "?" || character == "[" ? "[\(character)]" : String(character)
                 escaped = false
                 continue
             }
@@ -57,7 +58,10 @@ public enum PredicateText {
             let key = (caseInsensitive ? "i:" : "s:") + pattern
             return lock.withLock {
                 if let cached = expressions[key] { return cached }
-                guard let compiled = try? NSRegularExpression(pattern: "^(?:" + pattern + ")$", options: caseInsensitive ? [.caseInsensitive] : []) else { return nil }
+                guard
+                    let compiled = try? NSRegularExpression(
+                        pattern: "^(?:" + pattern + ")$", options: caseInsensitive ? [.caseInsensitive] : [])
+                else { return nil }
                 if expressions.count > 256 { expressions.removeAll() }
                 expressions[key] = compiled
                 return compiled

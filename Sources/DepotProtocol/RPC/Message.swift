@@ -16,12 +16,18 @@ public enum Message: Sendable, Equatable {
     ///   so that the error response can echo it.
     public static func decode(_ json: JSONValue) throws(InvalidMessage) -> Message {
         guard case .object(let members) = json else {
-            throw InvalidMessage(id: nil, error: RPCError(code: .invalidRequest, message: "a message must be a JSON object, got \(json.typeName)"))
+            throw InvalidMessage(
+                id: nil,
+                error: RPCError(code: .invalidRequest, message: "a message must be a JSON object, got \(json.typeName)")
+            )
         }
         var id: RequestID?
         if let rawID = members["id"], !rawID.isNull {
             guard let parsed = RequestID(json: rawID) else {
-                throw InvalidMessage(id: nil, error: RPCError(code: .invalidRequest, message: "id must be a string or an integer, got \(rawID.excerpt())"))
+                throw InvalidMessage(
+                    id: nil,
+                    error: RPCError(
+                        code: .invalidRequest, message: "id must be a string or an integer, got \(rawID.excerpt())"))
             }
             id = parsed
         }

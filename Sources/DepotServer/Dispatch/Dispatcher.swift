@@ -57,7 +57,8 @@ final class Dispatcher: Sendable {
         do {
             json = try JSONParser.parse(payload)
         } catch {
-            let rpcError = RPCError(code: .parseError, message: "parse error: \(error)", data: ["offset": .int(Int64(error.offset))])
+            let rpcError = RPCError(
+                code: .parseError, message: "parse error: \(error)", data: ["offset": .int(Int64(error.offset))])
             return server.send(MessageEncoder.response(id: nil, error: rpcError), to: routingID)
         }
         if case .array(let elements) = json {
@@ -97,10 +98,20 @@ final class Dispatcher: Sendable {
         switch message {
         case .request(let id, let method, let params):
             guard let handler = handlers[method] else {
-                return .respond(MessageEncoder.response(id: id, error: RPCError(code: .methodNotFound, message: "method '\(method)' not found", data: ["method": .string(method)])))
+                return .respond(
+                    MessageEncoder.response(
+                        id: id,
+                        error: RPCError(
+                            code: .methodNotFound, message: "method '\(method)' not found",
+                            data: ["method": .string(method)])))
             }
             if !Self.preSession.contains(method) && server.sessions.session(for: routingID) == nil {
-                return .respond(MessageEncoder.response(id: id, error: RPCError(code: .serverNotInitialized, message: "'\(method)' before initialize: send initialize first")))
+                return .respond(
+                    MessageEncoder.response(
+                        id: id,
+                        error: RPCError(
+                            code: .serverNotInitialized, message: "'\(method)' before initialize: send initialize first"
+                        )))
             }
             return .run(id, method, params, handler)
         case .notification(let method, let params):
@@ -116,7 +127,9 @@ final class Dispatcher: Sendable {
     }
 
     /// Runs one request and returns its response bytes.
-    private func execute(id: RequestID, method: String, params: JSONValue?, handler: Handler, routingID: [UInt8]) -> [UInt8] {
+    private func execute(id: RequestID, method: String, params: JSONValue?, handler: Handler, routingID: [UInt8])
+        -> [UInt8]
+    {
         let cancellation = server.sessions.begin(id, routingID: routingID)
         defer { server.sessions.end(id, routingID: routingID) }
         let context = RequestContext(server: server, routingID: routingID, requestID: id, cancellation: cancellation)
@@ -140,14 +153,17 @@ final class Dispatcher: Sendable {
             return server.send(MessageEncoder.response(id: nil, error: error), to: routingID)
         }
         let steps = elements.map { classify($0, from: routingID) }
-        let needsWriter = steps.contains { if case .run(_, _, _, let handler) = $0 { handler.execution == .write } else { false } }
+        let needsWriter = steps.contains {
+            if case .run(_, _, _, let handler) = $0 { handler.execution == .write } else { false }
+        }
         let run: @Sendable () -> Void = { [self] in
             var responses: [[UInt8]] = []
             for step in steps {
                 switch step {
                 case .respond(let bytes): responses.append(bytes)
                 case .run(let id, let method, let params, let handler):
-                    responses.append(execute(id: id, method: method, params: params, handler: handler, routingID: routingID))
+                    responses.append(
+                        execute(id: id, method: method, params: params, handler: handler, routingID: routingID))
                 case .none: break
                 }
             }

@@ -5,9 +5,11 @@ extension DepotServer {
     static func registerBatchHandlers(_ handlers: inout HandlerRegistry) {
         handlers.register(BatchInsert.self, .write) { (params, context) throws(RPCError) in
             let progress = context.progress(token: params.workDoneToken)
-            progress?.begin(title: "Inserting \(params.objects.count) \(params.entity)", total: Int64(params.objects.count))
+            progress?.begin(
+                title: "Inserting \(params.objects.count) \(params.entity)", total: Int64(params.objects.count))
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
-                let (result, transaction) = try context.store.batchInsert(params, cancellation: context.cancellation, progress: progressCallback)
+                let (result, transaction) = try context.store.batchInsert(
+                    params, cancellation: context.cancellation, progress: progressCallback)
                 context.server.publish(transaction)
                 return (result, Int64(result.inserted + result.updated + result.ignored))
             }
@@ -17,7 +19,8 @@ extension DepotServer {
             progress?.begin(title: "Updating \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
                 let (result, transaction) = try context.store.batchUpdate(
-                    params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) }, progress: progressCallback)
+                    params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
+                    progress: progressCallback)
                 context.server.publish(transaction)
                 return (result, Int64(result.count))
             }
@@ -27,7 +30,8 @@ extension DepotServer {
             progress?.begin(title: "Deleting \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
                 let (result, transaction) = try context.store.batchDelete(
-                    params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) }, progress: progressCallback)
+                    params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
+                    progress: progressCallback)
                 context.server.publish(transaction)
                 return (result, Int64(result.count))
             }
@@ -41,12 +45,13 @@ extension DepotServer {
     ) throws(RPCError) -> R {
         var completed: Int64 = 0
         do {
-            let (result, done) = try body(progress.map { reporter in
-                { count in
-                    completed = Int64(count)
-                    reporter.report(completed: completed)
-                }
-            })
+            let (result, done) = try body(
+                progress.map { reporter in
+                    { count in
+                        completed = Int64(count)
+                        reporter.report(completed: completed)
+                    }
+                })
             progress?.end(completed: done, cancelled: false)
             return result
         } catch {

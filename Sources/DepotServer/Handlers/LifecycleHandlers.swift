@@ -4,11 +4,15 @@ extension DepotServer {
     static func registerLifecycleHandlers(_ handlers: inout HandlerRegistry) {
         handlers.register(Initialize.self, .inline) { (params, context) throws(RPCError) in
             guard params.protocolVersion == depotProtocolVersion else {
-                throw .invalidParams("protocolVersion '\(params.protocolVersion)' is not supported (this server speaks \"\(depotProtocolVersion)\")", field: "params.protocolVersion")
+                throw .invalidParams(
+                    "protocolVersion '\(params.protocolVersion)' is not supported (this server speaks \"\(depotProtocolVersion)\")",
+                    field: "params.protocolVersion")
             }
             let server = context.server
             guard let session = server.sessions.open(routingID: context.routingID, clientInfo: params.clientInfo) else {
-                throw RPCError(code: .invalidRequest, message: "this connection is already initialized; send disconnect first to start over")
+                throw RPCError(
+                    code: .invalidRequest,
+                    message: "this connection is already initialized; send disconnect first to start over")
             }
             server.logger.debug("session \(session.id) opened by \(params.clientInfo?.name ?? "unnamed client")")
             return Initialize.Result(

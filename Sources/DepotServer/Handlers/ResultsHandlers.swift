@@ -12,7 +12,8 @@ extension DepotServer {
             try context.server.results.snapshot(params, context: context)
         }
         handlers.register(ResultsUnsubscribe.self, .inline) { (params, context) throws(RPCError) in
-            try context.server.results.unsubscribe(params.subscription, routingID: context.routingID, server: context.server)
+            try context.server.results.unsubscribe(
+                params.subscription, routingID: context.routingID, server: context.server)
             return Null()
         }
         handlers.register(ResultsDeleteCache.self, .write) { (params, context) throws(RPCError) in

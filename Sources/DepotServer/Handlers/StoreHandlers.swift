@@ -64,7 +64,9 @@ extension DepotServer {
                     params.writeRaw(",\"value\":{\"objects\":[")
                     params.writeRaw(batch.json)
                     params.writeRaw("]}}")
-                    context.server.send(MessageEncoder.notification(method: ProgressNotification.name, paramsJSON: params.bytes), to: context.routingID)
+                    context.server.send(
+                        MessageEncoder.notification(method: ProgressNotification.name, paramsJSON: params.bytes),
+                        to: context.routingID)
                 } else if batch.count > 0 {
                     gathered += batch.count
                     if gathered > limit {

@@ -19,11 +19,17 @@ struct ObservationCenter {
             }
             var objects: [String: JSONValue]?
             // Values of a very large transaction (a big batch) are left out: fetch them.
-            if parameters.includeValues == true && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count }) <= 10_000 {
+            if parameters.includeValues == true
+                && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count }) <= 10_000
+            {
                 if values == nil { values = readValues(changes, store: server.store) }
-                objects = values?.filter { key, _ in selected.keys.contains(String(key.split(separator: "/").first ?? "")) }
+                objects = values?.filter { key, _ in
+                    selected.keys.contains(String(key.split(separator: "/").first ?? ""))
+                }
             }
-            let params = DidSave.Parameters(observer: observer, transaction: transaction.number, author: transaction.author, changes: selected, objects: objects)
+            let params = DidSave.Parameters(
+                observer: observer, transaction: transaction.number, author: transaction.author, changes: selected,
+                objects: objects)
             server.notify(DidSave.self, params, to: routingID)
         }
     }

@@ -37,12 +37,17 @@ final class ProgressReporter: @unchecked Sendable {
         let now = ContinuousClock.now
         guard force || now - lastReport >= Self.interval else { return }
         lastReport = now
-        send(WorkDoneProgress(kind: .report, total: total, completed: completed, percentage: percentage(completed), message: message))
+        send(
+            WorkDoneProgress(
+                kind: .report, total: total, completed: completed, percentage: percentage(completed), message: message))
     }
 
     /// Ends the progress.
     func end(completed: Int64, cancelled: Bool, message: String? = nil) {
-        send(WorkDoneProgress(kind: .end, total: total, completed: completed, percentage: percentage(completed), message: message, cancelled: cancelled))
+        send(
+            WorkDoneProgress(
+                kind: .end, total: total, completed: completed, percentage: percentage(completed), message: message,
+                cancelled: cancelled))
     }
 
     private func percentage(_ completed: Int64) -> Double? {

@@ -209,7 +209,9 @@ struct OrderedIndex: Sendable {
                 positionOfChunk.append(0)
             }
             order.insert(newNumber, at: position + 1)
-            for (offset, chunk) in order.enumerated().dropFirst(position + 1) { positionOfChunk[Int(chunk)] = Int32(offset) }
+            for (offset, chunk) in order.enumerated().dropFirst(position + 1) {
+                positionOfChunk[Int(chunk)] = Int32(offset)
+            }
             for moved in upper { chunkOfID[moved.id] = newNumber }
             chunks[number].entries = entries
             rebuildPrefix()
@@ -231,7 +233,9 @@ struct OrderedIndex: Sendable {
             let position = Int(positionOfChunk[Int(number)])
             order.remove(at: position)
             freeChunks.append(number)
-            for (offset, chunk) in order.enumerated().dropFirst(position) { positionOfChunk[Int(chunk)] = Int32(offset) }
+            for (offset, chunk) in order.enumerated().dropFirst(position) {
+                positionOfChunk[Int(chunk)] = Int32(offset)
+            }
             rebuildPrefix()
         }
         return entry

@@ -50,7 +50,10 @@ final class ResultSet: @unchecked Sendable {
         }
     }
 
-    init(key: String, plan: FetchPlan, shape: ObjectShape, sectioned: Bool, dependencies: [Dependency], rows: [KeyedRow], transaction: Int64) {
+    init(
+        key: String, plan: FetchPlan, shape: ObjectShape, sectioned: Bool, dependencies: [Dependency], rows: [KeyedRow],
+        transaction: Int64
+    ) {
         self.key = key
         self.plan = plan
         self.shape = shape
@@ -96,7 +99,8 @@ final class ResultSet: @unchecked Sendable {
 
     /// The set as a cache entry on disk.
     var cacheEntry: ResultsCacheEntry {
-        ResultsCacheEntry(requestKey: key, transaction: transaction, rows: index.allEntries.map { KeyedRow(id: $0.id, key: $0.key) })
+        ResultsCacheEntry(
+            requestKey: key, transaction: transaction, rows: index.allEntries.map { KeyedRow(id: $0.id, key: $0.key) })
     }
 
     /// The section list for the wire.
@@ -174,7 +178,9 @@ final class ResultSet: @unchecked Sendable {
             case (let entry?, let key?):
                 if entry.key != key {
                     moves.append((entry, key))
-                } else if let keys = touched[id], !keys.isEmpty, interestingKeys.map({ !$0.isDisjoint(with: keys) }) ?? true {
+                } else if let keys = touched[id], !keys.isEmpty,
+                    interestingKeys.map({ !$0.isDisjoint(with: keys) }) ?? true
+                {
                     updates.append(entry)
                 }
             }
@@ -197,10 +203,12 @@ final class ResultSet: @unchecked Sendable {
         if sectioned { sections.removeAll { $0.count == 0 } }
         let newSections = sections
         if sectioned {
-            for (position, section) in oldSections.enumerated() where !sectionPosition(section.value, in: newSections).1 {
+            for (position, section) in oldSections.enumerated() where !sectionPosition(section.value, in: newSections).1
+            {
                 delta.sections.append(SectionChange(type: .delete, index: position, name: section.value.sectionName))
             }
-            for (position, section) in newSections.enumerated() where !sectionPosition(section.value, in: oldSections).1 {
+            for (position, section) in newSections.enumerated() where !sectionPosition(section.value, in: oldSections).1
+            {
                 delta.sections.append(SectionChange(type: .insert, index: position, name: section.value.sectionName))
             }
         }
@@ -208,13 +216,19 @@ final class ResultSet: @unchecked Sendable {
             delta.objects.append((.delete, entry.id, oldPaths[entry.id], nil))
         }
         for entry in inserts {
-            delta.objects.append((.insert, entry.id, nil, indexPath(of: entry.id, key: entry.key, sections: newSections)))
+            delta.objects.append(
+                (.insert, entry.id, nil, indexPath(of: entry.id, key: entry.key, sections: newSections)))
         }
         for move in moves {
-            delta.objects.append((.move, move.old.id, oldPaths[move.old.id], indexPath(of: move.old.id, key: move.new, sections: newSections)))
+            delta.objects.append(
+                (
+                    .move, move.old.id, oldPaths[move.old.id],
+                    indexPath(of: move.old.id, key: move.new, sections: newSections)
+                ))
         }
         for entry in updates {
-            delta.objects.append((.update, entry.id, oldPaths[entry.id], indexPath(of: entry.id, key: entry.key, sections: newSections)))
+            delta.objects.append(
+                (.update, entry.id, oldPaths[entry.id], indexPath(of: entry.id, key: entry.key, sections: newSections)))
         }
         return delta
     }

@@ -12,13 +12,19 @@ struct ResultsDefinition: Sendable {
     init(_ params: ResultsSubscribe.Parameters, schema: Schema) throws(RPCError) {
         let request = params.request
         guard let sort = request.sort, !sort.isEmpty else {
-            throw .invalidParams("fetched results need request.sort: the order is what the deltas' index paths refer to", field: "params.request.sort")
+            throw .invalidParams(
+                "fetched results need request.sort: the order is what the deltas' index paths refer to",
+                field: "params.request.sort")
         }
         if request.limit != nil || request.offset != nil {
-            throw .invalidParams("request.limit and request.offset are not supported by results/subscribe; page with results/objects", field: request.limit != nil ? "params.request.limit" : "params.request.offset")
+            throw .invalidParams(
+                "request.limit and request.offset are not supported by results/subscribe; page with results/objects",
+                field: request.limit != nil ? "params.request.limit" : "params.request.offset")
         }
         if let type = request.resultType, type != .objects {
-            throw .invalidParams("results/subscribe returns objects; resultType '\(type.rawValue)' is not supported", field: "params.request.resultType")
+            throw .invalidParams(
+                "results/subscribe returns objects; resultType '\(type.rawValue)' is not supported",
+                field: "params.request.resultType")
         }
         if let sectionKeyPath = params.sectionKeyPath, sectionKeyPath != sort[0].key {
             throw .invalidParams(
@@ -36,7 +42,9 @@ struct ResultsDefinition: Sendable {
         canonical.partialResultToken = nil
         canonical.countFirst = nil
         let section = JSONValue.string(params.sectionKeyPath ?? "")
-        key = String(decoding: JSONWriter.encode(["request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section]), as: UTF8.self)
+        key = String(
+            decoding: JSONWriter.encode(["request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section]),
+            as: UTF8.self)
         var dependencies: [ResultSet.Dependency] = []
         let entity = plan.entity
         // Sort and section key paths through to-one relationships.
@@ -44,13 +52,16 @@ struct ResultsDefinition: Sendable {
             let parts = descriptor.key.split(separator: ".").map(String.init)
             var current = entity
             for depth in 0..<max(0, parts.count - 1) {
-                guard let relationship = current.toOne[parts[depth]], let next = schema.entity(named: relationship.destination) else { break }
+                guard let relationship = current.toOne[parts[depth]],
+                    let next = schema.entity(named: relationship.destination)
+                else { break }
                 dependencies.append(.path(entity: next.name, path: Array(parts[0...depth])))
                 current = next
             }
         }
         // Predicates that cross relationships, as the compiler reports them.
-        let compiled = try PredicateCompilation.compile(predicate: request.predicate, arguments: request.arguments, entity: entity, schema: schema)
+        let compiled = try PredicateCompilation.compile(
+            predicate: request.predicate, arguments: request.arguments, entity: entity, schema: schema)
         for dependency in compiled.dependencies {
             switch dependency {
             case .toOne(let name, let path): dependencies.append(.path(entity: name, path: path))

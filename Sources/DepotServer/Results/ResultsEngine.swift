@@ -37,27 +37,34 @@ final class ResultsEngine: Sendable {
     /// Reads the results on a reader at transaction T, then, on the writer
     /// queue, catches up with what committed after T (from history) before
     /// registering, so no transaction falls between the snapshot and the deltas.
-    func subscribe(_ params: ResultsSubscribe.Parameters, context: RequestContext) throws(RPCError) -> ResultsSubscribe.Result {
+    func subscribe(_ params: ResultsSubscribe.Parameters, context: RequestContext) throws(RPCError)
+        -> ResultsSubscribe.Result
+    {
         let store = context.store
         let definition = try ResultsDefinition(params, schema: store.schema)
         if let name = params.cacheName, name.isEmpty || name.count > 200 {
-            throw .invalidParams("cacheName must be 1 to 200 characters, got '\(name.prefix(40))'", field: "params.cacheName")
+            throw .invalidParams(
+                "cacheName must be 1 to 200 characters, got '\(name.prefix(40))'", field: "params.cacheName")
         }
         let existing = state.withLock { $0.sets[definition.key] != nil }
         var built: ResultSet?
         var fromCache = false
         if !existing {
             let set = ResultSet(
-                key: definition.key, plan: definition.plan, shape: definition.plan.shape, sectioned: definition.sectioned,
+                key: definition.key, plan: definition.plan, shape: definition.plan.shape,
+                sectioned: definition.sectioned,
                 dependencies: definition.dependencies, rows: [], transaction: 0)
-            if let name = params.cacheName, let cached = try store.loadResultsCache(name), cached.requestKey == definition.key {
+            if let name = params.cacheName, let cached = try store.loadResultsCache(name),
+                cached.requestKey == definition.key
+            {
                 set.reset(rows: cached.rows, transaction: cached.transaction)
                 fromCache = true
             } else {
                 let progress = context.progress(token: params.workDoneToken)
                 progress?.begin(title: "Subscribing to \(params.request.entity)", total: nil)
                 let transaction = try store.keyedRows(
-                    definition.plan, cancellation: context.cancellation, expectedCount: { set.beginBuilding(expectedCount: $0) }
+                    definition.plan, cancellation: context.cancellation,
+                    expectedCount: { set.beginBuilding(expectedCount: $0) }
                 ) { set.append($0) }
                 set.finishBuilding(transaction: transaction)
                 progress?.end(completed: Int64(set.index.count), cancelled: false)
@@ -72,7 +79,9 @@ final class ResultsEngine: Sendable {
         let result: Result<Registration, RPCError> = context.server.dispatcher.writer.sync {
             Result { () throws(RPCError) in
                 if let set = built { try self.catchUp(set, store: store) }
-                let registration = try self.register(built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID) { set in
+                let registration = try self.register(
+                    built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID
+                ) { set in
                     switch include {
                     case .all: set.index.count
                     case .noObjects: 0
@@ -88,7 +97,8 @@ final class ResultsEngine: Sendable {
         let registration = try result.get()
         let objects = try store.objects(rows: registration.firstIDs, shape: definition.plan.shape)
         return ResultsSubscribe.Result(
-            subscription: registration.subscription, seq: 0, transaction: registration.transaction, count: registration.count,
+            subscription: registration.subscription, seq: 0, transaction: registration.transaction,
+            count: registration.count,
             sections: registration.sections, objects: registration.firstIDs.map { objects[$0] ?? .null },
             fromCache: params.cacheName == nil ? nil : fromCache)
     }
@@ -128,12 +138,15 @@ final class ResultsEngine: Sendable {
     /// (writer queue, before the set is shared).
     private func catchUp(_ set: ResultSet, store: Store) throws(RPCError) {
         guard let changes = try store.changedRows(since: set.transaction) else {
-            let transaction = try store.keyedRows(set.plan, expectedCount: { set.beginBuilding(expectedCount: $0) }) { set.append($0) }
+            let transaction = try store.keyedRows(set.plan, expectedCount: { set.beginBuilding(expectedCount: $0) }) {
+                set.append($0)
+            }
             set.finishBuilding(transaction: transaction)
             return
         }
         if !changes.rows.isEmpty {
-            let candidates = try candidateRows(entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store)
+            let candidates = try candidateRows(
+                entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store)
             let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
             _ = set.apply(Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: [:])
         }
@@ -164,7 +177,9 @@ final class ResultsEngine: Sendable {
     // MARK: Reading
 
     /// Runs `body` on the subscription's set under the lock.
-    private func withSubscription<T>(_ id: String, routingID: [UInt8], _ body: (Subscription, ResultSet) -> T) throws(RPCError) -> T {
+    private func withSubscription<T>(_ id: String, routingID: [UInt8], _ body: (Subscription, ResultSet) -> T)
+        throws(RPCError) -> T
+    {
         let found = state.withLock { state -> T? in
             guard let subscription = state.subscriptions[id], subscription.routingID == routingID,
                 let set = state.sets[subscription.setKey]
@@ -176,12 +191,16 @@ final class ResultsEngine: Sendable {
     }
 
     /// `results/objects`.
-    func objects(_ params: ResultsObjects.Parameters, context: RequestContext) throws(RPCError) -> ResultsObjects.Result {
-        guard params.offset >= 0 else { throw .invalidParams("offset must not be negative, got \(params.offset)", field: "params.offset") }
+    func objects(_ params: ResultsObjects.Parameters, context: RequestContext) throws(RPCError) -> ResultsObjects.Result
+    {
+        guard params.offset >= 0 else {
+            throw .invalidParams("offset must not be negative, got \(params.offset)", field: "params.offset")
+        }
         guard (0...100_000).contains(params.length) else {
             throw .invalidParams("length must be between 0 and 100000, got \(params.length)", field: "params.length")
         }
-        let (seq, ids, shape) = try withSubscription(params.subscription, routingID: context.routingID) { subscription, set in
+        let (seq, ids, shape) = try withSubscription(params.subscription, routingID: context.routingID) {
+            subscription, set in
             let end = min(params.offset + params.length, set.index.count)
             let ids = params.offset < end ? set.index.entries(in: params.offset..<end).map(\.id) : []
             return (subscription.seq, ids, set.shape)
@@ -191,7 +210,9 @@ final class ResultsEngine: Sendable {
     }
 
     /// `results/snapshot`.
-    func snapshot(_ params: ResultsSnapshot.Parameters, context: RequestContext) throws(RPCError) -> ResultsSnapshot.Result {
+    func snapshot(_ params: ResultsSnapshot.Parameters, context: RequestContext) throws(RPCError)
+        -> ResultsSnapshot.Result
+    {
         try withSubscription(params.subscription, routingID: context.routingID) { subscription, set in
             let entity = set.plan.entity.name
             return ResultsSnapshot.Result(
@@ -210,7 +231,9 @@ final class ResultsEngine: Sendable {
     /// Frees every subscription of a closed session.
     func removeSubscriptions(of routingID: [UInt8], server: DepotServer) {
         let freed = state.withLock { state in
-            state.subscriptions.filter { $0.value.routingID == routingID }.keys.compactMap { Self.remove($0, from: &state) }
+            state.subscriptions.filter { $0.value.routingID == routingID }.keys.compactMap {
+                Self.remove($0, from: &state)
+            }
         }
         persist(freed, server: server)
     }
@@ -259,7 +282,8 @@ final class ResultsEngine: Sendable {
         if subscription.overflowed { return true }
         guard server.isOverflowing(subscription.routingID) else { return false }
         state.withLock { $0.subscriptions[subscription.id]?.overflowed = true }
-        server.logger.notice("subscription \(subscription.id) overflowed its session's queue; deltas stop until it drains")
+        server.logger.notice(
+            "subscription \(subscription.id) overflowed its session's queue; deltas stop until it drains")
         return true
     }
 
@@ -283,7 +307,8 @@ final class ResultsEngine: Sendable {
     func publish(_ transaction: CommittedTransaction, server: DepotServer) {
         let sets = state.withLock { state in
             state.sets.values.filter { set in
-                transaction.changes[set.plan.entity.name] != nil || set.dependencies.contains { transaction.changes[$0.entity] != nil }
+                transaction.changes[set.plan.entity.name] != nil
+                    || set.dependencies.contains { transaction.changes[$0.entity] != nil }
             }
         }
         let store = server.store
@@ -291,14 +316,16 @@ final class ResultsEngine: Sendable {
         for set in sets {
             let entity = set.plan.entity
             do {
-                let candidates = try candidateRows(entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+                let candidates = try candidateRows(
+                    entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
                 let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
                 var touched: [Int64: Set<String>] = [:]
                 for update in transaction.changes[entity.name]?.updated ?? [] { touched[update.row] = update.keys }
                 // Applied under the lock: a subscribe may be joining the set, a reader paging it.
                 let (delta, receivers) = state.withLock { state -> (ResultSet.Delta, [Subscription]) in
                     guard state.sets[set.key] === set else { return (ResultSet.Delta(), []) }
-                    let delta = set.apply(Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: touched)
+                    let delta = set.apply(
+                        Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: touched)
                     set.transaction = transaction.number
                     guard !delta.isEmpty else { return (delta, []) }
                     var receivers: [Subscription] = []
@@ -312,7 +339,9 @@ final class ResultsEngine: Sendable {
                 if delta.objects.count > Self.largestNotification {
                     // One notification carrying this many objects would be larger than resyncing.
                     for subscription in receivers {
-                        server.notify(ResultsDidInvalidate.self, .init(subscription: subscription.id, reason: "largeTransaction"), to: subscription.routingID)
+                        server.notify(
+                            ResultsDidInvalidate.self, .init(subscription: subscription.id, reason: "largeTransaction"),
+                            to: subscription.routingID)
                     }
                     continue
                 }
@@ -320,7 +349,8 @@ final class ResultsEngine: Sendable {
                 let objects = try store.objects(rows: valued, shape: set.shape)
                 let changes = delta.objects.map { change in
                     ObjectChange(
-                        type: change.type, indexPath: change.old, newIndexPath: change.new, id: "\(entity.name)/\(change.id)",
+                        type: change.type, indexPath: change.old, newIndexPath: change.new,
+                        id: "\(entity.name)/\(change.id)",
                         object: change.type == .delete ? nil : objects[change.id])
                 }
                 for subscription in receivers {
@@ -331,7 +361,8 @@ final class ResultsEngine: Sendable {
                     server.notify(ResultsDidChange.self, params, to: subscription.routingID)
                 }
             } catch {
-                server.logger.error("fetched results for \(entity.name) could not follow transaction \(transaction.number): \(error)")
+                server.logger.error(
+                    "fetched results for \(entity.name) could not follow transaction \(transaction.number): \(error)")
             }
         }
     }

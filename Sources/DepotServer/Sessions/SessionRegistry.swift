@@ -13,7 +13,8 @@ final class SessionRegistry: Sendable {
     func open(routingID: [UInt8], clientInfo: ImplementationInfo?) -> Session? {
         sessions.withLock { sessions in
             guard sessions[routingID] == nil else { return nil }
-            let session = Session(id: UUID().uuidString.lowercased(), routingID: routingID, clientInfo: clientInfo, lastSeen: .now)
+            let session = Session(
+                id: UUID().uuidString.lowercased(), routingID: routingID, clientInfo: clientInfo, lastSeen: .now)
             sessions[routingID] = session
             return session
         }

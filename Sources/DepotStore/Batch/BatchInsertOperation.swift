@@ -29,8 +29,11 @@ struct BatchInsertOperation {
         var ignored = 0
         // Rows this batch wrote, by constraint values: later duplicates within the batch find them.
         var written: [[DatabaseValue]: Int64] = [:]
-        let constraints = entity.description.uniquenessConstraints.map { keys in keys.compactMap { columns.firstIndex(of: $0) } }
-        let insertSQL = "INSERT INTO \(entity.table) (_version, \(columns.map(entity.column).joined(separator: ", "))) VALUES (1\(String(repeating: ", ?", count: columns.count)))"
+        let constraints = entity.description.uniquenessConstraints.map { keys in
+            keys.compactMap { columns.firstIndex(of: $0) }
+        }
+        let insertSQL =
+            "INSERT INTO \(entity.table) (_version, \(columns.map(entity.column).joined(separator: ", "))) VALUES (1\(String(repeating: ", ?", count: columns.count)))"
         let insert = try db.cachedStatement(sql: insertSQL)
         let defaults = self.defaults
         for (index, row) in rows.enumerated() {
@@ -45,29 +48,45 @@ struct BatchInsertOperation {
                 if values.contains(.null) { continue }
                 let signature = [number.databaseValue] + values
                 signatures.append(signature)
-                if existing == nil { existing = try written[signature] ?? find(db, constraint: constraint, values: values, columns: columns) }
+                if existing == nil {
+                    existing =
+                        try written[signature] ?? find(db, constraint: constraint, values: values, columns: columns)
+                }
             }
             if let existing {
                 switch onConflict {
                 case .error:
                     throw RPCError(
                         code: .uniqueConstraint,
-                        message: "objects[\(index)] collides with \(entity.name)/\(existing) on a uniqueness constraint of \(entity.name); nothing was inserted (use onConflict update or ignore)",
-                        data: ["entity": .string(entity.name), "objects": [.string("objects[\(index)]"), .string("\(entity.name)/\(existing)")]])
+                        message:
+                            "objects[\(index)] collides with \(entity.name)/\(existing) on a uniqueness constraint of \(entity.name); nothing was inserted (use onConflict update or ignore)",
+                        data: [
+                            "entity": .string(entity.name),
+                            "objects": [.string("objects[\(index)]"), .string("\(entity.name)/\(existing)")],
+                        ])
                 case .ignore:
                     ignored += 1
                 case .update:
-                    if try update(db, row: existing, with: row, columns: columns, recorder: &recorder) { updated += 1 } else { ignored += 1 }
+                    if try update(db, row: existing, with: row, columns: columns, recorder: &recorder) {
+                        updated += 1
+                    } else {
+                        ignored += 1
+                    }
                 }
                 continue
             }
             do {
-                try insert.execute(arguments: StatementArguments(row.indices.map { position in
-                    if let value = row[position], value != .null || defaults[position] == nil { return value }
-                    return defaults[position] ?? .null
-                }))
+                try insert.execute(
+                    arguments: StatementArguments(
+                        row.indices.map { position in
+                            if let value = row[position], value != .null || defaults[position] == nil { return value }
+                            return defaults[position] ?? .null
+                        }))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-                throw RPCError(code: .uniqueConstraint, message: "objects[\(index)] violates a uniqueness constraint of \(entity.name): \(error.message ?? "")")
+                throw RPCError(
+                    code: .uniqueConstraint,
+                    message:
+                        "objects[\(index)] violates a uniqueness constraint of \(entity.name): \(error.message ?? "")")
             }
             let rowID = db.lastInsertedRowID
             recorder.insert(entity.name, rowID)
@@ -78,7 +97,10 @@ struct BatchInsertOperation {
         try cancellation?.check()
         progress?(rows.count)
         let committed = try recorder.commit(db, schema: schema, author: author, retention: retention)?.0
-        return (BatchInsert.Result(inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed)
+        return (
+            BatchInsert.Result(
+                inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed
+        )
     }
 
     /// Checks and converts every object; reports every problem at once (-32010).
@@ -88,7 +110,10 @@ struct BatchInsertOperation {
         func problem(_ index: Int, _ key: String?, _ code: String, _ message: String) {
             problemCount += 1
             guard problems.count < 100 else { return }
-            problems.append(["object": .string("objects[\(index)]"), "key": key.map { .string($0) } ?? .null, "code": .string(code), "message": .string(message)])
+            problems.append([
+                "object": .string("objects[\(index)]"), "key": key.map { .string($0) } ?? .null, "code": .string(code),
+                "message": .string(message),
+            ])
         }
         let positions = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, $0) })
         let defaults = self.defaults
@@ -99,7 +124,10 @@ struct BatchInsertOperation {
             var row = Row(repeating: nil, count: columns.count)
             for (key, value) in object {
                 guard let position = positions[key] else {
-                    let why = entity.toMany[key] != nil ? "to-many relationships cannot be set by batchInsert" : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
+                    let why =
+                        entity.toMany[key] != nil
+                        ? "to-many relationships cannot be set by batchInsert"
+                        : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
                     problem(index, key, "unknownKey", why)
                     continue
                 }
@@ -107,28 +135,40 @@ struct BatchInsertOperation {
                     do {
                         row[position] = try ValueCoding.databaseValue(value, type: attribute.type)
                     } catch {
-                        problem(index, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
+                        problem(
+                            index, key, "type",
+                            "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
                     }
                 } else if let relationship = entity.toOne[key] {
                     if value.isNull {
                         row[position] = .null
-                    } else if let text = value.stringValue, let id = ObjectID(text), id.entity == relationship.destination {
+                    } else if let text = value.stringValue, let id = ObjectID(text),
+                        id.entity == relationship.destination
+                    {
                         row[position] = id.row.databaseValue
                         references[relationship.destination, default: []].insert(id.row)
                     } else {
-                        problem(index, key, "badReference", "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
+                        problem(
+                            index, key, "badReference",
+                            "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
                     }
                 }
             }
             for attribute in entity.description.attributes where !attribute.optional {
-                guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull, defaults[position] == nil else { continue }
+                guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull,
+                    defaults[position] == nil
+                else { continue }
                 problem(index, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
             }
             rows.append(row)
         }
         for (name, rowsReferenced) in references {
             guard let destination = schema.entity(named: name) else { continue }
-            for row in rowsReferenced where try !(Bool.fetchOneCached(db, sql: "SELECT 1 FROM \(destination.table) WHERE id = ?", arguments: [row]) ?? false) {
+            for row in rowsReferenced
+            where try
+                !(Bool.fetchOneCached(db, sql: "SELECT 1 FROM \(destination.table) WHERE id = ?", arguments: [row])
+                ?? false)
+            {
                 problem(-1, nil, "badReference", "\(name)/\(row) does not exist")
             }
         }
@@ -136,7 +176,8 @@ struct BatchInsertOperation {
             let first = problems.first?["message"]?.stringValue ?? ""
             throw RPCError(
                 code: .validationFailed,
-                message: "the batch is invalid (\(problemCount) problem\(problemCount == 1 ? "" : "s")\(problemCount > problems.count ? ", the first \(problems.count) listed" : "")): \(first)",
+                message:
+                    "the batch is invalid (\(problemCount) problem\(problemCount == 1 ? "" : "s")\(problemCount > problems.count ? ", the first \(problems.count) listed" : "")): \(first)",
                 data: ["errors": .array(problems), "count": .int(Int64(problemCount))])
         }
         return rows
@@ -145,12 +186,18 @@ struct BatchInsertOperation {
     /// The existing row whose `constraint` columns hold `values`.
     private func find(_ db: Database, constraint: [Int], values: [DatabaseValue], columns: [String]) throws -> Int64? {
         let condition = constraint.map { "\(entity.column(columns[$0])) = ?" }.joined(separator: " AND ")
-        return try Int64.fetchOneCached(db, sql: "SELECT id FROM \(entity.table) WHERE \(condition) LIMIT 1", arguments: StatementArguments(values))
+        return try Int64.fetchOneCached(
+            db, sql: "SELECT id FROM \(entity.table) WHERE \(condition) LIMIT 1", arguments: StatementArguments(values))
     }
 
     /// Writes the given values that differ from the stored row; returns whether anything changed.
-    private func update(_ db: Database, row rowID: Int64, with row: Row, columns: [String], recorder: inout ChangeRecorder) throws -> Bool {
-        guard let stored = try GRDB.Row.fetchOneCached(db, sql: "SELECT * FROM \(entity.table) WHERE id = ?", arguments: [rowID]) else { return false }
+    private func update(
+        _ db: Database, row rowID: Int64, with row: Row, columns: [String], recorder: inout ChangeRecorder
+    ) throws -> Bool {
+        guard
+            let stored = try GRDB.Row.fetchOneCached(
+                db, sql: "SELECT * FROM \(entity.table) WHERE id = ?", arguments: [rowID])
+        else { return false }
         var assignments: [String] = []
         var arguments: [DatabaseValue] = []
         var old: [Int: DatabaseValue] = [:]
@@ -172,18 +219,27 @@ struct BatchInsertOperation {
     }
 
     /// Records that destinations of changed to-one values gained or lost this row in their to-many.
-    private func noteInverses(of row: Row, columns: [String], old: [Int: DatabaseValue]?, recorder: inout ChangeRecorder, row rowID: Int64) {
+    private func noteInverses(
+        of row: Row, columns: [String], old: [Int: DatabaseValue]?, recorder: inout ChangeRecorder, row rowID: Int64
+    ) {
         for (position, value) in row.enumerated() {
-            guard let value, let relationship = entity.toOne[columns[position]], let inverse = relationship.inverse else { continue }
-            if let target = Int64.fromDatabaseValue(value) { recorder.update(relationship.destination, target, key: inverse) }
-            if let previous = old?[position].flatMap(Int64.fromDatabaseValue) { recorder.update(relationship.destination, previous, key: inverse) }
+            guard let value, let relationship = entity.toOne[columns[position]], let inverse = relationship.inverse
+            else { continue }
+            if let target = Int64.fromDatabaseValue(value) {
+                recorder.update(relationship.destination, target, key: inverse)
+            }
+            if let previous = old?[position].flatMap(Int64.fromDatabaseValue) {
+                recorder.update(relationship.destination, previous, key: inverse)
+            }
         }
     }
 
     /// The default of each column, where the attribute has one.
     private var defaults: [DatabaseValue?] {
         entity.columnKeys.map { key in
-            guard let value = entity.attributes[key]?.defaultValue, !value.isNull, let type = entity.attributes[key]?.type else { return nil }
+            guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
+                let type = entity.attributes[key]?.type
+            else { return nil }
             return try? ValueCoding.databaseValue(value, type: type)
         }
     }

@@ -13,7 +13,8 @@ extension Store {
         let schema = schema
         let entity = try schema.entity(params.entity, field: "params.entity")
         return try write { db in
-            var operation = BatchInsertOperation(schema: schema, entity: entity, onConflict: params.onConflict ?? .error, author: params.author)
+            var operation = BatchInsertOperation(
+                schema: schema, entity: entity, onConflict: params.onConflict ?? .error, author: params.author)
             operation.cancellation = cancellation
             operation.progress = progress
             operation.retention = historyRetention
@@ -26,29 +27,44 @@ extension Store {
     /// Runs as one save of all matching objects, so validation, uniqueness,
     /// relationship bookkeeping and versions are exactly a save's.
     public func batchUpdate(
-        _ params: BatchUpdate.Parameters, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil, progress: ((Int) -> Void)? = nil
+        _ params: BatchUpdate.Parameters, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
+        progress: ((Int) -> Void)? = nil
     ) throws(RPCError) -> (BatchUpdate.Result, CommittedTransaction?) {
-        guard !params.values.isEmpty else { throw .invalidParams("values must name at least one key to set", field: "params.values") }
+        guard !params.values.isEmpty else {
+            throw .invalidParams("values must name at least one key to set", field: "params.values")
+        }
         let ids = try matchingIDs(entity: params.entity, predicate: params.predicate, arguments: params.arguments)
         total?(ids.count)
-        let save = StoreSave.Parameters(updated: ids.map { UpdatedObject(id: $0, values: params.values) }, mergePolicy: .objectTrump, author: params.author)
+        let save = StoreSave.Parameters(
+            updated: ids.map { UpdatedObject(id: $0, values: params.values) }, mergePolicy: .objectTrump,
+            author: params.author)
         let (result, transaction) = try runSave(save, cancellation: cancellation, progress: progress)
-        return (BatchUpdate.Result(count: transaction?.changes[params.entity]?.updated.count ?? 0, transaction: result.transaction), transaction)
+        return (
+            BatchUpdate.Result(
+                count: transaction?.changes[params.entity]?.updated.count ?? 0, transaction: result.transaction),
+            transaction
+        )
     }
 
     /// `store/batchDelete`: deletes every object matching the predicate, in one transaction; delete rules apply.
     public func batchDelete(
-        _ params: BatchDelete.Parameters, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil, progress: ((Int) -> Void)? = nil
+        _ params: BatchDelete.Parameters, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
+        progress: ((Int) -> Void)? = nil
     ) throws(RPCError) -> (BatchDelete.Result, CommittedTransaction?) {
         let ids = try matchingIDs(entity: params.entity, predicate: params.predicate, arguments: params.arguments)
         total?(ids.count)
         let save = StoreSave.Parameters(deleted: ids.map { DeletedObject(id: $0) }, author: params.author)
         let (result, transaction) = try runSave(save, cancellation: cancellation, progress: progress)
-        return (BatchDelete.Result(count: transaction?.changes[params.entity]?.deleted.count ?? 0, transaction: result.transaction), transaction)
+        return (
+            BatchDelete.Result(
+                count: transaction?.changes[params.entity]?.deleted.count ?? 0, transaction: result.transaction),
+            transaction
+        )
     }
 
     private func matchingIDs(entity: String, predicate: String?, arguments: JSONValue?) throws(RPCError) -> [String] {
-        let request = DepotProtocol.FetchRequest(entity: entity, predicate: predicate, arguments: arguments, resultType: .ids)
+        let request = DepotProtocol.FetchRequest(
+            entity: entity, predicate: predicate, arguments: arguments, resultType: .ids)
         return try fetch(request).ids ?? []
     }
 

@@ -32,7 +32,8 @@ public struct FetchPlan: Sendable {
             expressions.append((sql, type, descriptor.ascending))
         }
         sortExpressions = expressions
-        ordering = (expressions.map { "\($0.sql) \($0.ascending ? "ASC" : "DESC")" } + ["t0.id ASC"]).joined(separator: ", ")
+        ordering = (expressions.map { "\($0.sql) \($0.ascending ? "ASC" : "DESC")" } + ["t0.id ASC"]).joined(
+            separator: ", ")
         if let limit = request.limit, limit < 0 {
             throw .invalidParams("limit must not be negative, got \(limit)", field: "\(field).limit")
         }

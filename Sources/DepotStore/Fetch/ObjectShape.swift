@@ -37,7 +37,8 @@ public struct ObjectShape: Sendable {
             } else if entity.toMany[key] != nil {
                 toManyKeys.append(key)
             } else {
-                throw .invalidParams("unknown key '\(key)' on \(entity.name) (keys: \(entity.keyList))", field: "\(field)[\(index)]")
+                throw .invalidParams(
+                    "unknown key '\(key)' on \(entity.name) (keys: \(entity.keyList))", field: "\(field)[\(index)]")
             }
         }
         self.keys = keys
@@ -98,7 +99,11 @@ public struct ObjectShape: Sendable {
                 default: writer.write(ValueCoding.json(value, type: attribute.type))
                 }
             } else if let relationship = entity.toOne[name] {
-                if let target = Int64.fromDatabaseValue(value) { writer.write("\(relationship.destination)/\(target)") } else { writer.writeRaw("null") }
+                if let target = Int64.fromDatabaseValue(value) {
+                    writer.write("\(relationship.destination)/\(target)")
+                } else {
+                    writer.writeRaw("null")
+                }
             }
         }
         for name in toManyKeys {
@@ -128,7 +133,8 @@ public struct ObjectShape: Sendable {
             if let attribute = entity.attributes[key] {
                 members[key] = ValueCoding.json(value, type: attribute.type)
             } else if let relationship = entity.toOne[key] {
-                members[key] = Int64.fromDatabaseValue(value).map { .string("\(relationship.destination)/\($0)") } ?? .null
+                members[key] =
+                    Int64.fromDatabaseValue(value).map { .string("\(relationship.destination)/\($0)") } ?? .null
             }
             column += 1
         }

@@ -71,7 +71,8 @@ public enum SortValue: Hashable, Sendable {
         switch self {
         case .null: ""
         case .integer(let number): String(number)
-        case .real(let number): number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        case .real(let number):
+            number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
         case .text(let text): text
         case .blob(let bytes): bytes.map { String($0, radix: 16) }.joined()
         }

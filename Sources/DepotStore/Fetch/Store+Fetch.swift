@@ -14,7 +14,9 @@ extension Store {
     public static let defaultBatchSize = 1000
 
     /// `store/fetch` without streaming: the whole result.
-    public func fetch(_ request: DepotProtocol.FetchRequest, cancellation: Cancellation? = nil) throws(RPCError) -> StoreFetch.Result {
+    public func fetch(_ request: DepotProtocol.FetchRequest, cancellation: Cancellation? = nil) throws(RPCError)
+        -> StoreFetch.Result
+    {
         var values: [JSONValue] = []
         let (count, transaction) = try fetch(request, cancellation: cancellation) { batch in
             values.append(contentsOf: batch.values)
@@ -130,7 +132,8 @@ extension Store {
                 if request.countFirst == true { total?(count) }
                 if resultType == .count { return (count, transaction) }
             }
-            let cursor = try Row.fetchCursor(db, sql: resultType == .ids ? plan.idsSQL : plan.objectsSQL, arguments: plan.arguments)
+            let cursor = try Row.fetchCursor(
+                db, sql: resultType == .ids ? plan.idsSQL : plan.objectsSQL, arguments: plan.arguments)
             var writer = JSONWriter(capacity: batchSize * 64)
             var inBatch = 0
             var completed = 0
@@ -152,7 +155,9 @@ extension Store {
                 }
             }
             try cancellation?.check()
-            if inBatch > 0 || completed == 0 { try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed)) }
+            if inBatch > 0 || completed == 0 {
+                try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
+            }
             return (completed, transaction)
         }
     }

@@ -17,9 +17,13 @@ public struct KeyedRow: Sendable {
 
 extension Store {
     /// Every match of `plan` as (id, sort key), in order, with the transaction the read saw.
-    public func keyedRows(_ plan: FetchPlan, cancellation: Cancellation? = nil) throws(RPCError) -> (rows: [KeyedRow], transaction: Int64) {
+    public func keyedRows(_ plan: FetchPlan, cancellation: Cancellation? = nil) throws(RPCError) -> (
+        rows: [KeyedRow], transaction: Int64
+    ) {
         var rows: [KeyedRow] = []
-        let transaction = try keyedRows(plan, cancellation: cancellation, expectedCount: { rows.reserveCapacity($0) }) { rows.append($0) }
+        let transaction = try keyedRows(plan, cancellation: cancellation, expectedCount: { rows.reserveCapacity($0) }) {
+            rows.append($0)
+        }
         return (rows, transaction)
     }
 
@@ -33,7 +37,8 @@ extension Store {
         try read { db in
             let transaction = try Self.latestTransaction(db)
             expectedCount(try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0)
-            let sql = "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE \(plan.condition.sql) ORDER BY \(plan.ordering)"
+            let sql =
+                "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE \(plan.condition.sql) ORDER BY \(plan.ordering)"
             let cursor = try Row.fetchCursor(db, sql: sql, arguments: plan.arguments)
             var count = 0
             while let row = try cursor.next() {
@@ -54,7 +59,8 @@ extension Store {
         return try read { db in
             // The condition numbers its parameters ?1…?n; the id list comes after them.
             let idsParameter = "?\(plan.condition.arguments.count + 1)"
-            let sql = "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(\(idsParameter))) AND (\(plan.condition.sql))"
+            let sql =
+                "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(\(idsParameter))) AND (\(plan.condition.sql))"
             let arguments = plan.condition.arguments + [Self.jsonArray(ids).databaseValue]
             var result: [Int64: SortKey] = [:]
             for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)) {
@@ -70,7 +76,8 @@ extension Store {
         guard !ids.isEmpty else { return [:] }
         let schema = schema
         return try read { db in
-            let sql = "SELECT \(shape.selectList(schema: schema)) FROM \(shape.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
+            let sql =
+                "SELECT \(shape.selectList(schema: schema)) FROM \(shape.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
             var result: [Int64: JSONValue] = [:]
             for row in try Row.fetchAll(db, sql: sql, arguments: [Self.jsonArray(ids)]) {
                 result[row[0]] = shape.object(from: row)
@@ -83,14 +90,19 @@ extension Store {
     ///
     /// The engine uses it to find objects whose sort or section value goes
     /// through a relationship to an object that changed.
-    public func rows(of entity: EntitySchema, reaching targets: [Int64], through path: [String]) throws(RPCError) -> [Int64] {
+    public func rows(of entity: EntitySchema, reaching targets: [Int64], through path: [String]) throws(RPCError)
+        -> [Int64]
+    {
         guard !targets.isEmpty, !path.isEmpty else { return [] }
         let schema = schema
         var expression = "t0." + entity.column(path[0])
         var current = entity
         for (depth, name) in path.enumerated().dropFirst() {
-            guard let relationship = current.toOne[path[depth - 1]], let next = schema.entity(named: relationship.destination) else { return [] }
-            expression = "(SELECT x\(depth).\(next.column(name)) FROM \(next.table) AS x\(depth) WHERE x\(depth).id = \(expression))"
+            guard let relationship = current.toOne[path[depth - 1]],
+                let next = schema.entity(named: relationship.destination)
+            else { return [] }
+            expression =
+                "(SELECT x\(depth).\(next.column(name)) FROM \(next.table) AS x\(depth) WHERE x\(depth).id = \(expression))"
             current = next
         }
         let sql = "SELECT t0.id FROM \(entity.table) AS t0 WHERE \(expression) IN (SELECT value FROM json_each(?))"
@@ -98,9 +110,12 @@ extension Store {
     }
 
     /// The owners (values of the `inverse` to-one column) of `rows` of `destination`.
-    public func owners(of rows: [Int64], in destination: EntitySchema, through inverse: String) throws(RPCError) -> [Int64] {
+    public func owners(of rows: [Int64], in destination: EntitySchema, through inverse: String) throws(RPCError)
+        -> [Int64]
+    {
         guard !rows.isEmpty else { return [] }
-        let sql = "SELECT DISTINCT \(destination.column(inverse)) FROM \(destination.table) WHERE id IN (SELECT value FROM json_each(?)) AND \(destination.column(inverse)) IS NOT NULL"
+        let sql =
+            "SELECT DISTINCT \(destination.column(inverse)) FROM \(destination.table) WHERE id IN (SELECT value FROM json_each(?)) AND \(destination.column(inverse)) IS NOT NULL"
         return try read { db in try Int64.fetchAll(db, sql: sql, arguments: [Self.jsonArray(rows)]) }
     }
 
@@ -111,7 +126,9 @@ extension Store {
 
     /// The rows each entity changed in the transactions after `since`, from history;
     /// `nil` when history no longer reaches back that far.
-    public func changedRows(since: Int64) throws(RPCError) -> (rows: [String: Set<Int64>], keys: [String: [Int64: Set<String>]], latest: Int64)? {
+    public func changedRows(since: Int64) throws(RPCError) -> (
+        rows: [String: Set<Int64>], keys: [String: [Int64: Set<String>]], latest: Int64
+    )? {
         try read { db in
             let latest = try Self.latestTransaction(db)
             guard latest > since else { return ([:], [:], latest) }

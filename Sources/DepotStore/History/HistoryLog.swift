@@ -6,7 +6,9 @@ import GRDB
 /// so that a client that was away can catch up with `store/history`.
 enum HistoryLog {
     /// Records a transaction inside the writer's transaction and returns it.
-    static func record(_ db: Database, author: String?, changes: [String: EntityChangeSet], retention: HistoryRetention) throws -> CommittedTransaction {
+    static func record(_ db: Database, author: String?, changes: [String: EntityChangeSet], retention: HistoryRetention)
+        throws -> CommittedTransaction
+    {
         let timestamp = Date().timeIntervalSince1970
         let wire = JSONValue.object(changes.mapValues(\.json))
         try db.execute(
@@ -23,7 +25,8 @@ enum HistoryLog {
         case .count(let count):
             try db.executeCached(sql: "DELETE FROM depot_transaction WHERE id <= ?", arguments: [latest - Int64(count)])
         case .age(let seconds):
-            try db.executeCached(sql: "DELETE FROM depot_transaction WHERE timestamp < ? AND id < ?", arguments: [now - seconds, latest])
+            try db.executeCached(
+                sql: "DELETE FROM depot_transaction WHERE timestamp < ? AND id < ?", arguments: [now - seconds, latest])
         case .forever:
             break
         }
@@ -36,7 +39,9 @@ enum HistoryLog {
         return try rows.map { row in
             let text: String = row["changes"]
             let changes = try JSONDecoder().decode([String: EntityChanges].self, from: Data(text.utf8))
-            return TransactionRecord(transaction: row["id"], timestamp: ISO8601.string(from: row["timestamp"]), author: row["author"], changes: changes)
+            return TransactionRecord(
+                transaction: row["id"], timestamp: ISO8601.string(from: row["timestamp"]), author: row["author"],
+                changes: changes)
         }
     }
 }

@@ -20,7 +20,9 @@ public enum HistoryRetention: Sendable, Equatable, CustomStringConvertible {
             return
         }
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
-        guard let unit = text.last, let scale = units[unit], let amount = Double(text.dropLast()), amount > 0 else { return nil }
+        guard let unit = text.last, let scale = units[unit], let amount = Double(text.dropLast()), amount > 0 else {
+            return nil
+        }
         self = .age(amount * scale)
     }
 

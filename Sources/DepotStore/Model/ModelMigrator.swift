@@ -14,13 +14,15 @@ enum ModelMigrator {
         guard let text = try String.fetchOne(db, sql: "SELECT value FROM depot_meta WHERE key = 'model'") else {
             return .empty
         }
-        let version = try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'modelVersion'") ?? 1
+        let version =
+            try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'modelVersion'") ?? 1
         let entities = try JSONDecoder().decode([EntityDescription].self, from: Data(text.utf8))
         return Schema(version: version, entities: entities.map(EntitySchema.init))
     }
 
     /// Migrates from `old` to `entities` inside the caller's transaction.
-    static func migrate(_ db: Database, from old: Schema, to entities: [EntityDescription]) throws -> (Schema, [String]) {
+    static func migrate(_ db: Database, from old: Schema, to entities: [EntityDescription]) throws -> (Schema, [String])
+    {
         try ModelValidator.validate(entities)
         var changes: [String] = []
         var kept = Set<String>()
@@ -48,13 +50,19 @@ enum ModelMigrator {
         if changes.isEmpty && !old.entities.isEmpty { return (old, []) }
         let finalSchema = Schema(version: max(old.version + (changes.isEmpty ? 0 : 1), 1), entities: schema.entities)
         let json = try JSONEncoder().encode(entities)
-        try db.execute(sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('model', ?)", arguments: [String(decoding: json, as: UTF8.self)])
-        try db.execute(sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)", arguments: [String(finalSchema.version)])
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('model', ?)",
+            arguments: [String(decoding: json, as: UTF8.self)])
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)",
+            arguments: [String(finalSchema.version)])
         return (finalSchema, changes)
     }
 
     private static func refused(_ what: String) -> RPCError {
-        RPCError(code: .migrationRefused, message: "\(what) is not a lightweight migration; nothing was changed", data: ["change": .string(what)])
+        RPCError(
+            code: .migrationRefused, message: "\(what) is not a lightweight migration; nothing was changed",
+            data: ["change": .string(what)])
     }
 
     private static func createTable(_ db: Database, for entity: EntitySchema) throws {
@@ -65,11 +73,14 @@ enum ModelMigrator {
         try db.execute(sql: "CREATE TABLE \(entity.table) (\(columns.joined(separator: ", ")))")
     }
 
-    private static func migrateColumns(_ db: Database, from old: EntityDescription, to new: EntityDescription, changes: inout [String]) throws {
+    private static func migrateColumns(
+        _ db: Database, from old: EntityDescription, to new: EntityDescription, changes: inout [String]
+    ) throws {
         let table = EntitySchema.quote("e_" + new.name)
         var keptKeys = Set<String>()
         for attribute in new.attributes {
-            let source = old.attribute(named: attribute.renamedFrom ?? attribute.name) ?? old.attribute(named: attribute.name)
+            let source =
+                old.attribute(named: attribute.renamedFrom ?? attribute.name) ?? old.attribute(named: attribute.name)
             guard let source else {
                 guard attribute.optional || attribute.defaultValue != nil else {
                     throw refused("adding required attribute \(new.name).\(attribute.name) without a default")
@@ -77,28 +88,37 @@ enum ModelMigrator {
                 try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(EntitySchema.quote(attribute.name))")
                 if let value = attribute.defaultValue, !value.isNull {
                     let stored = try ValueCoding.databaseValue(value, type: attribute.type)
-                    try db.execute(sql: "UPDATE \(table) SET \(EntitySchema.quote(attribute.name)) = ?", arguments: [stored])
+                    try db.execute(
+                        sql: "UPDATE \(table) SET \(EntitySchema.quote(attribute.name)) = ?", arguments: [stored])
                 }
                 changes.append("added attribute \(new.name).\(attribute.name)")
                 continue
             }
             keptKeys.insert(source.name)
             guard source.type == attribute.type else {
-                throw refused("changing the type of \(new.name).\(attribute.name) from \(source.type.rawValue) to \(attribute.type.rawValue)")
+                throw refused(
+                    "changing the type of \(new.name).\(attribute.name) from \(source.type.rawValue) to \(attribute.type.rawValue)"
+                )
             }
             if source.optional && !attribute.optional && attribute.defaultValue == nil {
                 throw refused("making optional attribute \(new.name).\(attribute.name) required")
             }
             if source.name != attribute.name {
-                try db.execute(sql: "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(source.name)) TO \(EntitySchema.quote(attribute.name))")
+                try db.execute(
+                    sql:
+                        "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(source.name)) TO \(EntitySchema.quote(attribute.name))"
+                )
                 changes.append("renamed attribute \(new.name).\(source.name) to \(attribute.name)")
             }
         }
         for relationship in new.relationships {
-            let source = old.relationship(named: relationship.renamedFrom ?? relationship.name) ?? old.relationship(named: relationship.name)
+            let source =
+                old.relationship(named: relationship.renamedFrom ?? relationship.name)
+                ?? old.relationship(named: relationship.name)
             guard let source else {
                 if !relationship.toMany {
-                    try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(EntitySchema.quote(relationship.name)) INTEGER")
+                    try db.execute(
+                        sql: "ALTER TABLE \(table) ADD COLUMN \(EntitySchema.quote(relationship.name)) INTEGER")
                 }
                 changes.append("added relationship \(new.name).\(relationship.name)")
                 continue
@@ -109,7 +129,10 @@ enum ModelMigrator {
             }
             if source.name != relationship.name {
                 if !relationship.toMany {
-                    try db.execute(sql: "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(source.name)) TO \(EntitySchema.quote(relationship.name))")
+                    try db.execute(
+                        sql:
+                            "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(source.name)) TO \(EntitySchema.quote(relationship.name))"
+                    )
                 }
                 changes.append("renamed relationship \(new.name).\(source.name) to \(relationship.name)")
             }
@@ -128,13 +151,18 @@ enum ModelMigrator {
         func add(_ prefix: String, _ keys: [String], unique: Bool) {
             let name = "\(prefix)_\(entity.name)_\(keys.joined(separator: "_"))"
             let columns = keys.map(entity.column).joined(separator: ", ")
-            desired[name] = "CREATE \(unique ? "UNIQUE " : "")INDEX \(EntitySchema.quote(name)) ON \(entity.table) (\(columns))"
+            desired[name] =
+                "CREATE \(unique ? "UNIQUE " : "")INDEX \(EntitySchema.quote(name)) ON \(entity.table) (\(columns))"
         }
-        for attribute in entity.description.attributes where attribute.indexed { add("i", [attribute.name], unique: false) }
+        for attribute in entity.description.attributes where attribute.indexed {
+            add("i", [attribute.name], unique: false)
+        }
         for keys in entity.description.indexes { add("i", keys, unique: false) }
         for keys in entity.description.uniquenessConstraints { add("u", keys, unique: true) }
         for key in entity.toOne.keys { add("r", [key], unique: false) }
-        let existing = try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", arguments: [entity.tableName])
+        let existing = try Row.fetchAll(
+            db, sql: "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+            arguments: [entity.tableName])
         var present: [String: String] = [:]
         for row in existing {
             if let name: String = row["name"], let sql: String = row["sql"] { present[name] = sql }

@@ -10,7 +10,9 @@ enum ModelValidator {
         guard let first = name.unicodeScalars.first, first.isASCII, first == "_" || first.properties.isAlphabetic,
             name.count <= 64
         else { return false }
-        return name.unicodeScalars.allSatisfy { $0.isASCII && ($0 == "_" || $0.properties.isAlphabetic || ("0"..."9").contains($0)) }
+        return name.unicodeScalars.allSatisfy {
+            $0.isASCII && ($0 == "_" || $0.properties.isAlphabetic || ("0"..."9").contains($0))
+        }
     }
 
     /// Validates `entities`; throws -32602 naming the first problem.
@@ -20,7 +22,8 @@ enum ModelValidator {
         for (index, entity) in entities.enumerated() {
             let field = "entities[\(index)]"
             guard isIdentifier(entity.name) else {
-                throw .invalidParams("entity name '\(entity.name)' must be an identifier (letters, digits, _)", field: "\(field).name")
+                throw .invalidParams(
+                    "entity name '\(entity.name)' must be an identifier (letters, digits, _)", field: "\(field).name")
             }
             guard names.insert(entity.name).inserted else {
                 throw .invalidParams("entity '\(entity.name)' is defined twice", field: "\(field).name")
@@ -33,7 +36,9 @@ enum ModelValidator {
                     do {
                         _ = try ValueCoding.databaseValue(value, type: attribute.type)
                     } catch {
-                        throw .invalidParams("default of \(entity.name).\(attribute.name) must be \(error.expected), got \(value.excerpt())", field: "\(attributeField).default")
+                        throw .invalidParams(
+                            "default of \(entity.name).\(attribute.name) must be \(error.expected), got \(value.excerpt())",
+                            field: "\(attributeField).default")
                     }
                 }
             }
@@ -41,7 +46,9 @@ enum ModelValidator {
                 let relationshipField = "\(field).relationships[\(position)]"
                 try checkKey(relationship.name, entity: entity.name, field: "\(relationshipField).name", keys: &keys)
                 guard let destination = byName[relationship.destination] else {
-                    throw .invalidParams("relationship \(entity.name).\(relationship.name) names unknown destination '\(relationship.destination)'", field: "\(relationshipField).destination")
+                    throw .invalidParams(
+                        "relationship \(entity.name).\(relationship.name) names unknown destination '\(relationship.destination)'",
+                        field: "\(relationshipField).destination")
                 }
                 try checkInverse(relationship, of: entity, destination: destination, field: relationshipField)
             }
@@ -54,12 +61,14 @@ enum ModelValidator {
         }
     }
 
-    private static func checkKey(_ key: String, entity: String, field: String, keys: inout Set<String>) throws(RPCError) {
+    private static func checkKey(_ key: String, entity: String, field: String, keys: inout Set<String>) throws(RPCError)
+    {
         guard isIdentifier(key), !key.hasPrefix("_") else {
             throw .invalidParams("key '\(key)' of \(entity) must be an identifier not starting with _", field: field)
         }
         guard !reservedKeys.contains(key) else {
-            throw .invalidParams("key '\(key)' of \(entity) is reserved (id, entity and version are every object's own)", field: field)
+            throw .invalidParams(
+                "key '\(key)' of \(entity) is reserved (id, entity and version are every object's own)", field: field)
         }
         guard keys.insert(key).inserted else {
             throw .invalidParams("key '\(key)' of \(entity) is defined twice", field: field)
@@ -67,33 +76,49 @@ enum ModelValidator {
     }
 
     private static func checkInverse(
-        _ relationship: RelationshipDescription, of entity: EntityDescription, destination: EntityDescription, field: String
+        _ relationship: RelationshipDescription, of entity: EntityDescription, destination: EntityDescription,
+        field: String
     ) throws(RPCError) {
         let name = "\(entity.name).\(relationship.name)"
         guard let inverseName = relationship.inverse else {
             if relationship.toMany {
-                throw .invalidParams("to-many relationship \(name) needs an inverse to-one relationship on \(destination.name)", field: "\(field).inverse")
+                throw .invalidParams(
+                    "to-many relationship \(name) needs an inverse to-one relationship on \(destination.name)",
+                    field: "\(field).inverse")
             }
             return
         }
         guard let inverse = destination.relationship(named: inverseName) else {
-            throw .invalidParams("inverse '\(inverseName)' of \(name) is not a relationship of \(destination.name)", field: "\(field).inverse")
+            throw .invalidParams(
+                "inverse '\(inverseName)' of \(name) is not a relationship of \(destination.name)",
+                field: "\(field).inverse")
         }
         guard inverse.destination == entity.name, inverse.inverse == nil || inverse.inverse == relationship.name else {
-            throw .invalidParams("\(destination.name).\(inverseName) does not point back to \(name)", field: "\(field).inverse")
+            throw .invalidParams(
+                "\(destination.name).\(inverseName) does not point back to \(name)", field: "\(field).inverse")
         }
         if relationship.toMany && inverse.toMany {
-            throw .invalidParams("many-to-many relationship \(name) is not supported yet: model it with an intermediate entity", field: field)
+            throw .invalidParams(
+                "many-to-many relationship \(name) is not supported yet: model it with an intermediate entity",
+                field: field)
         }
         if !relationship.toMany && !inverse.toMany {
-            throw .invalidParams("one-to-one inverse relationships (\(name)) are not supported yet: declare one side without an inverse", field: "\(field).inverse")
+            throw .invalidParams(
+                "one-to-one inverse relationships (\(name)) are not supported yet: declare one side without an inverse",
+                field: "\(field).inverse")
         }
     }
 
-    private static func checkColumns(_ columns: [String], of entity: EntityDescription, field: String) throws(RPCError) {
-        guard !columns.isEmpty else { throw .invalidParams("an index or constraint of \(entity.name) names no keys", field: field) }
-        for key in columns where entity.attribute(named: key) == nil && entity.relationship(named: key).map({ !$0.toMany }) != true {
-            throw .invalidParams("'\(key)' in an index or constraint of \(entity.name) is not an attribute or to-one relationship", field: field)
+    private static func checkColumns(_ columns: [String], of entity: EntityDescription, field: String) throws(RPCError)
+    {
+        guard !columns.isEmpty else {
+            throw .invalidParams("an index or constraint of \(entity.name) names no keys", field: field)
+        }
+        for key in columns
+        where entity.attribute(named: key) == nil && entity.relationship(named: key).map({ !$0.toMany }) != true {
+            throw .invalidParams(
+                "'\(key)' in an index or constraint of \(entity.name) is not an attribute or to-one relationship",
+                field: field)
         }
     }
 }

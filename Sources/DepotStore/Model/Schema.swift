@@ -32,7 +32,8 @@ public struct Schema: Sendable {
     public func entity(_ name: String, field: String = "entity") throws(RPCError) -> EntitySchema {
         guard let entity = entity(named: name) else {
             let known = entities.map(\.name).joined(separator: ", ")
-            throw .invalidParams("unknown entity '\(name)' (the model has: \(known.isEmpty ? "no entities" : known))", field: field)
+            throw .invalidParams(
+                "unknown entity '\(name)' (the model has: \(known.isEmpty ? "no entities" : known))", field: field)
         }
         return entity
     }

@@ -36,7 +36,9 @@ public enum PredicateCompilation {
     public static func compile(
         predicate: String?, arguments: JSONValue?, entity: EntitySchema, schema: Schema
     ) throws(RPCError) -> (fragment: SQLFragment, dependencies: Set<PredicateDependency>) {
-        guard let predicate, !predicate.trimmingCharacters(in: .whitespaces).isEmpty else { return (SQLFragment(sql: "1"), []) }
+        guard let predicate, !predicate.trimmingCharacters(in: .whitespaces).isEmpty else {
+            return (SQLFragment(sql: "1"), [])
+        }
         let node = try PredicateParser.parse(predicate, arguments: arguments)
         var compiler = PredicateCompiler(schema: schema)
         let sql = try compiler.compile(node, in: .init(entity: entity, alias: "t0", pathFromRoot: []))
@@ -62,7 +64,9 @@ public enum PredicateCompilation {
             throw .invalidParams(error.message, field: field)
         }
         guard case .scalar(let sql, let type?, _) = resolved else {
-            throw .invalidParams("'\(keyPath)' is not an attribute key path of \(entity.name) (sort and section keys must be attributes, through to-one relationships only)", field: field)
+            throw .invalidParams(
+                "'\(keyPath)' is not an attribute key path of \(entity.name) (sort and section keys must be attributes, through to-one relationships only)",
+                field: field)
         }
         return (sql, type)
     }

@@ -44,7 +44,9 @@ struct PredicateCompiler {
         /// A single value: an attribute (`type`) or a to-one relationship's row id (`destination`).
         case scalar(sql: String, type: AttributeType?, destination: EntitySchema?)
         /// A to-many relationship of the row `owner`, followed by `remainder`.
-        case collection(owner: String, relationship: RelationshipDescription, destination: EntitySchema, remainder: [String], ownerPath: [String]?)
+        case collection(
+            owner: String, relationship: RelationshipDescription, destination: EntitySchema, remainder: [String],
+            ownerPath: [String]?)
     }
 
     private mutating func makeAlias() -> String {
@@ -87,7 +89,9 @@ struct PredicateCompiler {
             if components.isEmpty { return .scalar(sql: rowSQL, type: nil, destination: entity) }
         }
         func column(_ key: String) -> String {
-            isAliasRow ? "\(alias).\(entity.column(key))" : "(SELECT x.\(entity.column(key)) FROM \(entity.table) AS x WHERE x.id = \(rowSQL))"
+            isAliasRow
+                ? "\(alias).\(entity.column(key))"
+                : "(SELECT x.\(entity.column(key)) FROM \(entity.table) AS x WHERE x.id = \(rowSQL))"
         }
         while let key = components.first {
             components = components.dropFirst()
@@ -98,7 +102,11 @@ struct PredicateCompiler {
             if let relationship = entity.toOne[key], let destination = schema.entity(named: relationship.destination) {
                 let next = column(key)
                 pathFromRoot = pathFromRoot.map { $0 + [key] }
-                if let path = pathFromRoot { dependencies.insert(.toOne(entity: destination.name, path: path)) } else { dependencies.insert(.any(entity: destination.name)) }
+                if let path = pathFromRoot {
+                    dependencies.insert(.toOne(entity: destination.name, path: path))
+                } else {
+                    dependencies.insert(.any(entity: destination.name))
+                }
                 if components.isEmpty { return .scalar(sql: next, type: nil, destination: destination) }
                 entity = destination
                 rowSQL = next
@@ -111,7 +119,9 @@ struct PredicateCompiler {
                 } else {
                     dependencies.insert(.any(entity: destination.name))
                 }
-                return .collection(owner: rowSQL, relationship: relationship, destination: destination, remainder: Array(components), ownerPath: pathFromRoot)
+                return .collection(
+                    owner: rowSQL, relationship: relationship, destination: destination, remainder: Array(components),
+                    ownerPath: pathFromRoot)
             }
             throw unknownKey(key, of: entity, path: path)
         }
@@ -143,14 +153,23 @@ struct PredicateCompiler {
         if case .value = comparison.lhs, case .keyPath = comparison.rhs {
             if comparison.op == .in {
                 // `value IN collection` means ANY collection == value.
-                comparison = Comparison(modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options, position: comparison.position)
+                comparison = Comparison(
+                    modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options,
+                    position: comparison.position)
             } else if let flipped = Self.flipped(comparison.op) {
-                comparison = Comparison(modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs, options: comparison.options, position: comparison.position)
+                comparison = Comparison(
+                    modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs,
+                    options: comparison.options, position: comparison.position)
             }
         }
-        if case .keyPath(let path) = comparison.lhs, case .collection(let owner, let relationship, let destination, let remainder, _) = try resolve(path, in: scope) {
+        if case .keyPath(let path) = comparison.lhs,
+            case .collection(let owner, let relationship, let destination, let remainder, _) = try resolve(
+                path, in: scope)
+        {
             let alias = makeAlias()
-            guard let inverse = relationship.inverse else { throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate") }
+            guard let inverse = relationship.inverse else {
+                throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate")
+            }
             let inner = Scope(entity: destination, alias: alias, pathFromRoot: nil, variables: scope.variables)
             var element = comparison
             element.modifier = nil
@@ -166,7 +185,9 @@ struct PredicateCompiler {
             }
         }
         if comparison.modifier != nil {
-            throw .invalidParams("ANY, ALL and NONE need a to-many key path on the left, at character \(comparison.position)", field: "predicate")
+            throw .invalidParams(
+                "ANY, ALL and NONE need a to-many key path on the left, at character \(comparison.position)",
+                field: "predicate")
         }
         return try compileScalar(comparison, in: scope)
     }
@@ -191,28 +212,47 @@ struct PredicateCompiler {
         var isNullLiteral = false
     }
 
-    private mutating func operand(_ expression: DepotProtocol.PredicateExpression, in scope: Scope, expecting type: AttributeType?, destination: EntitySchema?, position: Int) throws(RPCError) -> Operand {
+    private mutating func operand(
+        _ expression: DepotProtocol.PredicateExpression, in scope: Scope, expecting type: AttributeType?,
+        destination: EntitySchema?, position: Int
+    ) throws(RPCError) -> Operand {
         switch expression {
         case .keyPath(let path):
             switch try resolve(path, in: scope) {
-            case .scalar(let sql, let type, let destination): return Operand(sql: sql, type: type, destination: destination)
+            case .scalar(let sql, let type, let destination):
+                return Operand(sql: sql, type: type, destination: destination)
             case .collection(_, let relationship, _, _, _):
-                throw .invalidParams("'\(path.joined(separator: "."))' is the to-many relationship \(relationship.name): compare with ANY, ALL or NONE, or use @count", field: "predicate")
+                throw .invalidParams(
+                    "'\(path.joined(separator: "."))' is the to-many relationship \(relationship.name): compare with ANY, ALL or NONE, or use @count",
+                    field: "predicate")
             }
         case .value(let value):
             if value.isNull { return Operand(sql: "NULL", type: type, isNullLiteral: true) }
-            return Operand(sql: bind(try typedValue(value, type: type, destination: destination, position: position)), type: type)
+            return Operand(
+                sql: bind(try typedValue(value, type: type, destination: destination, position: position)), type: type)
         case .aggregate(let function, let collection, let key):
-            guard case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(collection, in: scope), remainder.isEmpty else {
-                throw .invalidParams("@\(function.rawValue) needs a to-many key path, got '\(collection.joined(separator: "."))'", field: "predicate")
+            guard
+                case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(
+                    collection, in: scope), remainder.isEmpty
+            else {
+                throw .invalidParams(
+                    "@\(function.rawValue) needs a to-many key path, got '\(collection.joined(separator: "."))'",
+                    field: "predicate")
             }
-            guard let inverse = relationship.inverse else { throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate") }
+            guard let inverse = relationship.inverse else {
+                throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate")
+            }
             let alias = makeAlias()
-            let from = "FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner)"
+            let from =
+                "FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner)"
             if function == .count { return Operand(sql: "(SELECT COUNT(*) \(from))", type: .integer) }
             let inner = Scope(entity: destinationEntity, alias: alias, pathFromRoot: nil)
-            guard case .scalar(let valueSQL, let valueType?, _) = try resolve(key, in: inner), [.integer, .double, .date].contains(valueType) || function == .min || function == .max else {
-                throw .invalidParams("@\(function.rawValue) needs a numeric or date key of \(destinationEntity.name), got '\(key.joined(separator: "."))'", field: "predicate")
+            guard case .scalar(let valueSQL, let valueType?, _) = try resolve(key, in: inner),
+                [.integer, .double, .date].contains(valueType) || function == .min || function == .max
+            else {
+                throw .invalidParams(
+                    "@\(function.rawValue) needs a numeric or date key of \(destinationEntity.name), got '\(key.joined(separator: "."))'",
+                    field: "predicate")
             }
             switch function {
             case .sum: return Operand(sql: "(SELECT TOTAL(\(valueSQL)) \(from))", type: .double)
@@ -221,18 +261,25 @@ struct PredicateCompiler {
             default: return Operand(sql: "(SELECT MAX(\(valueSQL)) \(from))", type: valueType)
             }
         case .subqueryCount(let collection, let variable, let predicate):
-            guard case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(collection, in: scope), remainder.isEmpty,
+            guard
+                case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(
+                    collection, in: scope), remainder.isEmpty,
                 let inverse = relationship.inverse
             else {
-                throw .invalidParams("SUBQUERY needs a to-many key path, got '\(collection.joined(separator: "."))'", field: "predicate")
+                throw .invalidParams(
+                    "SUBQUERY needs a to-many key path, got '\(collection.joined(separator: "."))'", field: "predicate")
             }
             let alias = makeAlias()
             var inner = scope
             inner.variables[variable] = (destinationEntity, alias)
             let condition = try compile(predicate, in: inner)
-            return Operand(sql: "(SELECT COUNT(*) FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner) AND \(condition))", type: .integer)
+            return Operand(
+                sql:
+                    "(SELECT COUNT(*) FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner) AND \(condition))",
+                type: .integer)
         case .list:
-            throw .invalidParams("a list {…} can only follow IN or BETWEEN, at character \(position)", field: "predicate")
+            throw .invalidParams(
+                "a list {…} can only follow IN or BETWEEN, at character \(position)", field: "predicate")
         }
     }
 
@@ -243,11 +290,15 @@ struct PredicateCompiler {
         let options = comparison.options
         if comparison.op == .in || comparison.op == .between {
             guard case .list(let elements) = comparison.rhs else {
-                throw .invalidParams("\(comparison.op.rawValue) needs a list {…} or an array argument on the right, at character \(position)", field: "predicate")
+                throw .invalidParams(
+                    "\(comparison.op.rawValue) needs a list {…} or an array argument on the right, at character \(position)",
+                    field: "predicate")
             }
             var values: [Operand] = []
             for element in elements {
-                values.append(try operand(element, in: scope, expecting: left.type, destination: left.destination, position: position))
+                values.append(
+                    try operand(
+                        element, in: scope, expecting: left.type, destination: left.destination, position: position))
             }
             let lhs = fold(left.sql, options, type: left.type)
             if comparison.op == .between {
@@ -256,12 +307,16 @@ struct PredicateCompiler {
                 return "IFNULL(\(lhs) >= \(low) AND \(lhs) <= \(high), 0)"
             }
             if values.isEmpty { return "0" }
-            return "(" + values.map { "\(lhs) IS \(fold($0.sql, options, type: left.type))" }.joined(separator: " OR ") + ")"
+            return "(" + values.map { "\(lhs) IS \(fold($0.sql, options, type: left.type))" }.joined(separator: " OR ")
+                + ")"
         }
         if comparison.op.isStringOperator, let type = left.type, type != .string {
-            throw .invalidParams("\(comparison.op.rawValue) compares strings, but the left side is \(type.rawValue), at character \(position)", field: "predicate")
+            throw .invalidParams(
+                "\(comparison.op.rawValue) compares strings, but the left side is \(type.rawValue), at character \(position)",
+                field: "predicate")
         }
-        let right = try operand(comparison.rhs, in: scope, expecting: left.type, destination: left.destination, position: position)
+        let right = try operand(
+            comparison.rhs, in: scope, expecting: left.type, destination: left.destination, position: position)
         try checkTypes(left, right, comparison)
         let lhs = fold(left.sql, options, type: left.type ?? right.type)
         let rhs = fold(right.sql, options, type: left.type ?? right.type)
@@ -291,27 +346,40 @@ struct PredicateCompiler {
         if comparison.op.isStringOperator {
             for operand in [left, right] where !operand.isNullLiteral {
                 if let type = operand.type, type != .string {
-                    throw .invalidParams("\(comparison.op.rawValue) compares strings, but one side is \(type.rawValue), at character \(comparison.position)", field: "predicate")
+                    throw .invalidParams(
+                        "\(comparison.op.rawValue) compares strings, but one side is \(type.rawValue), at character \(comparison.position)",
+                        field: "predicate")
                 }
             }
         }
         if [.less, .lessOrEqual, .greater, .greaterOrEqual].contains(comparison.op) {
-            for operand in [left, right] where operand.type == .boolean || operand.type == .json || operand.type == .binary || (operand.type == nil && operand.destination != nil) {
-                throw .invalidParams("\(comparison.op.rawValue) cannot order \(operand.type?.rawValue ?? "relationship") values, at character \(comparison.position)", field: "predicate")
+            for operand in [left, right]
+            where operand.type == .boolean || operand.type == .json || operand.type == .binary
+                || (operand.type == nil && operand.destination != nil)
+            {
+                throw .invalidParams(
+                    "\(comparison.op.rawValue) cannot order \(operand.type?.rawValue ?? "relationship") values, at character \(comparison.position)",
+                    field: "predicate")
             }
         }
         if let leftType = left.type, let rightType = right.type {
             let numeric: Set<AttributeType> = [.integer, .double]
             if leftType != rightType && !(numeric.contains(leftType) && numeric.contains(rightType)) {
-                throw .invalidParams("cannot compare \(leftType.rawValue) with \(rightType.rawValue) at character \(comparison.position)", field: "predicate")
+                throw .invalidParams(
+                    "cannot compare \(leftType.rawValue) with \(rightType.rawValue) at character \(comparison.position)",
+                    field: "predicate")
             }
         }
     }
 
     /// A constant as the stored form of `type` (or of a reference to `destination`).
-    func typedValue(_ value: JSONValue, type: AttributeType?, destination: EntitySchema?, position: Int) throws(RPCError) -> DatabaseValue {
+    func typedValue(_ value: JSONValue, type: AttributeType?, destination: EntitySchema?, position: Int)
+        throws(RPCError) -> DatabaseValue
+    {
         func mismatch(_ expected: String) -> RPCError {
-            .invalidParams("type mismatch at character \(position): expected \(expected), got \(value.excerpt())", field: "predicate")
+            .invalidParams(
+                "type mismatch at character \(position): expected \(expected), got \(value.excerpt())",
+                field: "predicate")
         }
         if let destination {
             guard case .string(let text) = value, let id = ObjectID(text), id.entity == destination.name else {
@@ -345,7 +413,9 @@ struct PredicateCompiler {
             default: throw mismatch("a boolean (YES, NO, true, false)")
             }
         case .date?:
-            if case .string(let text) = value, let seconds = ISO8601.seconds(from: text) { return seconds.databaseValue }
+            if case .string(let text) = value, let seconds = ISO8601.seconds(from: text) {
+                return seconds.databaseValue
+            }
             if let seconds = value.doubleValue { return seconds.databaseValue }
             throw mismatch("an ISO 8601 date string such as \"2026-11-22T10:15:30.250Z\"")
         case let other?:

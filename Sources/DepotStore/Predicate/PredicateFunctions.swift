@@ -9,20 +9,25 @@ import Synchronization
 /// way the in-memory evaluator does, so `[c]` and `[d]` mean the same in both.
 enum PredicateFunctions {
     static func register(in db: Database) {
-        db.add(function: DatabaseFunction("depot_fold", argumentCount: 2, pure: true) { values in
-            guard let text = String.fromDatabaseValue(values[0]) else { return nil }
-            return PredicateText.fold(text, Int.fromDatabaseValue(values[1]) ?? 0)
-        })
-        db.add(function: DatabaseFunction("depot_glob", argumentCount: 1, pure: true) { values in
-            String.fromDatabaseValue(values[0]).map(PredicateText.glob)
-        })
-        db.add(function: DatabaseFunction("depot_glob_literal", argumentCount: 1, pure: true) { values in
-            String.fromDatabaseValue(values[0]).map(PredicateText.globLiteral)
-        })
+        db.add(
+            function: DatabaseFunction("depot_fold", argumentCount: 2, pure: true) { values in
+                guard let text = String.fromDatabaseValue(values[0]) else { return nil }
+                return PredicateText.fold(text, Int.fromDatabaseValue(values[1]) ?? 0)
+            })
+        db.add(
+            function: DatabaseFunction("depot_glob", argumentCount: 1, pure: true) { values in
+                String.fromDatabaseValue(values[0]).map(PredicateText.glob)
+            })
+        db.add(
+            function: DatabaseFunction("depot_glob_literal", argumentCount: 1, pure: true) { values in
+                String.fromDatabaseValue(values[0]).map(PredicateText.globLiteral)
+            })
         let cache = PredicateText.RegexCache()
-        db.add(function: DatabaseFunction("depot_matches", argumentCount: 3, pure: true) { values in
-            guard let text = String.fromDatabaseValue(values[0]), let pattern = String.fromDatabaseValue(values[1]) else { return nil }
-            return PredicateText.matches(text, pattern, flags: Int.fromDatabaseValue(values[2]) ?? 0, cache: cache)
-        })
+        db.add(
+            function: DatabaseFunction("depot_matches", argumentCount: 3, pure: true) { values in
+                guard let text = String.fromDatabaseValue(values[0]), let pattern = String.fromDatabaseValue(values[1])
+                else { return nil }
+                return PredicateText.matches(text, pattern, flags: Int.fromDatabaseValue(values[2]) ?? 0, cache: cache)
+            })
     }
 }

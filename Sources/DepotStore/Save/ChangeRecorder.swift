@@ -40,7 +40,10 @@ public struct EntityChangeSet: Sendable {
     public var json: JSONValue {
         [
             "inserted": .array(inserted.map { .string("\(entity)/\($0)") }),
-            "updated": .array(updated.map { ["id": .string("\(entity)/\($0.row)"), "keys": .array($0.keys.sorted().map { .string($0) })] }),
+            "updated": .array(
+                updated.map {
+                    ["id": .string("\(entity)/\($0.row)"), "keys": .array($0.keys.sorted().map { .string($0) })]
+                }),
             "deleted": .array(deleted.map { .string("\(entity)/\($0)") }),
         ]
     }
@@ -93,7 +96,8 @@ struct ChangeRecorder {
             result[entity, default: EntityChangeSet(entity: entity)].inserted = rows.filter { !isDeleted(entity, $0) }
         }
         for id in updatedRows {
-            result[id.entity, default: EntityChangeSet(entity: id.entity)].updated.append((id.row, updatedKeys[id.entity]?[id.row] ?? []))
+            result[id.entity, default: EntityChangeSet(entity: id.entity)].updated.append(
+                (id.row, updatedKeys[id.entity]?[id.row] ?? []))
         }
         for (entity, rows) in deleted {
             result[entity, default: EntityChangeSet(entity: entity)].deleted = rows.filter { !isInserted(entity, $0) }
@@ -104,12 +108,15 @@ struct ChangeRecorder {
     /// Bumps the version of every updated row, records the transaction in
     /// history and returns it, with the new versions of updated rows; `nil`
     /// when nothing changed.
-    func commit(_ db: Database, schema: Schema, author: String?, retention: HistoryRetention) throws -> (CommittedTransaction, [String: Int64])? {
+    func commit(_ db: Database, schema: Schema, author: String?, retention: HistoryRetention) throws -> (
+        CommittedTransaction, [String: Int64]
+    )? {
         var versions: [String: Int64] = [:]
         for id in updatedRows {
             guard let entity = schema.entity(named: id.entity) else { continue }
             versions[id.description] = try Int64.fetchOneCached(
-                db, sql: "UPDATE \(entity.table) SET _version = _version + 1 WHERE id = ? RETURNING _version", arguments: [id.row])
+                db, sql: "UPDATE \(entity.table) SET _version = _version + 1 WHERE id = ? RETURNING _version",
+                arguments: [id.row])
         }
         guard !isEmpty else { return nil }
         return (try HistoryLog.record(db, author: author, changes: changes(), retention: retention), versions)

@@ -29,8 +29,12 @@ extension SaveOperation {
                 if let first = blocking.first {
                     throw RPCError(
                         code: .deleteDenied,
-                        message: "cannot delete \(id): its relationship '\(relationship.name)' has the deny rule and still holds \(first)\(blocking.count > 1 ? " and \(blocking.count - 1) more" : "")",
-                        data: ["id": .string(id.description), "relationship": .string(relationship.name), "objects": .array(blocking.map { .string($0.description) })])
+                        message:
+                            "cannot delete \(id): its relationship '\(relationship.name)' has the deny rule and still holds \(first)\(blocking.count > 1 ? " and \(blocking.count - 1) more" : "")",
+                        data: [
+                            "id": .string(id.description), "relationship": .string(relationship.name),
+                            "objects": .array(blocking.map { .string($0.description) }),
+                        ])
                 }
             }
         }
@@ -38,13 +42,19 @@ extension SaveOperation {
     }
 
     /// The destination rows of `relationship` from object `id`.
-    func relatedRows(_ db: Database, of id: ObjectID, entity: EntitySchema, relationship: RelationshipDescription) throws -> [Int64] {
+    func relatedRows(_ db: Database, of id: ObjectID, entity: EntitySchema, relationship: RelationshipDescription)
+        throws -> [Int64]
+    {
         guard let destination = schema.entity(named: relationship.destination) else { return [] }
         if relationship.toMany {
             guard let inverse = relationship.inverse else { return [] }
-            return try Int64.fetchAllCached(db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ? ORDER BY id", arguments: [id.row])
+            return try Int64.fetchAllCached(
+                db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ? ORDER BY id",
+                arguments: [id.row])
         }
-        let value = try Int64.fetchOneCached(db, sql: "SELECT \(entity.column(relationship.name)) FROM \(entity.table) WHERE id = ?", arguments: [id.row])
+        let value = try Int64.fetchOneCached(
+            db, sql: "SELECT \(entity.column(relationship.name)) FROM \(entity.table) WHERE id = ?", arguments: [id.row]
+        )
         return value.map { [$0] } ?? []
     }
 
@@ -59,7 +69,9 @@ extension SaveOperation {
                 if relationship.toMany {
                     guard relationship.deleteRule == .nullify || relationship.deleteRule == .cascade else { continue }
                     for row in related {
-                        try db.executeCached(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?", arguments: [row])
+                        try db.executeCached(
+                            sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?",
+                            arguments: [row])
                         recorder.update(destination.name, row, key: inverse)
                     }
                 } else {
@@ -71,9 +83,13 @@ extension SaveOperation {
             for other in schema.entities {
                 for relationship in other.toOne.values where relationship.destination == entity.name {
                     if let inverse = relationship.inverse, entity.toMany[inverse] != nil { continue }
-                    let rows = try Int64.fetchAllCached(db, sql: "SELECT id FROM \(other.table) WHERE \(other.column(relationship.name)) = ?", arguments: [id.row])
+                    let rows = try Int64.fetchAllCached(
+                        db, sql: "SELECT id FROM \(other.table) WHERE \(other.column(relationship.name)) = ?",
+                        arguments: [id.row])
                     for row in rows where !doomed.contains(ObjectID(entity: other.name, row: row)) {
-                        try db.executeCached(sql: "UPDATE \(other.table) SET \(other.column(relationship.name)) = NULL WHERE id = ?", arguments: [row])
+                        try db.executeCached(
+                            sql: "UPDATE \(other.table) SET \(other.column(relationship.name)) = NULL WHERE id = ?",
+                            arguments: [row])
                         recorder.update(other.name, row, key: relationship.name)
                     }
                 }
@@ -112,10 +128,15 @@ extension SaveOperation {
             let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
             do {
                 try db.executeCached(
-                    sql: "INSERT INTO \(insert.entity.table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))",
+                    sql:
+                        "INSERT INTO \(insert.entity.table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))",
                     arguments: StatementArguments(arguments))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-                throw RPCError(code: .uniqueConstraint, message: "inserting \(insert.tempId ?? "inserted[\(insert.index)]") into \(insert.entity.name) violates a uniqueness constraint: \(error.message ?? "")")
+                throw RPCError(
+                    code: .uniqueConstraint,
+                    message:
+                        "inserting \(insert.tempId ?? "inserted[\(insert.index)]") into \(insert.entity.name) violates a uniqueness constraint: \(error.message ?? "")"
+                )
             }
             let row = db.lastInsertedRowID
             inserts[position].row = row
@@ -134,7 +155,10 @@ extension SaveOperation {
             let id = ObjectID(entity: insert.entity.name, row: row)
             if let tempId = insert.tempId { temporaryRows[tempId] = id }
             if !insert.upsertKeepsStore {
-                updates.append(Update(index: -1, id: id, entity: insert.entity, values: insert.values, toOne: insert.toOne, toMany: insert.toMany))
+                updates.append(
+                    Update(
+                        index: -1, id: id, entity: insert.entity, values: insert.values, toOne: insert.toOne,
+                        toMany: insert.toMany))
             }
         }
         // Second pass: references to other inserts of this save, and to-many values.
@@ -142,7 +166,9 @@ extension SaveOperation {
             guard let row = insert.row else { continue }
             for (key, reference) in insert.toOne {
                 guard case .temporary? = reference, let target = reference.flatMap(resolve) else { continue }
-                try db.executeCached(sql: "UPDATE \(insert.entity.table) SET \(insert.entity.column(key)) = ? WHERE id = ?", arguments: [target.row, row])
+                try db.executeCached(
+                    sql: "UPDATE \(insert.entity.table) SET \(insert.entity.column(key)) = ? WHERE id = ?",
+                    arguments: [target.row, row])
                 noteInverse(insert.entity, key: key, destinationRow: target.row)
             }
             for (key, references) in insert.toMany {
@@ -164,7 +190,8 @@ extension SaveOperation {
             }
             var assignments: [String] = []
             var arguments: [DatabaseValue] = []
-            for (key, value) in update.values.sorted(by: { $0.key < $1.key }) where (row[key] ?? DatabaseValue.null) != value {
+            for (key, value) in update.values.sorted(by: { $0.key < $1.key })
+            where (row[key] ?? DatabaseValue.null) != value {
                 assignments.append("\(update.entity.column(key)) = ?")
                 arguments.append(value)
                 recorder.update(update.entity.name, update.id.row, key: key)
@@ -185,7 +212,9 @@ extension SaveOperation {
                         sql: "UPDATE \(update.entity.table) SET \(assignments.joined(separator: ", ")) WHERE id = ?",
                         arguments: StatementArguments(arguments + [update.id.row.databaseValue]))
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-                    throw RPCError(code: .uniqueConstraint, message: "updating \(update.id) violates a uniqueness constraint: \(error.message ?? "")")
+                    throw RPCError(
+                        code: .uniqueConstraint,
+                        message: "updating \(update.id) violates a uniqueness constraint: \(error.message ?? "")")
                 }
             }
             for (key, references) in update.toMany {
@@ -196,21 +225,33 @@ extension SaveOperation {
     }
 
     /// Makes the to-many `key` of `row` hold exactly `references`, by moving the destinations' inverse column.
-    mutating func setToMany(_ db: Database, entity: EntitySchema, row: Int64, key: String, to references: [Reference]) throws {
+    mutating func setToMany(_ db: Database, entity: EntitySchema, row: Int64, key: String, to references: [Reference])
+        throws
+    {
         guard let relationship = entity.toMany[key], let inverse = relationship.inverse,
             let destination = schema.entity(named: relationship.destination)
         else { return }
         let desired = Set(references.compactMap { resolve($0)?.row })
-        let current = Set(try Int64.fetchAllCached(db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?", arguments: [row]))
+        let current = Set(
+            try Int64.fetchAllCached(
+                db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?",
+                arguments: [row]))
         for removed in current.subtracting(desired).sorted() {
-            try db.executeCached(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?", arguments: [removed])
+            try db.executeCached(
+                sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?",
+                arguments: [removed])
             recorder.update(destination.name, removed, key: inverse)
         }
         for added in desired.subtracting(current).sorted() {
-            if let owner = try Int64.fetchOneCached(db, sql: "SELECT \(destination.column(inverse)) FROM \(destination.table) WHERE id = ?", arguments: [added]) {
+            if let owner = try Int64.fetchOneCached(
+                db, sql: "SELECT \(destination.column(inverse)) FROM \(destination.table) WHERE id = ?",
+                arguments: [added])
+            {
                 recorder.update(entity.name, owner, key: key)
             }
-            try db.executeCached(sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = ? WHERE id = ?", arguments: [row, added])
+            try db.executeCached(
+                sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = ? WHERE id = ?",
+                arguments: [row, added])
             recorder.update(destination.name, added, key: inverse)
         }
         if desired != current { recorder.update(entity.name, row, key: key) }
@@ -222,7 +263,10 @@ extension SaveOperation {
         for insert in inserts {
             if let tempId = insert.tempId, let id = temporaryRows[tempId] { ids[tempId] = id.description }
         }
-        guard let (transaction, updatedVersions) = try recorder.commit(db, schema: schema, author: author, retention: retention) else {
+        guard
+            let (transaction, updatedVersions) = try recorder.commit(
+                db, schema: schema, author: author, retention: retention)
+        else {
             return (StoreSave.Result(ids: ids, versions: [:], transaction: 0), nil)
         }
         var versions = updatedVersions

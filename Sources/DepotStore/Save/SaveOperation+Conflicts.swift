@@ -64,7 +64,11 @@ extension SaveOperation {
                 conflicts.append([
                     "id": .string(update.id.description), "keys": .array(keys.map { .string($0) }),
                     "storeVersion": .int(storeVersion),
-                    "storeValues": .object(Dictionary(uniqueKeysWithValues: keys.filter { $0 != "version" }.map { ($0, wireValue(row, key: $0, entity: update.entity)) })),
+                    "storeValues": .object(
+                        Dictionary(
+                            uniqueKeysWithValues: keys.filter { $0 != "version" }.map {
+                                ($0, wireValue(row, key: $0, entity: update.entity))
+                            })),
                 ])
             case .objectTrump, .overwrite:
                 kept.append(update)
@@ -92,7 +96,10 @@ extension SaveOperation {
             }
             switch policy {
             case .error:
-                conflicts.append(["id": .string(delete.id.description), "keys": [], "storeVersion": .int(storeVersion), "storeValues": [:]])
+                conflicts.append([
+                    "id": .string(delete.id.description), "keys": [], "storeVersion": .int(storeVersion),
+                    "storeValues": [:],
+                ])
             case .objectTrump, .overwrite:
                 keptDeletes.append(delete)
             case .storeTrump, .rollback:
@@ -103,7 +110,8 @@ extension SaveOperation {
             let first = conflicts[0]["id"]?.stringValue ?? "?"
             throw RPCError(
                 code: .mergeConflict,
-                message: "merge conflict: \(first) changed in the store since it was read (\(conflicts.count) conflicting object\(conflicts.count == 1 ? "" : "s"))",
+                message:
+                    "merge conflict: \(first) changed in the store since it was read (\(conflicts.count) conflicting object\(conflicts.count == 1 ? "" : "s"))",
                 data: ["conflicts": .array(conflicts)])
         }
         updates = kept
@@ -134,7 +142,10 @@ extension SaveOperation {
                 let signature = "\(entity.name)|\(constraint)|\(values)"
                 if let earlier = claimed[signature] {
                     if policy == .error {
-                        violations.append(violation(entity, constraint, objects: [insertName(inserts[earlier]), insertName(inserts[position])]))
+                        violations.append(
+                            violation(
+                                entity, constraint,
+                                objects: [insertName(inserts[earlier]), insertName(inserts[position])]))
                     } else {
                         // Two inserts of the same unique object fold into the first.
                         if policy == .objectTrump || policy == .overwrite {
@@ -149,11 +160,15 @@ extension SaveOperation {
                 }
                 claimed[signature] = position
                 let condition = constraint.map { "\(entity.column($0)) = ?" }.joined(separator: " AND ")
-                let matches = try Int64.fetchAllCached(db, sql: "SELECT id FROM \(entity.table) WHERE \(condition)", arguments: StatementArguments(values))
-                guard let existing = matches.first(where: { !deleted.contains(ObjectID(entity: entity.name, row: $0)) }) else { continue }
+                let matches = try Int64.fetchAllCached(
+                    db, sql: "SELECT id FROM \(entity.table) WHERE \(condition)", arguments: StatementArguments(values))
+                guard let existing = matches.first(where: { !deleted.contains(ObjectID(entity: entity.name, row: $0)) })
+                else { continue }
                 switch policy {
                 case .error:
-                    violations.append(violation(entity, constraint, objects: [insertName(inserts[position]), "\(entity.name)/\(existing)"]))
+                    violations.append(
+                        violation(
+                            entity, constraint, objects: [insertName(inserts[position]), "\(entity.name)/\(existing)"]))
                 case .objectTrump, .overwrite:
                     inserts[position].isUpsert = true
                     inserts[position].row = existing
@@ -165,7 +180,8 @@ extension SaveOperation {
             }
         }
         for update in updates {
-            for constraint in update.entity.description.uniquenessConstraints where !Set(constraint).isDisjoint(with: update.keys) {
+            for constraint in update.entity.description.uniquenessConstraints
+            where !Set(constraint).isDisjoint(with: update.keys) {
                 guard let row = try storedRow(db, update.id, entity: update.entity) else { continue }
                 let values = constraint.map { key -> DatabaseValue in
                     if let value = update.values[key] { return value }
@@ -180,8 +196,12 @@ extension SaveOperation {
                 let matches = try Int64.fetchAll(
                     db, sql: "SELECT id FROM \(update.entity.table) WHERE \(condition) AND id <> ?",
                     arguments: StatementArguments(values + [update.id.row.databaseValue]))
-                if let other = matches.first(where: { !deleted.contains(ObjectID(entity: update.entity.name, row: $0)) }) {
-                    violations.append(violation(update.entity, constraint, objects: [update.id.description, "\(update.entity.name)/\(other)"]))
+                if let other = matches.first(where: { !deleted.contains(ObjectID(entity: update.entity.name, row: $0)) }
+                ) {
+                    violations.append(
+                        violation(
+                            update.entity, constraint,
+                            objects: [update.id.description, "\(update.entity.name)/\(other)"]))
                 }
             }
         }
@@ -189,14 +209,21 @@ extension SaveOperation {
             let first = violations[0]
             throw RPCError(
                 code: .uniqueConstraint,
-                message: "uniqueness constraint \(first["entity"]?.stringValue ?? "").\(first["constraint"]?.excerpt() ?? "") violated by \(first["objects"]?.excerpt() ?? "")",
-                data: ["violations": .array(violations), "entity": first["entity"] ?? .null, "constraint": first["constraint"] ?? .null, "objects": first["objects"] ?? .null])
+                message:
+                    "uniqueness constraint \(first["entity"]?.stringValue ?? "").\(first["constraint"]?.excerpt() ?? "") violated by \(first["objects"]?.excerpt() ?? "")",
+                data: [
+                    "violations": .array(violations), "entity": first["entity"] ?? .null,
+                    "constraint": first["constraint"] ?? .null, "objects": first["objects"] ?? .null,
+                ])
         }
     }
 
     private func insertName(_ insert: Insert) -> String { insert.tempId ?? "inserted[\(insert.index)]" }
 
     private func violation(_ entity: EntitySchema, _ constraint: [String], objects: [String]) -> JSONValue {
-        ["entity": .string(entity.name), "constraint": .array(constraint.map { .string($0) }), "objects": .array(objects.map { .string($0) })]
+        [
+            "entity": .string(entity.name), "constraint": .array(constraint.map { .string($0) }),
+            "objects": .array(objects.map { .string($0) }),
+        ]
     }
 }

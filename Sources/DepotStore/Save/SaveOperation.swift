@@ -80,13 +80,16 @@ struct SaveOperation {
     }
 
     mutating func problem(_ object: String, _ key: String?, _ code: String, _ message: String) {
-        var members: [String: JSONValue] = ["object": .string(object), "code": .string(code), "message": .string(message)]
+        var members: [String: JSONValue] = [
+            "object": .string(object), "code": .string(code), "message": .string(message),
+        ]
         members["key"] = key.map { .string($0) } ?? .null
         problems.append(.object(members))
     }
 
     /// Runs the whole save on `db`, inside the caller's transaction.
-    mutating func run(_ db: Database, params: StoreSave.Parameters) throws -> (StoreSave.Result, CommittedTransaction?) {
+    mutating func run(_ db: Database, params: StoreSave.Parameters) throws -> (StoreSave.Result, CommittedTransaction?)
+    {
         try resolve(db, params: params)
         try resolveConflicts(db)
         try resolveUniqueness(db)
@@ -106,7 +109,9 @@ extension SaveOperation {
         for (index, object) in params.inserted.enumerated() {
             guard let tempId = object.tempId else { continue }
             if tempIds[tempId] != nil {
-                problem("inserted[\(index)]", "tempId", "duplicateTempId", "tempId '\(tempId)' is used by more than one insert")
+                problem(
+                    "inserted[\(index)]", "tempId", "duplicateTempId",
+                    "tempId '\(tempId)' is used by more than one insert")
             }
             tempIds[tempId] = object.entity
         }
@@ -116,10 +121,16 @@ extension SaveOperation {
                 problem(name, "entity", "unknownEntity", "unknown entity '\(object.entity)'")
                 continue
             }
-            var insert = Insert(index: index, entity: entity, tempId: object.tempId, values: [:], toOne: [:], toMany: [:])
-            resolveValues(db, object.values, entity: entity, object: name, tempIds: tempIds, into: &insert.values, &insert.toOne, &insert.toMany)
-            for attribute in entity.description.attributes where insert.values[attribute.name] == nil || insert.values[attribute.name] == .null {
-                if let value = attribute.defaultValue, !value.isNull, let stored = try? ValueCoding.databaseValue(value, type: attribute.type) {
+            var insert = Insert(
+                index: index, entity: entity, tempId: object.tempId, values: [:], toOne: [:], toMany: [:])
+            resolveValues(
+                db, object.values, entity: entity, object: name, tempIds: tempIds, into: &insert.values, &insert.toOne,
+                &insert.toMany)
+            for attribute in entity.description.attributes
+            where insert.values[attribute.name] == nil || insert.values[attribute.name] == .null {
+                if let value = attribute.defaultValue, !value.isNull,
+                    let stored = try? ValueCoding.databaseValue(value, type: attribute.type)
+                {
                     insert.values[attribute.name] = stored
                 } else if !attribute.optional && (object.values[attribute.name] ?? .null).isNull {
                     problem(name, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
@@ -134,7 +145,8 @@ extension SaveOperation {
         }
         for (index, object) in params.updated.enumerated() {
             guard let id = ObjectID(object.id) else {
-                problem(object.id, "id", "badId", "'\(object.id)' is not an object id (Entity/number) at updated[\(index)]")
+                problem(
+                    object.id, "id", "badId", "'\(object.id)' is not an object id (Entity/number) at updated[\(index)]")
                 continue
             }
             guard let entity = schema.entity(named: id.entity) else {
@@ -145,8 +157,12 @@ extension SaveOperation {
             guard try exists(db, id, entity: entity) else {
                 throw RPCError.notFound("updated[\(index)]: object \(object.id) does not exist", id: object.id)
             }
-            var update = Update(index: index, id: id, entity: entity, version: object.version, original: object.original, values: [:], toOne: [:], toMany: [:])
-            resolveValues(db, object.values, entity: entity, object: object.id, tempIds: tempIds, into: &update.values, &update.toOne, &update.toMany)
+            var update = Update(
+                index: index, id: id, entity: entity, version: object.version, original: object.original, values: [:],
+                toOne: [:], toMany: [:])
+            resolveValues(
+                db, object.values, entity: entity, object: object.id, tempIds: tempIds, into: &update.values,
+                &update.toOne, &update.toMany)
             for (key, value) in update.values where value == .null && entity.attributes[key]?.optional == false {
                 problem(object.id, key, "required", "\(entity.name).\(key) is required and cannot be set to null")
             }
@@ -162,7 +178,9 @@ extension SaveOperation {
         }
         for (index, object) in params.deleted.enumerated() {
             guard let id = ObjectID(object.id), let entity = schema.entity(named: id.entity) else {
-                problem(object.id, "id", "badId", "'\(object.id)' is not an object id of a known entity at deleted[\(index)]")
+                problem(
+                    object.id, "id", "badId",
+                    "'\(object.id)' is not an object id of a known entity at deleted[\(index)]")
                 continue
             }
             guard try exists(db, id, entity: entity) else {
@@ -175,7 +193,8 @@ extension SaveOperation {
             let first = problems.first?["message"]?.stringValue ?? ""
             throw RPCError(
                 code: .validationFailed,
-                message: "the save is invalid (\(count) problem\(count == 1 ? "" : "s")): \(first)\(count > 1 ? "; …" : "")",
+                message:
+                    "the save is invalid (\(count) problem\(count == 1 ? "" : "s")): \(first)\(count > 1 ? "; …" : "")",
                 data: ["errors": .array(problems)])
         }
     }
@@ -187,24 +206,30 @@ extension SaveOperation {
     /// Sorts `values` into attributes, to-one and to-many references, noting every problem.
     mutating func resolveValues(
         _ db: Database, _ values: [String: JSONValue], entity: EntitySchema, object: String, tempIds: [String: String],
-        into attributes: inout [String: DatabaseValue], _ toOne: inout [String: Reference?], _ toMany: inout [String: [Reference]]
+        into attributes: inout [String: DatabaseValue], _ toOne: inout [String: Reference?],
+        _ toMany: inout [String: [Reference]]
     ) {
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             if let attribute = entity.attributes[key] {
                 do {
                     attributes[key] = try ValueCoding.databaseValue(value, type: attribute.type)
                 } catch {
-                    problem(object, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
+                    problem(
+                        object, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
                 }
             } else if let relationship = entity.toOne[key] {
                 if value.isNull {
                     toOne[key] = .some(nil)
-                } else if let reference = reference(db, value, destination: relationship.destination, object: object, key: key, tempIds: tempIds) {
+                } else if let reference = reference(
+                    db, value, destination: relationship.destination, object: object, key: key, tempIds: tempIds)
+                {
                     toOne[key] = reference
                 }
             } else if let relationship = entity.toMany[key] {
                 guard case .array(let elements) = value else {
-                    problem(object, key, "type", "\(entity.name).\(key) is to-many and must be an array of ids, got \(value.excerpt())")
+                    problem(
+                        object, key, "type",
+                        "\(entity.name).\(key) is to-many and must be an array of ids, got \(value.excerpt())")
                     continue
                 }
                 toMany[key] = elements.compactMap {
@@ -225,13 +250,17 @@ extension SaveOperation {
         }
         if let entityName = tempIds[text] {
             guard entityName == destination else {
-                problem(object, key, "badReference", "\(key) must refer to a \(destination), but tempId '\(text)' is a \(entityName)")
+                problem(
+                    object, key, "badReference",
+                    "\(key) must refer to a \(destination), but tempId '\(text)' is a \(entityName)")
                 return nil
             }
             return .temporary(text)
         }
         guard let id = ObjectID(text), id.entity == destination, let entity = schema.entity(named: destination) else {
-            problem(object, key, "badReference", "\(key) must be the id of a \(destination) or a tempId of this save, got '\(text)'")
+            problem(
+                object, key, "badReference",
+                "\(key) must be the id of a \(destination) or a tempId of this save, got '\(text)'")
             return nil
         }
         guard (try? exists(db, id, entity: entity)) == true else {

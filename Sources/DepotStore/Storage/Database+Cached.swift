@@ -12,19 +12,25 @@ extension Database {
 
 extension Row {
     /// One row, through the statement cache.
-    static func fetchOneCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws -> Row? {
+    static func fetchOneCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws
+        -> Row?
+    {
         try fetchOne(db.cachedStatement(sql: sql), arguments: arguments)
     }
 }
 
 extension DatabaseValueConvertible {
     /// One value, through the statement cache.
-    static func fetchOneCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws -> Self? {
+    static func fetchOneCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws
+        -> Self?
+    {
         try fetchOne(db.cachedStatement(sql: sql), arguments: arguments)
     }
 
     /// Every value, through the statement cache.
-    static func fetchAllCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws -> [Self] {
+    static func fetchAllCached(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments()) throws
+        -> [Self]
+    {
         try fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
     }
 }

@@ -36,7 +36,8 @@ extension Store {
         try write { db in
             try Self.createResultsCacheTable(db)
             try db.execute(
-                sql: #"INSERT OR REPLACE INTO depot_results_cache (name, request, "transaction", rows) VALUES (?, ?, ?, ?)"#,
+                sql:
+                    #"INSERT OR REPLACE INTO depot_results_cache (name, request, "transaction", rows) VALUES (?, ?, ?, ?)"#,
                 arguments: [name, entry.requestKey, entry.transaction, blob])
         }
     }
@@ -45,7 +46,9 @@ extension Store {
     public func loadResultsCache(_ name: String) throws(RPCError) -> ResultsCacheEntry? {
         try read { db in
             guard try db.tableExists("depot_results_cache"),
-                let row = try Row.fetchOne(db, sql: #"SELECT request, "transaction", rows FROM depot_results_cache WHERE name = ?"#, arguments: [name])
+                let row = try Row.fetchOne(
+                    db, sql: #"SELECT request, "transaction", rows FROM depot_results_cache WHERE name = ?"#,
+                    arguments: [name])
             else { return nil }
             let blob: Data = row["rows"]
             guard let rows = ResultsCacheCoding.decode(Array(blob)) else { return nil }

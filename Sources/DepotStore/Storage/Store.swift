@@ -85,7 +85,8 @@ public final class Store: Sendable {
             throw error
         } catch let error as DatabaseError {
             if error.resultCode == .SQLITE_INTERRUPT { throw RPCError.cancelled }
-            throw RPCError.internalError("database error: \(error.message ?? "\(error.resultCode)") in \(error.sql ?? "?")")
+            throw RPCError.internalError(
+                "database error: \(error.message ?? "\(error.resultCode)") in \(error.sql ?? "?")")
         } catch {
             throw RPCError.internalError("\(error)")
         }

@@ -31,7 +31,9 @@ public enum ValueCoding {
             guard case .bool(let flag) = value else { throw Mismatch(expected: "a boolean") }
             return (flag ? 1 : 0).databaseValue
         case .date:
-            if case .string(let text) = value, let seconds = ISO8601.seconds(from: text) { return seconds.databaseValue }
+            if case .string(let text) = value, let seconds = ISO8601.seconds(from: text) {
+                return seconds.databaseValue
+            }
             throw Mismatch(expected: "an ISO 8601 date string such as \"2026-11-22T10:15:30.250Z\"")
         case .uuid:
             guard case .string(let text) = value, let uuid = UUID(uuidString: text) else {
@@ -73,4 +75,3 @@ public enum ValueCoding {
         }
     }
 }
-

@@ -19,20 +19,28 @@ final class Daemon: @unchecked Sendable {
         if directory.lastPathComponent.hasSuffix(".xctest") { directory = directory.deletingLastPathComponent() }
         let candidate = directory.appendingPathComponent("depotd")
         if FileManager.default.fileExists(atPath: candidate.path) { return candidate }
-        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/depotd")
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(
+            ".build/debug/depotd")
     }
 
     /// The repository's `Tests/Fixtures` folder.
     static var fixtures: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("Fixtures")
     }
 
     /// Starts a daemon and waits until it listens (on `listen`, a fresh loopback port by default).
-    init(dataDirectory: URL? = nil, arguments: [String] = [], heartbeat: Double? = nil, listen: String = "tcp://127.0.0.1:*") throws {
-        self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("depot-e2e-\(UUID().uuidString)")
+    init(
+        dataDirectory: URL? = nil, arguments: [String] = [], heartbeat: Double? = nil,
+        listen: String = "tcp://127.0.0.1:*"
+    ) throws {
+        self.dataDirectory =
+            dataDirectory
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("depot-e2e-\(UUID().uuidString)")
         process.executableURL = Self.executable
-        var arguments = ["--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning"] + arguments
+        var arguments =
+            ["--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning"] + arguments
         if let heartbeat { arguments += ["--heartbeat-interval", String(heartbeat)] }
         process.arguments = arguments
         process.standardOutput = output
@@ -57,12 +65,14 @@ final class Daemon: @unchecked Sendable {
             }
         }
         let stderr = String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self)
-        throw NSError(domain: "Daemon", code: 1, userInfo: [NSLocalizedDescriptionKey: "depotd did not start: \(text) \(stderr)"])
+        throw NSError(
+            domain: "Daemon", code: 1, userInfo: [NSLocalizedDescriptionKey: "depotd did not start: \(text) \(stderr)"])
     }
 
     /// A new client session.
     func connect(name: String = "e2e") async throws -> DepotConnection {
-        try await DepotConnection.connect(to: endpoint, clientInfo: ImplementationInfo(name: name, version: "1"), timeout: .seconds(30))
+        try await DepotConnection.connect(
+            to: endpoint, clientInfo: ImplementationInfo(name: name, version: "1"), timeout: .seconds(30))
     }
 
     /// Sends `signal` and waits for the exit; returns the exit status.
@@ -97,11 +107,13 @@ enum WorldCup {
 
     /// The seed's Item entity beside the teams.
     static var item: EntityDescription {
-        EntityDescription(name: "Item", attributes: [
-            AttributeDescription(name: "name", type: .string),
-            AttributeDescription(name: "createdAt", type: .date),
-            AttributeDescription(name: "done", type: .boolean, defaultValue: false),
-        ])
+        EntityDescription(
+            name: "Item",
+            attributes: [
+                AttributeDescription(name: "name", type: .string),
+                AttributeDescription(name: "createdAt", type: .date),
+                AttributeDescription(name: "done", type: .boolean, defaultValue: false),
+            ])
     }
 }
 
@@ -110,7 +122,9 @@ extension DepotConnection {
     @discardableResult
     func loadWorldCup() async throws -> [String: String] {
         _ = try await call(ModelDefine.self, .init(entities: WorldCup.model + [WorldCup.item]))
-        let inserts = WorldCup.teams.map { InsertedObject(entity: "Team", tempId: $0["teamName"]!.stringValue!, values: $0) }
+        let inserts = WorldCup.teams.map {
+            InsertedObject(entity: "Team", tempId: $0["teamName"]!.stringValue!, values: $0)
+        }
         return try await call(StoreSave.self, .init(inserted: inserts)).ids
     }
 }

@@ -48,7 +48,8 @@ final class RawClient {
 
     /// `initialize`s the session.
     func initialize() throws {
-        let response = try call("initialize", #"{"protocolVersion":"1","clientInfo":{"name":"raw","version":"1"},"capabilities":{}}"#)
+        let response = try call(
+            "initialize", #"{"protocolVersion":"1","clientInfo":{"name":"raw","version":"1"},"capabilities":{}}"#)
         XCTAssertNotNil(response["result"]?["sessionId"])
     }
 }

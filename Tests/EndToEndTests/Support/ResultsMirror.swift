@@ -34,19 +34,25 @@ struct ResultsMirror {
         let removals = change.objects.filter { $0.type == .delete || $0.type == .move }
             .compactMap(\.indexPath).sorted { $0.lexicographicallyPrecedes($1) }.reversed()
         for path in removals {
-            guard path.count == 2, sections.indices.contains(path[0]), sections[path[0]].objects.indices.contains(path[1]) else {
+            guard path.count == 2, sections.indices.contains(path[0]),
+                sections[path[0]].objects.indices.contains(path[1])
+            else {
                 return XCTFail("old index path \(path) out of range", file: file, line: line)
             }
             sections[path[0]].objects.remove(at: path[1])
         }
         for section in change.sections.filter({ $0.type == .delete }).sorted(by: { $0.index > $1.index }) {
-            guard sections.indices.contains(section.index) else { return XCTFail("section \(section.index) out of range", file: file, line: line) }
+            guard sections.indices.contains(section.index) else {
+                return XCTFail("section \(section.index) out of range", file: file, line: line)
+            }
             XCTAssertEqual(sections[section.index].name, section.name, file: file, line: line)
             XCTAssertTrue(sections[section.index].objects.isEmpty, "a deleted section is empty", file: file, line: line)
             sections.remove(at: section.index)
         }
         for section in change.sections.filter({ $0.type == .insert }).sorted(by: { $0.index < $1.index }) {
-            guard section.index <= sections.count else { return XCTFail("section insert \(section.index) out of range", file: file, line: line) }
+            guard section.index <= sections.count else {
+                return XCTFail("section insert \(section.index) out of range", file: file, line: line)
+            }
             sections.insert((section.name, []), at: section.index)
         }
         let insertions = change.objects.filter { $0.type == .insert || $0.type == .move }
@@ -54,14 +60,19 @@ struct ResultsMirror {
         for insertion in insertions {
             guard let path = insertion.newIndexPath, path.count == 2, sections.indices.contains(path[0]),
                 path[1] <= sections[path[0]].objects.count, let object = insertion.object
-            else { return XCTFail("new index path \(insertion.newIndexPath ?? []) out of range", file: file, line: line) }
+            else {
+                return XCTFail("new index path \(insertion.newIndexPath ?? []) out of range", file: file, line: line)
+            }
             sections[path[0]].objects.insert(object, at: path[1])
         }
         for update in change.objects where update.type == .update || update.type == .move {
-            guard let path = update.newIndexPath, sections.indices.contains(path[0]), sections[path[0]].objects.indices.contains(path[1]),
+            guard let path = update.newIndexPath, sections.indices.contains(path[0]),
+                sections[path[0]].objects.indices.contains(path[1]),
                 let object = update.object
             else { return XCTFail("update path \(update.newIndexPath ?? []) out of range", file: file, line: line) }
-            XCTAssertEqual(sections[path[0]].objects[path[1]]["id"], object["id"], "update at the right place", file: file, line: line)
+            XCTAssertEqual(
+                sections[path[0]].objects[path[1]]["id"], object["id"], "update at the right place", file: file,
+                line: line)
             sections[path[0]].objects[path[1]] = object
         }
     }
@@ -81,7 +92,9 @@ struct ResultsMirror {
                     value = .null
                     break
                 }
-                if related[id] == nil { related[id] = try await client.call(StoreGet.self, .init(ids: [id])).objects.first ?? .null }
+                if related[id] == nil {
+                    related[id] = try await client.call(StoreGet.self, .init(ids: [id])).objects.first ?? .null
+                }
                 value = related[id] ?? .null
             }
             value = value[path.last ?? sectionKeyPath] ?? .null
@@ -108,7 +121,9 @@ struct ResultsMirror {
     }
 
     /// Asserts that the mirror equals a fresh fetch, section by section.
-    func assertMatchesFreshFetch(_ client: DepotConnection, file: StaticString = #filePath, line: UInt = #line) async throws {
+    func assertMatchesFreshFetch(_ client: DepotConnection, file: StaticString = #filePath, line: UInt = #line)
+        async throws
+    {
         let fresh = try await freshSections(client)
         XCTAssertEqual(sections.map(\.name), fresh.map(\.name), "section names", file: file, line: line)
         XCTAssertEqual(sections.map(\.objects), fresh.map(\.objects), "objects", file: file, line: line)
@@ -135,7 +150,9 @@ final class ChangeCollector: @unchecked Sendable {
     deinit { task?.cancel() }
 
     /// Takes the first received notification matching `predicate`, waiting at most `timeout`.
-    func take(timeout: Duration = .seconds(10), where predicate: (ServerNotification) -> Bool) async -> ServerNotification? {
+    func take(timeout: Duration = .seconds(10), where predicate: (ServerNotification) -> Bool) async
+        -> ServerNotification?
+    {
         let deadline = ContinuousClock.now + timeout
         while true {
             let found = lock.withLock { () -> ServerNotification? in
@@ -150,11 +167,14 @@ final class ChangeCollector: @unchecked Sendable {
 
     /// The next didChange for `subscription`, waiting at most `timeout`.
     func next(for subscription: String, timeout: Duration = .seconds(10)) async -> ResultsDidChange.Parameters? {
-        await take(timeout: timeout) { $0.decode(ResultsDidChange.self)?.subscription == subscription }?.decode(ResultsDidChange.self)
+        await take(timeout: timeout) { $0.decode(ResultsDidChange.self)?.subscription == subscription }?.decode(
+            ResultsDidChange.self)
     }
 
     /// The next didChange for `subscription`, failing the test when none comes.
-    func expect(for subscription: String, timeout: Duration = .seconds(10), file: StaticString = #filePath, line: UInt = #line) async throws -> ResultsDidChange.Parameters {
+    func expect(
+        for subscription: String, timeout: Duration = .seconds(10), file: StaticString = #filePath, line: UInt = #line
+    ) async throws -> ResultsDidChange.Parameters {
         guard let change = await next(for: subscription, timeout: timeout) else {
             XCTFail("no results/didChange for \(subscription) within \(timeout)", file: file, line: line)
             throw CancellationError()
