@@ -1,0 +1,87 @@
+import DepotProtocol
+
+/// One measured operation: its per-iteration latencies and its throughput.
+///
+/// Throughput is iterations divided by the wall time of the timed loops (so it
+/// includes the loop's own overhead, as a user's loop would); latencies are
+/// per iteration. `rounds` keeps the throughput of each interleaved round so
+/// that drift on a shared machine shows as spread.
+struct Measurement: Sendable {
+    /// A dotted name, unique in its suite: `ping.ipc.depot`.
+    var name: String
+    /// What one iteration is: `round trip`, `commit`.
+    var unit: String
+    /// How many iterations were timed (warm-up excluded).
+    var iterations: Int
+    /// Seconds spent in the timed loops.
+    var seconds: Double
+    /// Per-iteration latencies in nanoseconds, sorted ascending.
+    var latencies: [UInt64]
+    /// Throughput of each round, iterations per second.
+    var rounds: [Double]
+
+    /// Iterations per second over every round.
+    var throughput: Double { seconds > 0 ? Double(iterations) / seconds : 0 }
+
+    /// The latency at quantile `q` (0...1), nanoseconds.
+    func percentile(_ q: Double) -> Double {
+        guard !latencies.isEmpty else { return 0 }
+        let index = min(latencies.count - 1, Int((Double(latencies.count - 1) * q).rounded()))
+        return Double(latencies[index])
+    }
+
+    /// The median latency, nanoseconds.
+    var p50: Double { percentile(0.5) }
+    /// The 99th-percentile latency, nanoseconds.
+    var p99: Double { percentile(0.99) }
+    /// The mean latency, nanoseconds.
+    var mean: Double {
+        guard !latencies.isEmpty else { return 0 }
+        return Double(latencies.reduce(0, &+)) / Double(latencies.count)
+    }
+
+    /// The JSON written to the results file.
+    var json: JSONValue {
+        [
+            "name": .string(name),
+            "unit": .string(unit),
+            "iterations": .int(Int64(iterations)),
+            "seconds": .double(seconds),
+            "throughputPerSecond": .double(throughput),
+            "roundsPerSecond": .array(rounds.map { .double($0) }),
+            "latencyNanoseconds": [
+                "p50": .double(p50), "p90": .double(percentile(0.9)), "p99": .double(p99),
+                "mean": .double(mean), "min": .double(percentile(0)), "max": .double(percentile(1)),
+            ],
+        ]
+    }
+}
+
+/// Depot's throughput over a baseline's, with the issue's target.
+struct Ratio: Sendable {
+    /// A dotted name: `ping.ipc`.
+    var name: String
+    /// The measurement on top (Depot).
+    var numerator: String
+    /// The measurement below (the raw baseline).
+    var denominator: String
+    /// `numerator.throughput / denominator.throughput`.
+    var value: Double
+    /// The least acceptable value, from the issue; `nil` for information only.
+    var target: Double?
+
+    /// Whether the target is met (`nil` without a target).
+    var passed: Bool? { target.map { value >= $0 } }
+
+    /// The JSON written to the results file.
+    var json: JSONValue {
+        [
+            "name": .string(name),
+            "numerator": .string(numerator),
+            "denominator": .string(denominator),
+            "value": .double(value),
+            "target": target.map { .double($0) } ?? .null,
+            "passed": passed.map { .bool($0) } ?? .null,
+        ]
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+/// Prints suite reports as aligned tables on standard output.
+enum ResultsTable {
+    /// Prints one suite: its measurements, then its ratios with their targets.
+    static func print(_ report: SuiteReport) {
+        Swift.print("\n== \(report.name): \(report.summary)")
+        guard report.status != "pending" else {
+            Swift.print("   pending: \(report.message ?? "")")
+            return
+        }
+        if !report.measurements.isEmpty {
+            Swift.print(
+                row(["measurement", "unit", "iterations", "per second", "p50 µs", "p99 µs", "mean µs", "rounds/s"],
+                    widths: [34, 12, 11, 12, 9, 9, 9, 0]))
+            for measurement in report.measurements {
+                let rounds = measurement.rounds.map { compact($0) }.joined(separator: " ")
+                Swift.print(
+                    row(
+                        [
+                            measurement.name, measurement.unit, "\(measurement.iterations)", compact(measurement.throughput),
+                            micro(measurement.p50), micro(measurement.p99), micro(measurement.mean), rounds,
+                        ], widths: [34, 12, 11, 12, 9, 9, 9, 0]))
+            }
+        }
+        for ratio in report.ratios {
+            let target = ratio.target.map { String(format: "≥ %.2f×", $0) } ?? "(info)"
+            let verdict = ratio.passed.map { $0 ? "PASS" : "MISS" } ?? ""
+            Swift.print(
+                "   ratio \(ratio.name.padding(toLength: 24, withPad: " ", startingAt: 0)) \(String(format: "%6.3f×", ratio.value))  target \(target)  \(verdict)   (\(ratio.numerator) / \(ratio.denominator))"
+            )
+        }
+        for (key, value) in report.notes.sorted(by: { $0.key < $1.key }) {
+            Swift.print("   note  \(key): \(value.excerpt(limit: 100))")
+        }
+        if report.status == "failed" {
+            Swift.print("   FAILED: \(report.message ?? "")")
+        }
+    }
+
+    /// Prints every ratio of the run with its verdict.
+    static func printSummary(_ reports: [SuiteReport]) {
+        Swift.print("\n== summary")
+        for report in reports {
+            if report.status != "ran" {
+                Swift.print("   \(report.name): \(report.status)")
+                continue
+            }
+            for ratio in report.ratios {
+                let target = ratio.target.map { String(format: "target ≥ %.2f×", $0) } ?? "info"
+                let verdict = ratio.passed.map { $0 ? "PASS" : "MISS" } ?? "-"
+                Swift.print("   \(verdict.padding(toLength: 5, withPad: " ", startingAt: 0)) \(ratio.name.padding(toLength: 26, withPad: " ", startingAt: 0)) \(String(format: "%6.3f×", ratio.value))  (\(target))")
+            }
+        }
+    }
+
+    private static func row(_ cells: [String], widths: [Int]) -> String {
+        var line = "   "
+        for (cell, width) in zip(cells, widths) {
+            line += width > 0 ? cell.padding(toLength: max(width, cell.count), withPad: " ", startingAt: 0) + " " : cell
+        }
+        return line
+    }
+
+    private static func compact(_ value: Double) -> String {
+        value >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
+    }
+
+    private static func micro(_ nanoseconds: Double) -> String { String(format: "%.1f", nanoseconds / 1000) }
+}
