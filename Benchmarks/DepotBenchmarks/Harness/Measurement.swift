@@ -19,6 +19,10 @@ struct Measurement: Sendable {
     var latencies: [UInt64]
     /// Throughput of each round, iterations per second.
     var rounds: [Double]
+    /// CPU seconds the daemon spent during the timed loops (`nil` without a daemon).
+    var daemonCPUSeconds: Double?
+    /// CPU seconds this process (client, in-process baseline) spent during the timed loops.
+    var selfCPUSeconds: Double = 0
 
     /// Iterations per second over every round.
     var throughput: Double { seconds > 0 ? Double(iterations) / seconds : 0 }
@@ -40,9 +44,15 @@ struct Measurement: Sendable {
         return Double(latencies.reduce(0, &+)) / Double(latencies.count)
     }
 
+    /// The daemon's CPU microseconds per iteration: load-independent cost of the server side.
+    var daemonCPUMicros: Double? { daemonCPUSeconds.map { iterations > 0 ? $0 * 1e6 / Double(iterations) : 0 } }
+    /// This process's CPU microseconds per iteration.
+    var selfCPUMicros: Double { iterations > 0 ? selfCPUSeconds * 1e6 / Double(iterations) : 0 }
+
     /// The JSON written to the results file.
     var json: JSONValue {
         [
+            "cpuMicrosPerIteration": ["daemon": daemonCPUMicros.map { .double($0) } ?? .null, "self": .double(selfCPUMicros)],
             "name": .string(name),
             "unit": .string(unit),
             "iterations": .int(Int64(iterations)),

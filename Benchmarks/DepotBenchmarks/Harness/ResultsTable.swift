@@ -11,16 +11,16 @@ enum ResultsTable {
         }
         if !report.measurements.isEmpty {
             Swift.print(
-                row(["measurement", "unit", "iterations", "per second", "p50 µs", "p99 µs", "mean µs", "rounds/s"],
-                    widths: [34, 12, 11, 12, 9, 9, 9, 0]))
+                row(["measurement", "unit", "iterations", "per second", "p50 µs", "p99 µs", "mean µs", "cpu µs d+s", "rounds/s"],
+                    widths: [30, 11, 10, 11, 8, 8, 8, 12, 0]))
             for measurement in report.measurements {
                 let rounds = measurement.rounds.map { compact($0) }.joined(separator: " ")
                 Swift.print(
                     row(
                         [
                             measurement.name, measurement.unit, "\(measurement.iterations)", compact(measurement.throughput),
-                            micro(measurement.p50), micro(measurement.p99), micro(measurement.mean), rounds,
-                        ], widths: [34, 12, 11, 12, 9, 9, 9, 0]))
+                            micro(measurement.p50), micro(measurement.p99), micro(measurement.mean), cpu(measurement), rounds,
+                        ], widths: [30, 11, 10, 11, 8, 8, 8, 12, 0]))
             }
         }
         for ratio in report.ratios {
@@ -64,6 +64,12 @@ enum ResultsTable {
 
     private static func compact(_ value: Double) -> String {
         value >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
+    }
+
+    /// Daemon + self CPU µs per iteration (`-` for the daemon when there is none).
+    private static func cpu(_ measurement: Measurement) -> String {
+        let daemon = measurement.daemonCPUMicros.map { String(format: "%.0f", $0) } ?? "-"
+        return "\(daemon)+\(String(format: "%.0f", measurement.selfCPUMicros))"
     }
 
     private static func micro(_ nanoseconds: Double) -> String { String(format: "%.1f", nanoseconds / 1000) }

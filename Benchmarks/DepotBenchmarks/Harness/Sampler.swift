@@ -27,13 +27,16 @@ struct BenchmarkCase {
     var name: String
     /// What one iteration is.
     var unit: String
+    /// The daemon serving it, whose CPU time is charged to the case.
+    var daemon: Int32?
     /// One iteration.
     var body: (Int) async throws -> Void
 
-    /// Creates a case.
-    init(_ name: String, unit: String, body: @escaping (Int) async throws -> Void) {
+    /// Creates a case; `daemon` is the pid of the `depotd` it talks to, if any.
+    init(_ name: String, unit: String, daemon: Int32? = nil, body: @escaping (Int) async throws -> Void) {
         self.name = name
         self.unit = unit
+        self.daemon = daemon
         self.body = body
     }
 }
@@ -48,7 +51,9 @@ struct Sampler {
     /// Measures `cases` interleaved; returns one measurement per case, in order.
     func measure(_ cases: [BenchmarkCase]) async throws -> [Measurement] {
         var counters = Array(repeating: 0, count: cases.count)
-        var results = cases.map { Measurement(name: $0.name, unit: $0.unit, iterations: 0, seconds: 0, latencies: [], rounds: []) }
+        var results = cases.map {
+            Measurement(name: $0.name, unit: $0.unit, iterations: 0, seconds: 0, latencies: [], rounds: [], daemonCPUSeconds: $0.daemon.map { _ in 0 })
+        }
         for (index, benchmarkCase) in cases.enumerated() {
             let deadline = Self.now() + UInt64(plan.warmup * 1e9)
             repeat {
@@ -62,6 +67,8 @@ struct Sampler {
             for (index, benchmarkCase) in cases.enumerated() {
                 var latencies: [UInt64] = []
                 latencies.reserveCapacity(min(cap, 1 << 16))
+                let daemonCPU = benchmarkCase.daemon.flatMap(CPUTime.process)
+                let selfCPU = CPUTime.current()
                 let start = Self.now()
                 let deadline = start + UInt64(slice * 1e9)
                 var last = start
@@ -73,6 +80,10 @@ struct Sampler {
                     last = now
                 } while last < deadline && latencies.count < cap
                 let seconds = Double(last - start) / 1e9
+                results[index].selfCPUSeconds += CPUTime.current() - selfCPU
+                if let daemonCPU, let pid = benchmarkCase.daemon, let now = CPUTime.process(pid) {
+                    results[index].daemonCPUSeconds? += now - daemonCPU
+                }
                 results[index].iterations += latencies.count
                 results[index].seconds += seconds
                 results[index].rounds.append(Double(latencies.count) / seconds)
@@ -88,5 +99,31 @@ struct Sampler {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    }
+}
+
+/// CPU time consumed (user + system) by this process or another.
+enum CPUTime {
+    /// This process's CPU seconds so far, every thread (`getrusage`, microsecond resolution).
+    static func current() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// Process `pid`'s CPU seconds so far, every thread including exited ones
+    /// (`/proc/PID/stat` utime + stime, clock-tick resolution); `nil` if it is gone.
+    static func process(_ pid: Int32) -> Double? {
+        guard let file = fopen("/proc/\(pid)/stat", "r") else { return nil }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 1024)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        guard let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // fields[0] is the state (field 3); utime and stime are fields 14 and 15.
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 }

@@ -29,13 +29,13 @@ struct PingBenchmark: Benchmark {
 
             let prefix = "ping.\(transport.rawValue)"
             let measured = try await suite.sampler.measure([
-                BenchmarkCase("\(prefix).depot", unit: "round trip") { iteration in
+                BenchmarkCase("\(prefix).depot", unit: "round trip", daemon: daemon.pid) { iteration in
                     try rpc.roundTrip(RawRPCClient.request(id: Int64(iteration) + 10, method: "ping"))
                 },
                 BenchmarkCase("\(prefix).zmq-echo", unit: "round trip") { iteration in
                     try echoClient.roundTrip(RawRPCClient.request(id: Int64(iteration) + 10, method: "ping"), expecting: "\"ping\"")
                 },
-                BenchmarkCase("\(prefix).client", unit: "round trip") { _ in
+                BenchmarkCase("\(prefix).client", unit: "round trip", daemon: daemon.pid) { _ in
                     _ = try await connection.call(Ping.self, Empty())
                 },
             ])

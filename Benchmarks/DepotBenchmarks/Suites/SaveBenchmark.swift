@@ -41,7 +41,7 @@ struct SaveBenchmark: Benchmark {
             to: daemon.endpoint, clientInfo: ImplementationInfo(name: "DepotBenchmarks", version: "1"))
         var depotInserts = 0
         let measured = try await suite.sampler.measure([
-            BenchmarkCase("save.item.depot", unit: "commit") { iteration in
+            BenchmarkCase("save.item.depot", unit: "commit", daemon: daemon.pid) { iteration in
                 try rpc.roundTrip(RawRPCClient.request(id: Int64(iteration) + 100, method: "store/save", params: BenchmarkModel.insertItemParams(iteration)))
                 depotInserts += 1
             },
@@ -54,7 +54,7 @@ struct SaveBenchmark: Benchmark {
                 _ = raw.lastInsertedRowID
                 try commit.run()
             },
-            BenchmarkCase("save.team.depot", unit: "commit") { iteration in
+            BenchmarkCase("save.team.depot", unit: "commit", daemon: daemon.pid) { iteration in
                 let row = teamRows[iteration % teamRows.count]
                 try rpc.roundTrip(RawRPCClient.request(id: Int64(iteration) + 100, method: "store/save", params: BenchmarkModel.updateTeamParams(row: row, wins: iteration)))
             },
@@ -65,7 +65,7 @@ struct SaveBenchmark: Benchmark {
                 try updateTeam.run()
                 try commit.run()
             },
-            BenchmarkCase("save.item.client", unit: "commit") { iteration in
+            BenchmarkCase("save.item.client", unit: "commit", daemon: daemon.pid) { iteration in
                 let values: [String: JSONValue] = [
                     "name": .string("client item \(iteration)"), "createdAt": .string(BenchmarkModel.itemDate.wire), "done": false,
                 ]
