@@ -67,6 +67,19 @@ final class SuiteRun {
         ratios.append(Ratio(name: name, numerator: depot.name, denominator: baseline.name, value: value, target: target))
     }
 
+    /// Records a figure computed by the suite itself against its target.
+    func check(
+        _ name: String, _ value: Double, target: Double?, _ direction: Ratio.Direction = .atLeast, of numerator: String,
+        over denominator: String = ""
+    ) {
+        ratios.append(Ratio(name: name, numerator: numerator, denominator: denominator, value: value, target: target, direction: direction))
+    }
+
+    /// Records a suite's whole `Codable` report as the note `report`.
+    func noteReport(_ report: some Encodable) {
+        notes["report"] = (try? JSONCoding.encode(report)) ?? .null
+    }
+
     /// Records a free-form figure (daemon memory, sizes, counts).
     func note(_ key: String, _ value: JSONValue) { notes[key] = value }
 

@@ -6,12 +6,10 @@ enum BenchmarkRegistry {
     static let all: [any Benchmark.Type] = [
         PingBenchmark.self,
         SaveBenchmark.self,
-        // Later issues: registered now so that they show as pending in every run.
+        FoundationSaveConcurrencyBenchmark.self,
         PredicateFetchBenchmark.self,
         FetchedResultsLatencyBenchmark.self,
         BatchInsertBenchmark.self,
-        StreamedFetchBenchmark.self,
-        PeakMemoryBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

@@ -67,21 +67,40 @@ struct Measurement: Sendable {
     }
 }
 
-/// Depot's throughput over a baseline's, with the issue's target.
+/// A figure checked against the issue's target: usually Depot's throughput
+/// over a baseline's (higher is better), sometimes a bound (latency, memory).
 struct Ratio: Sendable {
+    /// Which way the target points.
+    enum Direction: String, Sendable {
+        /// Pass when `value >= target` (ratios, throughput).
+        case atLeast
+        /// Pass when `value <= target` (latency, memory).
+        case atMost
+    }
+
     /// A dotted name: `ping.ipc`.
     var name: String
-    /// The measurement on top (Depot).
+    /// The measurement on top (Depot), or what the value is.
     var numerator: String
-    /// The measurement below (the raw baseline).
+    /// The measurement below (the raw baseline), or the value's unit.
     var denominator: String
-    /// `numerator.throughput / denominator.throughput`.
+    /// `numerator.throughput / denominator.throughput`, or the figure itself.
     var value: Double
-    /// The least acceptable value, from the issue; `nil` for information only.
+    /// The target from the issue; `nil` for information only.
     var target: Double?
+    /// Which way the target points.
+    var direction: Direction = .atLeast
 
     /// Whether the target is met (`nil` without a target).
-    var passed: Bool? { target.map { value >= $0 } }
+    var passed: Bool? {
+        target.map { direction == .atLeast ? value >= $0 : value <= $0 }
+    }
+
+    /// The target as text: `≥ 0.50`, `≤ 200`.
+    var targetText: String {
+        guard let target else { return "(info)" }
+        return (direction == .atLeast ? "≥ " : "≤ ") + String(format: target < 10 ? "%.2f" : "%.0f", target)
+    }
 
     /// The JSON written to the results file.
     var json: JSONValue {
@@ -91,6 +110,7 @@ struct Ratio: Sendable {
             "denominator": .string(denominator),
             "value": .double(value),
             "target": target.map { .double($0) } ?? .null,
+            "direction": .string(direction.rawValue),
             "passed": passed.map { .bool($0) } ?? .null,
         ]
     }

@@ -24,10 +24,9 @@ enum ResultsTable {
             }
         }
         for ratio in report.ratios {
-            let target = ratio.target.map { String(format: "≥ %.2f×", $0) } ?? "(info)"
             let verdict = ratio.passed.map { $0 ? "PASS" : "MISS" } ?? ""
             Swift.print(
-                "   ratio \(ratio.name.padding(toLength: 24, withPad: " ", startingAt: 0)) \(String(format: "%6.3f×", ratio.value))  target \(target)  \(verdict)   (\(ratio.numerator) / \(ratio.denominator))"
+                "   check \(ratio.name.padding(toLength: 28, withPad: " ", startingAt: 0)) \(String(format: "%9.3f", ratio.value))  target \(ratio.targetText.padding(toLength: 8, withPad: " ", startingAt: 0)) \(verdict.padding(toLength: 4, withPad: " ", startingAt: 0))  (\(ratio.numerator) / \(ratio.denominator))"
             )
         }
         for (key, value) in report.notes.sorted(by: { $0.key < $1.key }) {
@@ -47,9 +46,8 @@ enum ResultsTable {
                 continue
             }
             for ratio in report.ratios {
-                let target = ratio.target.map { String(format: "target ≥ %.2f×", $0) } ?? "info"
                 let verdict = ratio.passed.map { $0 ? "PASS" : "MISS" } ?? "-"
-                Swift.print("   \(verdict.padding(toLength: 5, withPad: " ", startingAt: 0)) \(ratio.name.padding(toLength: 26, withPad: " ", startingAt: 0)) \(String(format: "%6.3f×", ratio.value))  (\(target))")
+                Swift.print("   \(verdict.padding(toLength: 5, withPad: " ", startingAt: 0)) \(ratio.name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(String(format: "%9.3f", ratio.value))  target \(ratio.targetText)")
             }
         }
     }

@@ -85,12 +85,3 @@ final class DaemonProcess {
         throw BenchmarkError("depotd did not start: \(text) \(log)")
     }
 }
-
-/// A benchmark setup failure, with a message for the table.
-struct BenchmarkError: Error, CustomStringConvertible {
-    /// What went wrong.
-    let description: String
-
-    /// Creates the error.
-    init(_ description: String) { self.description = description }
-}
