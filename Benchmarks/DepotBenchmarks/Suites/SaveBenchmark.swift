@@ -37,6 +37,27 @@ struct SaveBenchmark: Benchmark {
         let insertItem = try raw.prepare(#"INSERT INTO e_Item ("name", "createdAt", "done") VALUES (?, ?, ?)"#)
         let updateTeam = try raw.prepare(#"UPDATE e_Team SET "wins" = ?, _version = _version + 1 WHERE id = ?"#)
 
+        // The ceiling for a networked save: a raw ROUTER in this process that
+        // commits the same row per request (no JSON work) and answers.
+        let rawServerInsert = try raw.prepare(#"INSERT INTO e_Item ("name", "createdAt", "done") VALUES (?, ?, ?)"#)
+        var rawServerCount = 0
+        let rawServer = try RawEchoServer(endpoint: "ipc://\(suite.directory.path)/raw-save.sock") { _ in
+            do {
+                try begin.run()
+                rawServerInsert.bind(1, "raw item \(rawServerCount)")
+                rawServerInsert.bind(2, BenchmarkModel.itemDate.seconds)
+                rawServerInsert.bind(3, Int64(0))
+                try rawServerInsert.run()
+                try commit.run()
+                rawServerCount += 1
+                return Array(#"{"jsonrpc":"2.0","id":1,"result":{}}"#.utf8)
+            } catch {
+                return Array(#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"raw commit failed"}}"#.utf8)
+            }
+        }
+        defer { rawServer.stop() }
+        let rawServerClient = try RawDealer(endpoint: rawServer.endpoint)
+
         let connection = try await DepotConnection.connect(
             to: daemon.endpoint, clientInfo: ImplementationInfo(name: "DepotBenchmarks", version: "1"))
         var depotInserts = 0
@@ -53,6 +74,11 @@ struct SaveBenchmark: Benchmark {
                 try insertItem.run()
                 _ = raw.lastInsertedRowID
                 try commit.run()
+            },
+            BenchmarkCase("save.item.zmq+sqlite", unit: "commit") { iteration in
+                try rawServerClient.roundTrip(
+                    RawRPCClient.request(id: Int64(iteration) + 100, method: "store/save", params: BenchmarkModel.insertItemParams(iteration)),
+                    expecting: "\"result\"")
             },
             BenchmarkCase("save.team.depot", unit: "commit", daemon: daemon.pid) { iteration in
                 let row = teamRows[iteration % teamRows.count]
@@ -75,8 +101,11 @@ struct SaveBenchmark: Benchmark {
         ])
         suite.record(measured)
         suite.compare("save.item", measured[0], to: measured[1], target: Self.target)
-        suite.compare("save.team", measured[2], to: measured[3], target: Self.target)
-        suite.compare("save.item.client", measured[4], to: measured[1], target: nil)
+        suite.compare("save.team", measured[3], to: measured[4], target: Self.target)
+        suite.compare("save.item.client", measured[5], to: measured[1], target: nil)
+        // What a sequential client can reach at best over ipc (echo-bound), and Depot against that.
+        suite.compare("save.item.ceiling", measured[2], to: measured[1], target: nil)
+        suite.compare("save.item.vs-raw-server", measured[0], to: measured[2], target: nil)
 
         // Every save must have committed: the store holds exactly the items sent.
         let count = try rpc.call("store/count", params: #"{"entity":"Item"}"#)["count"]?.intValue ?? -1
