@@ -9,7 +9,7 @@ enum HistoryLog {
     static func record(_ db: Database, author: String?, changes: [String: EntityChangeSet], retention: HistoryRetention) throws -> CommittedTransaction {
         let timestamp = Date().timeIntervalSince1970
         let wire = JSONValue.object(changes.mapValues(\.json))
-        try db.execute(
+        try db.executeCached(
             sql: "INSERT INTO depot_transaction (timestamp, author, changes) VALUES (?, ?, ?)",
             arguments: [timestamp, author, String(decoding: JSONWriter.encode(wire), as: UTF8.self)])
         let number = db.lastInsertedRowID
