@@ -24,7 +24,8 @@ struct BatchBenchmark {
     }
 
     func run(depotd: URL) async throws -> Report {
-        let daemon = try BenchmarkDaemon(executable: depotd)
+        // One request carries every object (~80 MB for 1M): above the default 16 MiB inbound limit.
+        let daemon = try BenchmarkDaemon(executable: depotd, arguments: ["--max-message-size", String(512 << 20)])
         defer { daemon.stop() }
         let client = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(900))
         _ = try await client.call(ModelDefine.self, .init(entities: [ItemSeed.entity]))

@@ -45,7 +45,9 @@ struct DepotBenchmarks: AsyncParsableCommand {
     mutating func run() async throws {
         if list {
             for suite in BenchmarkRegistry.all {
-                print("\(suite.name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(suite.pendingReason == nil ? "" : "[pending] ")\(suite.summary)")
+                print(
+                    "\(suite.name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(suite.pendingReason == nil ? "" : "[pending] ")\(suite.summary)"
+                )
             }
             return
         }
@@ -54,7 +56,8 @@ struct DepotBenchmarks: AsyncParsableCommand {
         if let rounds { plan.rounds = max(1, rounds) }
         let executable = URL(fileURLWithPath: depotd).standardizedFileURL
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
-            throw ValidationError("no depotd at \(executable.path): build it with `swift build -c release --product depotd`")
+            throw ValidationError(
+                "no depotd at \(executable.path): build it with `swift build -c release --product depotd`")
         }
         let options = BenchmarkOptions(depotd: executable, plan: plan, quick: quick, daemonArguments: [])
         let suites = BenchmarkRegistry.selected(by: filter)

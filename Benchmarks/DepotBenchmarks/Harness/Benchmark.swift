@@ -64,7 +64,8 @@ final class SuiteRun {
     /// Records `depot`'s throughput over `baseline`'s as the ratio `name`.
     func compare(_ name: String, _ depot: Measurement, to baseline: Measurement, target: Double?) {
         let value = baseline.throughput > 0 ? depot.throughput / baseline.throughput : 0
-        ratios.append(Ratio(name: name, numerator: depot.name, denominator: baseline.name, value: value, target: target))
+        ratios.append(
+            Ratio(name: name, numerator: depot.name, denominator: baseline.name, value: value, target: target))
     }
 
     /// Records a figure computed by the suite itself against its target.
@@ -72,7 +73,10 @@ final class SuiteRun {
         _ name: String, _ value: Double, target: Double?, _ direction: Ratio.Direction = .atLeast, of numerator: String,
         over denominator: String = ""
     ) {
-        ratios.append(Ratio(name: name, numerator: numerator, denominator: denominator, value: value, target: target, direction: direction))
+        ratios.append(
+            Ratio(
+                name: name, numerator: numerator, denominator: denominator, value: value, target: target,
+                direction: direction))
     }
 
     /// Records a suite's whole `Codable` report as the note `report`.

@@ -52,7 +52,9 @@ struct Measurement: Sendable {
     /// The JSON written to the results file.
     var json: JSONValue {
         [
-            "cpuMicrosPerIteration": ["daemon": daemonCPUMicros.map { .double($0) } ?? .null, "self": .double(selfCPUMicros)],
+            "cpuMicrosPerIteration": [
+                "daemon": daemonCPUMicros.map { .double($0) } ?? .null, "self": .double(selfCPUMicros),
+            ],
             "name": .string(name),
             "unit": .string(unit),
             "iterations": .int(Int64(iterations)),

@@ -11,15 +11,21 @@ enum ResultsTable {
         }
         if !report.measurements.isEmpty {
             Swift.print(
-                row(["measurement", "unit", "iterations", "per second", "p50 µs", "p99 µs", "mean µs", "cpu µs d+s", "rounds/s"],
+                row(
+                    [
+                        "measurement", "unit", "iterations", "per second", "p50 µs", "p99 µs", "mean µs", "cpu µs d+s",
+                        "rounds/s",
+                    ],
                     widths: [30, 11, 10, 11, 8, 8, 8, 12, 0]))
             for measurement in report.measurements {
                 let rounds = measurement.rounds.map { compact($0) }.joined(separator: " ")
                 Swift.print(
                     row(
                         [
-                            measurement.name, measurement.unit, "\(measurement.iterations)", compact(measurement.throughput),
-                            micro(measurement.p50), micro(measurement.p99), micro(measurement.mean), cpu(measurement), rounds,
+                            measurement.name, measurement.unit, "\(measurement.iterations)",
+                            compact(measurement.throughput),
+                            micro(measurement.p50), micro(measurement.p99), micro(measurement.mean), cpu(measurement),
+                            rounds,
                         ], widths: [30, 11, 10, 11, 8, 8, 8, 12, 0]))
             }
         }
@@ -47,7 +53,9 @@ enum ResultsTable {
             }
             for ratio in report.ratios {
                 let verdict = ratio.passed.map { $0 ? "PASS" : "MISS" } ?? "-"
-                Swift.print("   \(verdict.padding(toLength: 5, withPad: " ", startingAt: 0)) \(ratio.name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(String(format: "%9.3f", ratio.value))  target \(ratio.targetText)")
+                Swift.print(
+                    "   \(verdict.padding(toLength: 5, withPad: " ", startingAt: 0)) \(ratio.name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(String(format: "%9.3f", ratio.value))  target \(ratio.targetText)"
+                )
             }
         }
     }

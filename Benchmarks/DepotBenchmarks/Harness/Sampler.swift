@@ -52,7 +52,9 @@ struct Sampler {
     func measure(_ cases: [BenchmarkCase]) async throws -> [Measurement] {
         var counters = Array(repeating: 0, count: cases.count)
         var results = cases.map {
-            Measurement(name: $0.name, unit: $0.unit, iterations: 0, seconds: 0, latencies: [], rounds: [], daemonCPUSeconds: $0.daemon.map { _ in 0 })
+            Measurement(
+                name: $0.name, unit: $0.unit, iterations: 0, seconds: 0, latencies: [], rounds: [],
+                daemonCPUSeconds: $0.daemon.map { _ in 0 })
         }
         for (index, benchmarkCase) in cases.enumerated() {
             let deadline = Self.now() + UInt64(plan.warmup * 1e9)
@@ -108,7 +110,8 @@ enum CPUTime {
     static func current() -> Double {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(
+            usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     /// Process `pid`'s CPU seconds so far, every thread including exited ones

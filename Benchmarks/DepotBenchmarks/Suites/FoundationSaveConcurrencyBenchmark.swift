@@ -6,7 +6,8 @@ struct FoundationSaveConcurrencyBenchmark: Benchmark {
     static let summary = "single-shot ping/save ratios (tcp) and save throughput with concurrent clients vs raw commits"
 
     func run(_ suite: SuiteRun) async throws {
-        let report = try await FoundationBenchmark(iterations: suite.options.quick ? 2_000 : 20_000).run(depotd: suite.options.depotd)
+        let report = try await FoundationBenchmark(iterations: suite.options.quick ? 2_000 : 20_000).run(
+            depotd: suite.options.depotd)
         suite.noteReport(report)
         suite.check("foundation.ping", report.pingRatio, target: 0.5, of: "depotd ping/s", over: "raw echo/s")
         suite.check("foundation.save", report.saveRatio, target: 0.3, of: "depotd saves/s", over: "raw commits/s")

@@ -33,7 +33,8 @@ struct PingBenchmark: Benchmark {
                     try rpc.roundTrip(RawRPCClient.request(id: Int64(iteration) + 10, method: "ping"))
                 },
                 BenchmarkCase("\(prefix).zmq-echo", unit: "round trip") { iteration in
-                    try echoClient.roundTrip(RawRPCClient.request(id: Int64(iteration) + 10, method: "ping"), expecting: "\"ping\"")
+                    try echoClient.roundTrip(
+                        RawRPCClient.request(id: Int64(iteration) + 10, method: "ping"), expecting: "\"ping\"")
                 },
                 BenchmarkCase("\(prefix).client", unit: "round trip", daemon: daemon.pid) { _ in
                     _ = try await connection.call(Ping.self, Empty())

@@ -10,7 +10,8 @@ import DepotProtocol
 /// through `DepotConnection.call(StoreSave.self, …)` for information.
 struct SaveBenchmark: Benchmark {
     static let name = "save"
-    static let summary = "single-object store/save commits/s: depotd (ipc) vs raw SQLite single-row transactions (target ≥ 0.3×)"
+    static let summary =
+        "single-object store/save commits/s: depotd (ipc) vs raw SQLite single-row transactions (target ≥ 0.3×)"
     static let target = 0.3
 
     func run(_ suite: SuiteRun) async throws {
@@ -20,11 +21,16 @@ struct SaveBenchmark: Benchmark {
         try rpc.initialize()
         _ = try rpc.call("model/define", params: BenchmarkModel.defineParams)
         let seeded = try rpc.call("store/save", params: BenchmarkModel.seedTeamsParams)
-        let teamRows: [Int64] = (seeded["versions"]?.objectValue ?? [:]).keys.compactMap { Int64($0.split(separator: "/").last ?? "") }.sorted()
-        guard teamRows.count == BenchmarkModel.teamCount else { throw BenchmarkError("seeding teams returned \(seeded.excerpt())") }
+        let teamRows: [Int64] = (seeded["versions"]?.objectValue ?? [:]).keys.compactMap {
+            Int64($0.split(separator: "/").last ?? "")
+        }.sorted()
+        guard teamRows.count == BenchmarkModel.teamCount else {
+            throw BenchmarkError("seeding teams returned \(seeded.excerpt())")
+        }
 
         let raw = try RawSQLite(path: suite.directory.appendingPathComponent("raw.sqlite").path)
-        let schema = try raw.copySchema(fromDatabaseAt: daemon.dataDirectory.appendingPathComponent("depot.sqlite").path)
+        let schema = try raw.copySchema(
+            fromDatabaseAt: daemon.dataDirectory.appendingPathComponent("depot.sqlite").path)
         suite.note("rawSchema", .array(schema.map { .string($0) }))
         let seedTeam = try raw.prepare(#"INSERT INTO e_Team ("teamName", "qualifyingZone", "wins") VALUES (?, ?, 0)"#)
         for index in 0..<BenchmarkModel.teamCount {
@@ -63,7 +69,10 @@ struct SaveBenchmark: Benchmark {
         var depotInserts = 0
         let measured = try await suite.sampler.measure([
             BenchmarkCase("save.item.depot", unit: "commit", daemon: daemon.pid) { iteration in
-                try rpc.roundTrip(RawRPCClient.request(id: Int64(iteration) + 100, method: "store/save", params: BenchmarkModel.insertItemParams(iteration)))
+                try rpc.roundTrip(
+                    RawRPCClient.request(
+                        id: Int64(iteration) + 100, method: "store/save",
+                        params: BenchmarkModel.insertItemParams(iteration)))
                 depotInserts += 1
             },
             BenchmarkCase("save.item.sqlite", unit: "commit") { iteration in
@@ -77,12 +86,17 @@ struct SaveBenchmark: Benchmark {
             },
             BenchmarkCase("save.item.zmq+sqlite", unit: "commit") { iteration in
                 try rawServerClient.roundTrip(
-                    RawRPCClient.request(id: Int64(iteration) + 100, method: "store/save", params: BenchmarkModel.insertItemParams(iteration)),
+                    RawRPCClient.request(
+                        id: Int64(iteration) + 100, method: "store/save",
+                        params: BenchmarkModel.insertItemParams(iteration)),
                     expecting: "\"result\"")
             },
             BenchmarkCase("save.team.depot", unit: "commit", daemon: daemon.pid) { iteration in
                 let row = teamRows[iteration % teamRows.count]
-                try rpc.roundTrip(RawRPCClient.request(id: Int64(iteration) + 100, method: "store/save", params: BenchmarkModel.updateTeamParams(row: row, wins: iteration)))
+                try rpc.roundTrip(
+                    RawRPCClient.request(
+                        id: Int64(iteration) + 100, method: "store/save",
+                        params: BenchmarkModel.updateTeamParams(row: row, wins: iteration)))
             },
             BenchmarkCase("save.team.sqlite", unit: "commit") { iteration in
                 try begin.run()
@@ -93,9 +107,11 @@ struct SaveBenchmark: Benchmark {
             },
             BenchmarkCase("save.item.client", unit: "commit", daemon: daemon.pid) { iteration in
                 let values: [String: JSONValue] = [
-                    "name": .string("client item \(iteration)"), "createdAt": .string(BenchmarkModel.itemDate.wire), "done": false,
+                    "name": .string("client item \(iteration)"), "createdAt": .string(BenchmarkModel.itemDate.wire),
+                    "done": false,
                 ]
-                _ = try await connection.call(StoreSave.self, .init(inserted: [InsertedObject(entity: "Item", values: values)]))
+                _ = try await connection.call(
+                    StoreSave.self, .init(inserted: [InsertedObject(entity: "Item", values: values)]))
                 depotInserts += 1
             },
         ])
@@ -109,7 +125,9 @@ struct SaveBenchmark: Benchmark {
 
         // Every save must have committed: the store holds exactly the items sent.
         let count = try rpc.call("store/count", params: #"{"entity":"Item"}"#)["count"]?.intValue ?? -1
-        guard count == depotInserts else { throw BenchmarkError("the store holds \(count) items, \(depotInserts) were saved") }
+        guard count == depotInserts else {
+            throw BenchmarkError("the store holds \(count) items, \(depotInserts) were saved")
+        }
         suite.note("itemsSaved", .int(Int64(count)))
         suite.note("daemonMemory", daemon.memory()?.json ?? .null)
         await connection.close()

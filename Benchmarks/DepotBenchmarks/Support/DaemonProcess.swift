@@ -30,12 +30,16 @@ final class DaemonProcess {
             case .ipc: "ipc://" + self.dataDirectory.appendingPathComponent("depot.sock").path
             case .tcp: "tcp://127.0.0.1:*"
             }
-        logFile = self.dataDirectory.deletingLastPathComponent().appendingPathComponent("\(self.dataDirectory.lastPathComponent).log")
+        logFile = self.dataDirectory.deletingLastPathComponent().appendingPathComponent(
+            "\(self.dataDirectory.lastPathComponent).log")
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         process.executableURL = executable
         // A long heartbeat: a benchmark session may sit idle while the baseline runs.
         process.arguments =
-            ["--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning", "--heartbeat-interval", "3600"]
+            [
+                "--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning",
+                "--heartbeat-interval", "3600",
+            ]
             + extraArguments
         process.standardOutput = output
         process.standardError = try FileHandle(forWritingTo: logFile)

@@ -29,7 +29,10 @@ struct ProcessMemory: Sendable {
 
     /// The figures in MiB, for notes.
     var json: JSONValue {
-        ["rssMiB": .double(Double(residentBytes) / 1_048_576), "peakRssMiB": .double(Double(peakResidentBytes) / 1_048_576)]
+        [
+            "rssMiB": .double(Double(residentBytes) / 1_048_576),
+            "peakRssMiB": .double(Double(peakResidentBytes) / 1_048_576),
+        ]
     }
 }
 

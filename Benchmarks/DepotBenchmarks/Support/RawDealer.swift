@@ -47,7 +47,9 @@ final class RawDealer {
             if rc >= 0 { break }
             let code = zmq_errno()
             if code == EINTR { continue }
-            throw BenchmarkError(code == EAGAIN ? "no answer within the receive timeout" : "receive: \(String(cString: zmq_strerror(code)))")
+            throw BenchmarkError(
+                code == EAGAIN
+                    ? "no answer within the receive timeout" : "receive: \(String(cString: zmq_strerror(code)))")
         }
         return try body(UnsafeRawBufferPointer(start: zmq_msg_data(&message), count: zmq_msg_size(&message)))
     }
@@ -74,7 +76,8 @@ final class RawDealer {
         var index = 0
         let last = haystack.count - needle.count
         while index <= last {
-            if haystack[index] == first && memcmp(haystack.baseAddress! + index, needle.baseAddress!, needle.count) == 0 {
+            if haystack[index] == first && memcmp(haystack.baseAddress! + index, needle.baseAddress!, needle.count) == 0
+            {
                 return true
             }
             index += 1

@@ -52,7 +52,8 @@ final class RawSQLite {
     func copySchema(fromDatabaseAt path: String) throws -> [String] {
         let source = try RawSQLite(path: path)
         let select = try source.prepare(
-            #"SELECT sql FROM sqlite_master WHERE tbl_name LIKE 'e\_%' ESCAPE '\' AND sql IS NOT NULL ORDER BY type DESC, name"#)
+            #"SELECT sql FROM sqlite_master WHERE tbl_name LIKE 'e\_%' ESCAPE '\' AND sql IS NOT NULL ORDER BY type DESC, name"#
+        )
         var statements: [String] = []
         try select.run { row in statements.append(String(cString: sqlite3_column_text(row, 0))) }
         guard !statements.isEmpty else { throw BenchmarkError("no entity tables in \(path)") }
