@@ -6,6 +6,8 @@ SWIFT ?= swift
 PYTHON ?= python3
 DATA_DIR ?= ./depot-data
 SWIFT_TEST_FLAGS ?=
+# e.g. BENCH_FLAGS="--quick" or BENCH_FLAGS="--filter ping --filter save"
+BENCH_FLAGS ?=
 
 .PHONY: setup setup-system setup-python build run test test-swift test-python bench format clean
 
@@ -44,8 +46,9 @@ test-python: setup build
 	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(PYTHON) -m pytest -q clients/python/tests
 
 bench: setup-system
-	$(SWIFT) build -c release --product DepotBenchmarks --product depotd
-	.build/release/DepotBenchmarks --depotd .build/release/depotd --output Benchmarks/results
+	$(SWIFT) build -c release --product depotd
+	$(SWIFT) build -c release --product DepotBenchmarks
+	.build/release/DepotBenchmarks --depotd .build/release/depotd --output Benchmarks/results $(BENCH_FLAGS)
 
 format:
 	$(SWIFT) format -i -r Sources Tests Benchmarks

@@ -58,8 +58,10 @@ let package = Package(
         .executableTarget(
             name: "DepotBenchmarks",
             dependencies: [
-                "DepotClient", "DepotStore", "ZeroMQ",
+                "DepotClient", "DepotProtocol", "DepotStore", "ZeroMQ", "CZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/DepotBenchmarks"
         ),

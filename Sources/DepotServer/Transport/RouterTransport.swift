@@ -32,6 +32,8 @@ final class RouterTransport: @unchecked Sendable {
     /// Backlog sizes, readable from any thread (the slow-consumer policy reads them).
     private let backlogSizes = Mutex<[[UInt8]: Int]>([:])
     private var thread: Thread?
+    /// The loop thread's `pthread_self()`, 0 until it runs: lets ``send(_:to:)`` know where it is.
+    private let transportThreadID = Atomic<UInt>(0)
     private let finished = DispatchSemaphore(value: 0)
     weak var delegate: (any TransportDelegate)?
 
@@ -73,7 +75,16 @@ final class RouterTransport: @unchecked Sendable {
     }
 
     /// Sends now if on the transport thread with nothing queued ahead, else queues.
+    ///
+    /// Inline handlers (`ping`, `initialize`) answer on the transport thread:
+    /// sending directly saves the outbox's wake-up (a pipe write, a poll and a
+    /// read per message). Anything already queued keeps its place in line.
     func send(_ payload: [UInt8], to routingID: [UInt8]) {
+        if transportThreadID.load(ordering: .relaxed) == UInt(pthread_self()), backlog.isEmpty, outbox.count == 0,
+            deliver(payload, to: routingID)
+        {
+            return
+        }
         outbox.post(OutboundMessage(routingID: routingID, payload: payload))
     }
 
@@ -81,6 +92,7 @@ final class RouterTransport: @unchecked Sendable {
     func backlogCount(for routingID: [UInt8]) -> Int { backlogSizes.withLock { $0[routingID] ?? 0 } }
 
     private func run() {
+        transportThreadID.store(UInt(pthread_self()), ordering: .relaxed)
         var poller = Poller()
         let socketIndex = poller.add(socket)
         let wakeIndex = poller.add(fileDescriptor: outbox.wakeDescriptor)

@@ -11,7 +11,7 @@ enum HistoryLog {
     {
         let timestamp = Date().timeIntervalSince1970
         let wire = JSONValue.object(changes.mapValues(\.json))
-        try db.execute(
+        try db.executeCached(
             sql: "INSERT INTO depot_transaction (timestamp, author, changes) VALUES (?, ?, ?)",
             arguments: [timestamp, author, String(decoding: JSONWriter.encode(wire), as: UTF8.self)])
         let number = db.lastInsertedRowID

@@ -1,0 +1,20 @@
+import Foundation
+
+/// Every suite, in the order they run. Add a suite here after writing its file in `Suites/`.
+enum BenchmarkRegistry {
+    /// The suites.
+    static let all: [any Benchmark.Type] = [
+        PingBenchmark.self,
+        SaveBenchmark.self,
+        FoundationSaveConcurrencyBenchmark.self,
+        PredicateFetchBenchmark.self,
+        FetchedResultsLatencyBenchmark.self,
+        BatchInsertBenchmark.self,
+    ]
+
+    /// The suites whose name contains one of `filters` (all when empty).
+    static func selected(by filters: [String]) -> [any Benchmark.Type] {
+        guard !filters.isEmpty else { return all }
+        return all.filter { suite in filters.contains { suite.name.localizedCaseInsensitiveContains($0) } }
+    }
+}
