@@ -68,8 +68,13 @@ final class Dispatcher: Sendable {
         case .respond(let bytes):
             server.send(bytes, to: routingID)
         case .run(let id, let method, let params, let handler):
+            // Registered now, not when a worker picks it up: a $/cancelRequest for a
+            // request still queued behind others must find it.
+            let cancellation = server.sessions.begin(id, routingID: routingID)
             let run: @Sendable () -> Void = { [self] in
-                let bytes = execute(id: id, method: method, params: params, handler: handler, routingID: routingID)
+                let bytes = execute(
+                    id: id, method: method, params: params, handler: handler, routingID: routingID,
+                    cancellation: cancellation)
                 server.send(bytes, to: routingID)
             }
             switch handler.execution {
@@ -127,10 +132,11 @@ final class Dispatcher: Sendable {
     }
 
     /// Runs one request and returns its response bytes.
-    private func execute(id: RequestID, method: String, params: JSONValue?, handler: Handler, routingID: [UInt8])
-        -> [UInt8]
-    {
-        let cancellation = server.sessions.begin(id, routingID: routingID)
+    private func execute(
+        id: RequestID, method: String, params: JSONValue?, handler: Handler, routingID: [UInt8],
+        cancellation: Cancellation? = nil
+    ) -> [UInt8] {
+        let cancellation = cancellation ?? server.sessions.begin(id, routingID: routingID)
         defer { server.sessions.end(id, routingID: routingID) }
         let context = RequestContext(server: server, routingID: routingID, requestID: id, cancellation: cancellation)
         do throws(RPCError) {
