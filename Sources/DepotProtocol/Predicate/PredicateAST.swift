@@ -38,6 +38,19 @@ public struct Comparison: Hashable, Sendable {
         case like = "LIKE"
         case matches = "MATCHES"
 
+        /// The operator with its sides swapped (`3 < wins` is `wins > 3`), for the ordering and equality operators.
+        public var flipped: Operator? {
+            switch self {
+            case .equal: .equal
+            case .notEqual: .notEqual
+            case .less: .greater
+            case .lessOrEqual: .greaterOrEqual
+            case .greater: .less
+            case .greaterOrEqual: .lessOrEqual
+            default: nil
+            }
+        }
+
         /// Whether the operator compares strings (and takes `[c]`, `[d]`).
         public var isStringOperator: Bool {
             switch self {

@@ -186,7 +186,7 @@ public struct PredicateEvaluator {
                 comparison = Comparison(
                     modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options,
                     position: comparison.position)
-            } else if let flipped = Self.flipped(comparison.op) {
+            } else if let flipped = comparison.op.flipped {
                 comparison = Comparison(
                     modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs,
                     options: comparison.options, position: comparison.position)
@@ -211,18 +211,6 @@ public struct PredicateEvaluator {
             }
         }
         return try compareScalars(comparison, scope)
-    }
-
-    private static func flipped(_ op: Comparison.Operator) -> Comparison.Operator? {
-        switch op {
-        case .equal: .equal
-        case .notEqual: .notEqual
-        case .less: .greater
-        case .lessOrEqual: .greaterOrEqual
-        case .greater: .less
-        case .greaterOrEqual: .lessOrEqual
-        default: nil
-        }
     }
 
     private func operand(_ expression: PredicateExpression, _ scope: Scope, type: AttributeType?, destination: String?)

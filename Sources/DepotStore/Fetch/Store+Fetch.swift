@@ -1,74 +1,29 @@
 import DepotProtocol
 import GRDB
 
-/// One batch of a fetch, handed to the caller as it is read.
-public struct FetchBatch: Sendable {
-    /// Objects, dictionaries or ids (as strings), per the result type.
-    public var values: [JSONValue]
-    /// How many rows were read so far, this batch included.
-    public var completed: Int
-}
-
 extension Store {
     /// The default number of rows read between cancellation checks and partial results.
     public static let defaultBatchSize = 1000
 
-    /// `store/fetch` without streaming: the whole result.
+    /// `store/fetch` without streaming: the whole result as values (for callers
+    /// inside the daemon; the wire path is ``fetchEncoded(_:cancellation:total:onBatch:)``).
     public func fetch(_ request: DepotProtocol.FetchRequest, cancellation: Cancellation? = nil) throws(RPCError)
         -> StoreFetch.Result
     {
-        var values: [JSONValue] = []
-        let (count, transaction) = try fetch(request, cancellation: cancellation) { batch in
-            values.append(contentsOf: batch.values)
+        var elements: [JSONValue] = []
+        let (count, transaction) = try fetchEncoded(request, cancellation: cancellation) { (batch) throws(RPCError) in
+            guard batch.count > 0 else { return }
+            do {
+                elements +=
+                    try JSONParser.parse([UInt8(ascii: "[")] + batch.json + [UInt8(ascii: "]")]).arrayValue ?? []
+            } catch {
+                throw .internalError("could not read back an encoded batch: \(error)")
+            }
         }
         switch request.resultType ?? .objects {
         case .count: return StoreFetch.Result(count: count, transaction: transaction)
-        case .ids: return StoreFetch.Result(ids: values.compactMap(\.stringValue), transaction: transaction)
-        case .objects, .dictionaries: return StoreFetch.Result(objects: values, transaction: transaction)
-        }
-    }
-
-    /// `store/fetch`, reading in batches of `batchSize` and handing each to `onBatch`.
-    ///
-    /// Checks `cancellation` between batches (-32800). Runs in one read
-    /// snapshot, so every batch belongs to the same transaction.
-    ///
-    /// - Returns: the number of matches and the transaction the snapshot saw.
-    public func fetch(
-        _ request: DepotProtocol.FetchRequest, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
-        onBatch: (FetchBatch) throws(RPCError) -> Void
-    ) throws(RPCError) -> (count: Int, transaction: Int64) {
-        let plan = try FetchPlan(request, schema: schema)
-        let batchSize = max(1, request.batchSize ?? Self.defaultBatchSize)
-        let resultType = request.resultType ?? .objects
-        return try read { db in
-            let transaction = try Self.latestTransaction(db)
-            if request.countFirst == true || resultType == .count {
-                let count = try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0
-                if request.countFirst == true { total?(count) }
-                if resultType == .count { return (count, transaction) }
-            }
-            let sql = resultType == .ids ? plan.idsSQL : plan.objectsSQL
-            let cursor = try Row.fetchCursor(db, sql: sql, arguments: plan.arguments)
-            var batch: [JSONValue] = []
-            batch.reserveCapacity(min(batchSize, 4096))
-            var completed = 0
-            while let row = try cursor.next() {
-                switch resultType {
-                case .ids: batch.append(.string("\(plan.entity.name)/\(row[0] as Int64)"))
-                case .dictionaries: batch.append(plan.shape.object(from: row, dictionary: true))
-                default: batch.append(plan.shape.object(from: row))
-                }
-                completed += 1
-                if batch.count == batchSize {
-                    try cancellation?.check()
-                    try onBatch(FetchBatch(values: batch, completed: completed))
-                    batch.removeAll(keepingCapacity: true)
-                }
-            }
-            try cancellation?.check()
-            if !batch.isEmpty || completed == 0 { try onBatch(FetchBatch(values: batch, completed: completed)) }
-            return (completed, transaction)
+        case .ids: return StoreFetch.Result(ids: elements.compactMap(\.stringValue), transaction: transaction)
+        case .objects, .dictionaries: return StoreFetch.Result(objects: elements, transaction: transaction)
         }
     }
 

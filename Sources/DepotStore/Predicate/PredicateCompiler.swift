@@ -156,7 +156,7 @@ struct PredicateCompiler {
                 comparison = Comparison(
                     modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options,
                     position: comparison.position)
-            } else if let flipped = Self.flipped(comparison.op) {
+            } else if let flipped = comparison.op.flipped {
                 comparison = Comparison(
                     modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs,
                     options: comparison.options, position: comparison.position)
@@ -190,18 +190,6 @@ struct PredicateCompiler {
                 field: "predicate")
         }
         return try compileScalar(comparison, in: scope)
-    }
-
-    private static func flipped(_ op: Comparison.Operator) -> Comparison.Operator? {
-        switch op {
-        case .equal: .equal
-        case .notEqual: .notEqual
-        case .less: .greater
-        case .lessOrEqual: .greaterOrEqual
-        case .greater: .less
-        case .greaterOrEqual: .lessOrEqual
-        default: nil
-        }
     }
 
     /// An operand as SQL, with its type when known.
