@@ -20,7 +20,8 @@ struct ObservationCenter {
             var objects: [String: JSONValue]?
             // Values of a very large transaction (a big batch) are left out: fetch them.
             if parameters.includeValues == true
-                && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count }) <= 10_000
+                && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count })
+                    <= ResultsEngine.largestNotification
             {
                 if values == nil { values = readValues(changes, store: server.store) }
                 objects = values?.filter { key, _ in

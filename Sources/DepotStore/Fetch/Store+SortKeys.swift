@@ -16,17 +16,6 @@ public struct KeyedRow: Sendable {
 }
 
 extension Store {
-    /// Every match of `plan` as (id, sort key), in order, with the transaction the read saw.
-    public func keyedRows(_ plan: FetchPlan, cancellation: Cancellation? = nil) throws(RPCError) -> (
-        rows: [KeyedRow], transaction: Int64
-    ) {
-        var rows: [KeyedRow] = []
-        let transaction = try keyedRows(plan, cancellation: cancellation, expectedCount: { rows.reserveCapacity($0) }) {
-            rows.append($0)
-        }
-        return (rows, transaction)
-    }
-
     /// Streams every match of `plan` as (id, sort key), in order, to `body`,
     /// after telling `expectedCount` how many there are; returns the
     /// transaction the read saw. Nothing but the caller's structure grows with

@@ -38,31 +38,10 @@ from .errors import (
     OverloadedError,
     error_from_json,
 )
+from . import errors
 from .results import FetchedResults, FetchedResultsDelegate, InconsistentDelta, ResultsState, Section
 
 __all__ = [
     "Client", "AsyncClient", "PendingCall", "FetchedResults", "FetchedResultsDelegate", "ResultsState",
     "Section", "InconsistentDelta", "PROTOCOL_VERSION", "__version__",
-    "DepotException",
-    "DepotClientError",
-    "DepotTimeoutError",
-    "ConnectionClosedError",
-    "DepotError",
-    "ParseError",
-    "InvalidRequestError",
-    "MethodNotFoundError",
-    "InvalidParamsError",
-    "InternalError",
-    "NotInitializedError",
-    "CancelledError",
-    "ServerCancelledError",
-    "ValidationError",
-    "UniqueConstraintError",
-    "MergeConflictError",
-    "NotFoundError",
-    "PredicateSyntaxError",
-    "DeleteDeniedError",
-    "MigrationRefusedError",
-    "OverloadedError",
-    "error_from_json",
-]
+] + errors.__all__
