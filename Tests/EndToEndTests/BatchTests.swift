@@ -15,9 +15,15 @@ final class BatchTests: XCTestCase {
         }
     }
 
+    /// Whether `note` is the `end` of the work-done progress `token`.
+    static func isEnd(_ note: ServerNotification, token: String) -> Bool {
+        note.method == ProgressNotification.name && note.params["token"]?.stringValue == token
+            && note.params["value"]?["kind"] == "end"
+    }
+
     /// Collects `$/progress` values for one token.
-    func progressValues(_ collector: ChangeCollector, token: String) -> [JSONValue] {
-        collector.drain().compactMap { note -> JSONValue? in
+    func progressValues(_ collector: ChangeCollector, token: String) async -> [JSONValue] {
+        await collector.drain(through: { Self.isEnd($0, token: token) }).compactMap { note -> JSONValue? in
             guard note.method == ProgressNotification.name, note.params["token"]?.stringValue == token else {
                 return nil
             }
@@ -40,7 +46,7 @@ final class BatchTests: XCTestCase {
             timeout: .seconds(300))
         print("batchInsert of \(count) Items (debug build): \(ContinuousClock.now - started)")
         XCTAssertEqual(result.inserted, count)
-        let values = progressValues(collector, token: "insert")
+        let values = await progressValues(collector, token: "insert")
         XCTAssertEqual(values.first?["kind"], "begin")
         XCTAssertEqual(values.first?["total"], .int(Int64(count)))
         XCTAssertEqual(values.last?["kind"], "end")
@@ -128,7 +134,7 @@ final class BatchTests: XCTestCase {
         let result = try await client.call(StoreFetch.self, request)
         XCTAssertEqual(result.count, 30_000)
         XCTAssertEqual(result.objects, [])
-        let notes = collector.drain()
+        let notes = await collector.drain(through: { Self.isEnd($0, token: "fetch") })
         let chunks = notes.filter { $0.method == ProgressNotification.name && $0.params["token"] == "chunks" }
             .compactMap { $0.params["value"]?["objects"]?.arrayValue }
         let streamed = chunks.flatMap { $0 }
@@ -294,7 +300,8 @@ final class BatchTests: XCTestCase {
         _ = try await client.call(BatchInsert.self, .init(entity: "Item", objects: Self.items(0..<10), author: "b"))
         _ = try await client.call(
             BatchDelete.self, .init(entity: "Team", predicate: "teamName BEGINSWITH 'S'", author: "c"))
-        let delivered = collector.drain().compactMap { $0.decode(DidSave.self) }
+        let delivered = await collector.drain(through: { $0.decode(DidSave.self)?.author == "c" })
+            .compactMap { $0.decode(DidSave.self) }
         let history = try await client.call(StoreHistory.self, .init(since: before))
         XCTAssertEqual(history.transactions.map(\.transaction), delivered.map(\.transaction))
         XCTAssertEqual(history.transactions.map(\.changes), delivered.map(\.changes))

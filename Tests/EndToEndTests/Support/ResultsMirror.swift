@@ -183,6 +183,20 @@ final class ChangeCollector: @unchecked Sendable {
     }
 
     /// Takes every notification received so far.
+    /// Takes every notification received so far, once one matching `last` has
+    /// arrived: the client yields notifications to this collector's task
+    /// asynchronously, so a response can be read before the notifications that
+    /// preceded it on the wire are collected.
+    func drain(
+        through last: (ServerNotification) -> Bool, timeout: Duration = .seconds(10)
+    ) async -> [ServerNotification] {
+        let deadline = ContinuousClock.now + timeout
+        while !lock.withLock({ received.contains(where: last) }) && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return drain()
+    }
+
     func drain() -> [ServerNotification] {
         lock.withLock {
             defer { received.removeAll() }
