@@ -1,7 +1,18 @@
 /// ISO 8601 UTC timestamps with milliseconds, written and read without Foundation formatters (they are slow and not `Sendable`).
 public enum ISO8601 {
     /// Seconds since 1970 for `YYYY-MM-DDTHH:MM:SS[.fff…](Z|±HH:MM)`, or a date alone (`YYYY-MM-DD`, midnight UTC).
+    ///
+    /// Dates have millisecond precision: digits past the third of the fraction
+    /// are dropped. The result is the double nearest to a whole number of
+    /// milliseconds, computed in integers, so ``string(from:)`` gives back the
+    /// millisecond text exactly (summing `digit × 0.1ⁿ` in floating point made
+    /// `.638` read back as `.637`).
     public static func seconds(from text: String) -> Double? {
+        milliseconds(from: text).map { Double($0) / 1000 }
+    }
+
+    /// Whole milliseconds since 1970 for the forms ``seconds(from:)`` reads.
+    public static func milliseconds(from text: String) -> Int64? {
         let bytes = Array(text.utf8)
         func number(_ start: Int, _ count: Int) -> Int? {
             guard start + count <= bytes.count else { return nil }
@@ -15,28 +26,28 @@ public enum ISO8601 {
         guard let year = number(0, 4), bytes.count >= 10, bytes[4] == 45, let month = number(5, 2), bytes[7] == 45,
             let day = number(8, 2), (1...12).contains(month), (1...31).contains(day)
         else { return nil }
-        var seconds = Double(daysFromCivil(year: year, month: month, day: day)) * 86_400
-        if bytes.count == 10 { return seconds }
+        var seconds = Int64(daysFromCivil(year: year, month: month, day: day)) * 86_400
+        if bytes.count == 10 { return seconds * 1000 }
         guard bytes.count >= 19, bytes[10] == 84 || bytes[10] == 116 || bytes[10] == 32, let hour = number(11, 2),
             bytes[13] == 58, let minute = number(14, 2), bytes[16] == 58, let second = number(17, 2),
             hour < 24, minute < 60, second < 61
         else { return nil }
-        seconds += Double(hour * 3600 + minute * 60 + second)
+        seconds += Int64(hour * 3600 + minute * 60 + second)
+        var fraction: Int64 = 0
         var index = 19
         if index < bytes.count, bytes[index] == 46 {
             index += 1
-            var scale = 0.1
             let start = index
             while index < bytes.count, (48...57).contains(bytes[index]) {
-                seconds += Double(bytes[index] - 48) * scale
-                scale /= 10
+                if index - start < 3 { fraction = fraction * 10 + Int64(bytes[index] - 48) }
                 index += 1
             }
             guard index > start else { return nil }
+            for _ in min(index - start, 3)..<3 { fraction *= 10 }
         }
         guard index < bytes.count else { return nil }
         if bytes[index] == 90 || bytes[index] == 122 {
-            return index + 1 == bytes.count ? seconds : nil
+            return index + 1 == bytes.count ? seconds * 1000 + fraction : nil
         }
         guard bytes[index] == 43 || bytes[index] == 45, let offsetHour = number(index + 1, 2) else { return nil }
         var offsetMinute = 0
@@ -47,13 +58,22 @@ public enum ISO8601 {
         } else if index + 3 != bytes.count {
             return nil
         }
-        let offset = Double(offsetHour * 3600 + offsetMinute * 60)
-        return bytes[index] == 43 ? seconds - offset : seconds + offset
+        let offset = Int64(offsetHour * 3600 + offsetMinute * 60)
+        return (bytes[index] == 43 ? seconds - offset : seconds + offset) * 1000 + fraction
+    }
+
+    /// The whole milliseconds a stored number of seconds stands for: the
+    /// nearest, so that a value that went in as `k / 1000` comes out as `k`.
+    static func wholeMilliseconds(_ seconds: Double) -> Int64 {
+        let milliseconds = (seconds * 1000).rounded(.toNearestOrAwayFromZero)
+        // Only a hand-edited store holds a date this far out; clamp rather than trap.
+        guard milliseconds.isFinite else { return 0 }
+        return Int64(max(min(milliseconds, 9.2e18), -9.2e18))
     }
 
     /// `2026-11-22T10:15:30.250Z` for `seconds` since 1970.
     public static func string(from seconds: Double) -> String {
-        let milliseconds = Int64((seconds * 1000).rounded(.down))
+        let milliseconds = wholeMilliseconds(seconds)
         var days = milliseconds / 86_400_000
         var rest = milliseconds % 86_400_000
         if rest < 0 {
@@ -71,7 +91,7 @@ public enum ISO8601 {
 
     /// Appends `"2026-11-22T10:15:30.250Z"` (quoted) for `seconds` since 1970, without building a String.
     public static func writeQuoted(_ seconds: Double, into bytes: inout [UInt8]) {
-        let milliseconds = Int64((seconds * 1000).rounded(.down))
+        let milliseconds = wholeMilliseconds(seconds)
         var days = milliseconds / 86_400_000
         var rest = milliseconds % 86_400_000
         if rest < 0 {

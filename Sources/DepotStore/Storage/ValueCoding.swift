@@ -20,6 +20,8 @@ public enum ValueCoding {
         switch type {
         case .string:
             guard case .string(let text) = value else { throw Mismatch(expected: "a string") }
+            // SQLite's text binding ends at U+0000: refuse rather than store a shorter string.
+            guard !text.utf8.contains(0) else { throw Mismatch(expected: "a string without U+0000 (NUL)") }
             return text.databaseValue
         case .integer:
             guard let number = value.intValue else { throw Mismatch(expected: "an integer") }
