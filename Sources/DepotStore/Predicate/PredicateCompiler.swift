@@ -386,6 +386,8 @@ struct PredicateCompiler {
             }
         case .string?:
             guard case .string(let text) = value else { throw mismatch("a string") }
+            // SQLite's text binding ends at U+0000 (as in ValueCoding): refuse rather than compare a shorter string.
+            guard !text.utf8.contains(0) else { throw mismatch("a string without U+0000 (NUL)") }
             return text.databaseValue
         case .integer?, .double?:
             switch value {
