@@ -19,7 +19,7 @@ public final class DepotServer: Sendable {
     public let store: Store
     let logger: Logger
     let sessions = SessionRegistry()
-    let results = ResultsEngine()
+    let results: ResultsEngine
     private let transport: RouterTransport
     private let dispatcherBox = Mutex<Dispatcher?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -35,6 +35,7 @@ public final class DepotServer: Sendable {
         store = try Store(
             path: directory.appendingPathComponent("depot.sqlite").path,
             historyRetention: configuration.historyRetention)
+        results = ResultsEngine(publishedThrough: try store.latestTransaction())
         let socketPath = directory.appendingPathComponent("depot.sock").path
         if configuration.effectiveEndpoints.contains("ipc://" + socketPath) {
             // A socket file left by a daemon that was killed would make bind fail.

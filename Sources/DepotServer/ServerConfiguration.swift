@@ -21,6 +21,10 @@ public struct ServerConfiguration: Sendable {
     public var maxFetchObjects: Int
     /// How long history keeps committed transactions.
     public var historyRetention: HistoryRetention
+    /// For tests of the error path only (`DEPOTD_FAIL_DELTAS_AT`): following
+    /// this transaction fails in the fetched-results engine, as a database
+    /// error would; `nil` in production.
+    public var failDeltasAtTransaction: Int64?
 
     /// A configuration with Depot's defaults for `dataDirectory`.
     public init(

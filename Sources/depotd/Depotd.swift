@@ -70,12 +70,16 @@ struct Depotd: ParsableCommand {
             )
         }
         let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval,
             maxMessageSize: maxMessageSize,
             sendHighWaterMark: sendHighWaterMark, sessionQueueLimit: sessionQueueLimit,
             maxFetchObjects: maxFetchObjects,
             historyRetention: retention)
+        // Tests of the error path only: not an option, so that no one sets it by accident.
+        configuration.failDeltasAtTransaction = ProcessInfo.processInfo.environment["DEPOTD_FAIL_DELTAS_AT"].flatMap {
+            Int64($0)
+        }
         let server: DepotServer
         do {
             server = try DepotServer(configuration: configuration, logger: logger)

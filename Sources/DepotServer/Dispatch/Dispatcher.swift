@@ -72,10 +72,11 @@ final class Dispatcher: Sendable {
             // request still queued behind others must find it.
             let cancellation = server.sessions.begin(id, routingID: routingID)
             let run: @Sendable () -> Void = { [self] in
+                let slot = ResponseSlot()
                 let bytes = execute(
                     id: id, method: method, params: params, handler: handler, routingID: routingID,
-                    cancellation: cancellation)
-                server.send(bytes, to: routingID)
+                    cancellation: cancellation, responseSlot: slot)
+                if !slot.isSent { server.send(bytes, to: routingID) }
             }
             switch handler.execution {
             case .inline: run()
@@ -134,11 +135,12 @@ final class Dispatcher: Sendable {
     /// Runs one request and returns its response bytes.
     private func execute(
         id: RequestID, method: String, params: JSONValue?, handler: Handler, routingID: [UInt8],
-        cancellation: Cancellation? = nil
+        cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil
     ) -> [UInt8] {
         let cancellation = cancellation ?? server.sessions.begin(id, routingID: routingID)
         defer { server.sessions.end(id, routingID: routingID) }
-        let context = RequestContext(server: server, routingID: routingID, requestID: id, cancellation: cancellation)
+        let context = RequestContext(
+            server: server, routingID: routingID, requestID: id, cancellation: cancellation, responseSlot: responseSlot)
         do throws(RPCError) {
             if server.isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")

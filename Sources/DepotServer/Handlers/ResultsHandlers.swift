@@ -2,13 +2,13 @@ import DepotProtocol
 
 extension DepotServer {
     static func registerResultsHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.register(ResultsSubscribe.self, .read) { (params, context) throws(RPCError) in
+        handlers.registerRaw(ResultsSubscribe.self, .read) { (params, context) throws(RPCError) in
             try context.server.results.subscribe(params, context: context)
         }
-        handlers.register(ResultsObjects.self, .read) { (params, context) throws(RPCError) in
+        handlers.registerRaw(ResultsObjects.self, .read) { (params, context) throws(RPCError) in
             try context.server.results.objects(params, context: context)
         }
-        handlers.register(ResultsSnapshot.self, .read) { (params, context) throws(RPCError) in
+        handlers.registerRaw(ResultsSnapshot.self, .read) { (params, context) throws(RPCError) in
             try context.server.results.snapshot(params, context: context)
         }
         handlers.register(ResultsUnsubscribe.self, .inline) { (params, context) throws(RPCError) in

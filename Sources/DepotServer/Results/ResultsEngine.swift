@@ -26,9 +26,18 @@ final class ResultsEngine: Sendable {
         var sets: [String: ResultSet] = [:]
         var subscriptions: [String: Subscription] = [:]
         var nextID = 1
+        /// Every set reflects every transaction up to this one.
+        var publishedThrough: Int64 = 0
+        /// A transaction's deltas are being applied and sent: sets may be ahead of their subscriptions' `seq`.
+        var publishing = false
     }
 
     private let state = Mutex(State())
+
+    /// Starts with the store's newest transaction as the one every set reflects.
+    init(publishedThrough: Int64) {
+        state.withLock { $0.publishedThrough = publishedThrough }
+    }
 
     // MARK: Subscribing
 
@@ -37,9 +46,7 @@ final class ResultsEngine: Sendable {
     /// Reads the results on a reader at transaction T, then, on the writer
     /// queue, catches up with what committed after T (from history) before
     /// registering, so no transaction falls between the snapshot and the deltas.
-    func subscribe(_ params: ResultsSubscribe.Parameters, context: RequestContext) throws(RPCError)
-        -> ResultsSubscribe.Result
-    {
+    func subscribe(_ params: ResultsSubscribe.Parameters, context: RequestContext) throws(RPCError) -> [UInt8] {
         let store = context.store
         let definition = try ResultsDefinition(params, schema: store.schema)
         if let name = params.cacheName, name.isEmpty || name.count > 200 {
@@ -76,7 +83,11 @@ final class ResultsEngine: Sendable {
         let builtTransaction = built?.transaction
         let include = params.include ?? .firstBatch
         let firstBatch = max(1, params.request.batchSize ?? 50)
-        let result: Result<Registration, RPCError> = context.server.dispatcher.writer.sync {
+        // On the writer queue, where no commit or publish can interleave: the
+        // set is caught up, the subscription registered, the first batch read
+        // at that same transaction, and the answer queued before any delta of
+        // a later transaction (DESIGN.md §7: the first didChange follows it).
+        let result: Result<[UInt8], RPCError> = context.server.dispatcher.writer.sync {
             Result { () throws(RPCError) in
                 if let set = built { try self.catchUp(set, store: store) }
                 let registration = try self.register(
@@ -91,16 +102,17 @@ final class ResultsEngine: Sendable {
                 if let name = params.cacheName, !fromCache || registration.transaction != builtTransaction {
                     try store.saveResultsCache(name, registration.cacheEntry())
                 }
-                return registration
+                let objects = try store.objects(rows: registration.firstIDs, shape: definition.plan.shape)
+                let bytes = try JSONCoding.encodeBytes(
+                    ResultsSubscribe.Result(
+                        subscription: registration.subscription, seq: 0, transaction: registration.transaction,
+                        count: registration.count, sections: registration.sections,
+                        objects: registration.firstIDs.map { objects[$0] ?? .null },
+                        fromCache: params.cacheName == nil ? nil : fromCache))
+                return context.respondNow(bytes) ? [] : bytes
             }
         }
-        let registration = try result.get()
-        let objects = try store.objects(rows: registration.firstIDs, shape: definition.plan.shape)
-        return ResultsSubscribe.Result(
-            subscription: registration.subscription, seq: 0, transaction: registration.transaction,
-            count: registration.count,
-            sections: registration.sections, objects: registration.firstIDs.map { objects[$0] ?? .null },
-            fromCache: params.cacheName == nil ? nil : fromCache)
+        return try result.get()
     }
 
     /// What a subscribe learned under the lock.
@@ -176,55 +188,108 @@ final class ResultsEngine: Sendable {
 
     // MARK: Reading
 
-    /// Runs `body` on the subscription's set under the lock.
-    private func withSubscription<T>(_ id: String, routingID: [UInt8], _ body: (Subscription, ResultSet) -> T)
-        throws(RPCError) -> T
-    {
-        let found = state.withLock { state -> T? in
-            guard let subscription = state.subscriptions[id], subscription.routingID == routingID,
-                let set = state.sets[subscription.setKey]
-            else { return nil }
-            return body(subscription, set)
-        }
-        guard let found else { throw .notFound("no subscription '\(id)' in this session", id: id) }
-        return found
-    }
-
-    /// `results/objects`.
-    func objects(_ params: ResultsObjects.Parameters, context: RequestContext) throws(RPCError) -> ResultsObjects.Result
-    {
+    /// `results/objects`: a consistent read at the `seq` it reports, answered
+    /// in the session's stream where that `seq` says (DESIGN.md §7).
+    ///
+    /// Optimistic on a reader: inside one snapshot at transaction X, take the
+    /// ids and `seq` only when every set reflects exactly X and no delta is
+    /// half-sent, read the values from that snapshot, then answer under the
+    /// lock if no later delta of the subscription went out meanwhile. A
+    /// publish in the way means waiting for it and trying again; under a steady
+    /// stream of commits the last try runs on the writer queue, where none can
+    /// interleave.
+    func objects(_ params: ResultsObjects.Parameters, context: RequestContext) throws(RPCError) -> [UInt8] {
         guard params.offset >= 0 else {
             throw .invalidParams("offset must not be negative, got \(params.offset)", field: "params.offset")
         }
         guard (0...100_000).contains(params.length) else {
             throw .invalidParams("length must be between 0 and 100000, got \(params.length)", field: "params.length")
         }
-        let (seq, ids, shape) = try withSubscription(params.subscription, routingID: context.routingID) {
-            subscription, set in
-            let end = min(params.offset + params.length, set.index.count)
-            let ids = params.offset < end ? set.index.entries(in: params.offset..<end).map(\.id) : []
-            return (subscription.seq, ids, set.shape)
+        return try answerInOrder(context: context) { () throws(RPCError) -> [UInt8]? in
+            let attempt: Result<[UInt8]?, RPCError> = try context.store.readSnapshot { reader in
+                let picked = self.state.withLock { state -> Result<(Int64, [Int64], ObjectShape)?, RPCError> in
+                    guard let (subscription, set) = Self.lookup(params.subscription, context.routingID, in: state)
+                    else {
+                        return .failure(
+                            .notFound(
+                                "no subscription '\(params.subscription)' in this session", id: params.subscription))
+                    }
+                    guard !state.publishing, state.publishedThrough == reader.transaction else { return .success(nil) }
+                    let end = min(params.offset + params.length, set.index.count)
+                    let ids = params.offset < end ? set.index.entries(in: params.offset..<end).map(\.id) : []
+                    return .success((subscription.seq, ids, set.shape))
+                }
+                guard case .success(let picked?) = picked else { return picked.map { _ in nil } }
+                let (seq, ids, shape) = picked
+                let objects = try reader.objects(rows: ids, shape: shape)
+                let bytes = try JSONCoding.encodeBytes(
+                    ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
+                return .success(
+                    self.state.withLock { state -> [UInt8]? in
+                        // A later delta already queued would put this answer out of place: read again.
+                        guard state.subscriptions[params.subscription]?.seq == seq else { return nil }
+                        return context.respondNow(bytes) ? [] : bytes
+                    })
+            }
+            return try attempt.get()
         }
-        let objects = try context.store.objects(rows: ids, shape: shape)
-        return ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null })
     }
 
-    /// `results/snapshot`.
-    func snapshot(_ params: ResultsSnapshot.Parameters, context: RequestContext) throws(RPCError)
-        -> ResultsSnapshot.Result
-    {
-        try withSubscription(params.subscription, routingID: context.routingID) { subscription, set in
-            let entity = set.plan.entity.name
-            return ResultsSnapshot.Result(
-                seq: subscription.seq, transaction: set.transaction, sections: set.sectionInfos,
-                ids: set.index.allEntries.map { "\(entity)/\($0.id)" })
+    /// `results/snapshot`, answered under the lock when no delta is half-sent, so it sits where its `seq` says.
+    func snapshot(_ params: ResultsSnapshot.Parameters, context: RequestContext) throws(RPCError) -> [UInt8] {
+        try answerInOrder(context: context) { () throws(RPCError) -> [UInt8]? in
+            let attempt = state.withLock { state -> Result<[UInt8]?, RPCError> in
+                guard let (subscription, set) = Self.lookup(params.subscription, context.routingID, in: state) else {
+                    return .failure(
+                        .notFound("no subscription '\(params.subscription)' in this session", id: params.subscription))
+                }
+                guard !state.publishing else { return .success(nil) }
+                let entity = set.plan.entity.name
+                let result = ResultsSnapshot.Result(
+                    seq: subscription.seq, transaction: max(set.transaction, state.publishedThrough),
+                    sections: set.sectionInfos, ids: set.index.allEntries.map { "\(entity)/\($0.id)" })
+                return Result { () throws(RPCError) in
+                    let bytes = try JSONCoding.encodeBytes(result)
+                    return context.respondNow(bytes) ? [] : bytes
+                }
+            }
+            return try attempt.get()
         }
+    }
+
+    /// Runs `attempt` until it answers (non-`nil`): on the calling reader, after
+    /// waiting out the writer's work in flight, then once on the writer queue.
+    private func answerInOrder(context: RequestContext, _ attempt: () throws(RPCError) -> [UInt8]?) throws(RPCError)
+        -> [UInt8]
+    {
+        let writer = context.server.dispatcher.writer
+        for _ in 0..<3 {
+            if let bytes = try attempt() { return bytes }
+            writer.sync {}
+        }
+        let last: Result<[UInt8]?, RPCError> = writer.sync { Result { () throws(RPCError) in try attempt() } }
+        guard let bytes = try last.get() else {
+            throw .internalError("the results could not be read consistently; resync with results/snapshot")
+        }
+        return bytes
+    }
+
+    /// The subscription `id` of `routingID` and its set.
+    private static func lookup(_ id: String, _ routingID: [UInt8], in state: State) -> (Subscription, ResultSet)? {
+        guard let subscription = state.subscriptions[id], subscription.routingID == routingID,
+            let set = state.sets[subscription.setKey]
+        else { return nil }
+        return (subscription, set)
     }
 
     /// `results/unsubscribe`.
     func unsubscribe(_ id: String, routingID: [UInt8], server: DepotServer) throws(RPCError) {
-        try withSubscription(id, routingID: routingID) { _, _ in }
-        let freed = state.withLock { state in Self.remove(id, from: &state) }
+        let freed = try state.withLock { state throws(RPCError) in
+            guard Self.lookup(id, routingID, in: state) != nil else {
+                throw .notFound("no subscription '\(id)' in this session", id: id)
+            }
+            return Self.remove(id, from: &state)
+        }
         persist(freed.map { [$0] } ?? [], server: server)
     }
 
@@ -265,23 +330,18 @@ final class ResultsEngine: Sendable {
         for (name, entry) in named { try? store.saveResultsCache(name, entry) }
     }
 
-    /// How many subscriptions and shared sets are live (for tests and logs).
-    var counts: (subscriptions: Int, sets: Int) {
-        state.withLock { ($0.subscriptions.count, $0.sets.count) }
-    }
-
     /// The most object changes one `results/didChange` carries; a transaction that
     /// changes more (a big batch) gets `results/didInvalidate {reason: "largeTransaction"}`.
     static let largestNotification = 10_000
 
     // MARK: Slow consumers
 
-    /// Whether `subscription`'s deltas must be dropped: its session's queue is
-    /// past the limit, or it already overflowed and owes a resync.
-    private func overflow(_ subscription: Subscription, server: DepotServer) -> Bool {
+    /// Whether `subscription`'s deltas must be dropped (under the lock): its
+    /// session's queue is past the limit, or it already overflowed and owes a resync.
+    private func overflows(_ subscription: inout Subscription, server: DepotServer) -> Bool {
         if subscription.overflowed { return true }
         guard server.isOverflowing(subscription.routingID) else { return false }
-        state.withLock { $0.subscriptions[subscription.id]?.overflowed = true }
+        subscription.overflowed = true
         server.logger.notice(
             "subscription \(subscription.id) overflowed its session's queue; deltas stop until it drains")
         return true
@@ -290,13 +350,12 @@ final class ResultsEngine: Sendable {
     /// After a session's queue drained: tells each of its overflowed
     /// subscriptions to resync (`results/didInvalidate`, reason `overflow`).
     func sendInvalidations(to routingID: [UInt8], server: DepotServer) {
-        let owed = state.withLock { state in
+        state.withLock { state in
             let ids = state.subscriptions.values.filter { $0.routingID == routingID && $0.overflowed }.map(\.id)
-            for id in ids { state.subscriptions[id]?.overflowed = false }
-            return ids
-        }
-        for id in owed.sorted() {
-            server.notify(ResultsDidInvalidate.self, .init(subscription: id, reason: "overflow"), to: routingID)
+            for id in ids.sorted() {
+                state.subscriptions[id]?.overflowed = false
+                server.notify(ResultsDidInvalidate.self, .init(subscription: id, reason: "overflow"), to: routingID)
+            }
         }
     }
 
@@ -304,65 +363,136 @@ final class ResultsEngine: Sendable {
 
     /// Sends each affected subscription its `results/didChange` for `transaction`
     /// (writer queue, right after the commit).
+    ///
+    /// A set's delta is computed and its objects encoded once; each session's
+    /// notification only adds its own `subscription` and `seq`. The `seq`
+    /// increments and the sends happen under the lock, which is what lets the
+    /// readers of ``objects(_:context:)`` and ``snapshot(_:context:)`` place
+    /// their answers between two notifications and never among them.
     func publish(_ transaction: CommittedTransaction, server: DepotServer) {
         let sets = state.withLock { state in
-            state.sets.values.filter { set in
+            state.publishing = true
+            return state.sets.values.filter { set in
                 transaction.changes[set.plan.entity.name] != nil
                     || set.dependencies.contains { transaction.changes[$0.entity] != nil }
             }
         }
-        let store = server.store
+        defer {
+            state.withLock { state in
+                state.publishing = false
+                state.publishedThrough = max(state.publishedThrough, transaction.number)
+            }
+        }
         let changedRows = transaction.changes.mapValues { Set($0.allRows) }
         for set in sets {
-            let entity = set.plan.entity
             do {
-                let candidates = try candidateRows(
-                    entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
-                let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
-                var touched: [Int64: Set<String>] = [:]
-                for update in transaction.changes[entity.name]?.updated ?? [] { touched[update.row] = update.keys }
-                // Applied under the lock: a subscribe may be joining the set, a reader paging it.
-                let (delta, receivers) = state.withLock { state -> (ResultSet.Delta, [Subscription]) in
-                    guard state.sets[set.key] === set else { return (ResultSet.Delta(), []) }
-                    let delta = set.apply(
-                        Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: touched)
-                    set.transaction = transaction.number
-                    guard !delta.isEmpty else { return (delta, []) }
-                    var receivers: [Subscription] = []
-                    for id in set.subscribers.sorted() {
-                        state.subscriptions[id]?.seq += 1
-                        if let subscription = state.subscriptions[id] { receivers.append(subscription) }
-                    }
-                    return (delta, receivers)
-                }
-                guard !delta.isEmpty, !receivers.isEmpty else { continue }
-                if delta.objects.count > Self.largestNotification {
-                    // One notification carrying this many objects would be larger than resyncing.
-                    for subscription in receivers {
-                        server.notify(
-                            ResultsDidInvalidate.self, .init(subscription: subscription.id, reason: "largeTransaction"),
+                try follow(set, transaction: transaction, changedRows: changedRows, server: server)
+            } catch {
+                // Never a silent desync: the set is rebuilt and its subscribers told to resync.
+                server.logger.error(
+                    "fetched results for \(set.plan.entity.name) could not follow transaction \(transaction.number): \(error); rebuilding and invalidating"
+                )
+                invalidate(set, reason: "error", store: server.store, server: server)
+            }
+        }
+    }
+
+    /// Applies `transaction` to one set and notifies its subscribers.
+    private func follow(
+        _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>], server: DepotServer
+    ) throws(RPCError) {
+        if let fault = server.configuration.failDeltasAtTransaction, fault == transaction.number {
+            throw .internalError("injected failure at transaction \(fault) (DEPOTD_FAIL_DELTAS_AT)")
+        }
+        let store = server.store
+        let entity = set.plan.entity
+        let candidates = try candidateRows(
+            entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+        let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
+        var touched: [Int64: Set<String>] = [:]
+        for update in transaction.changes[entity.name]?.updated ?? [] { touched[update.row] = update.keys }
+        // Applied under the lock: a reader may be paging the set.
+        let delta = state.withLock { state -> ResultSet.Delta? in
+            guard state.sets[set.key] === set else { return nil }
+            let delta = set.apply(
+                Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: touched)
+            set.transaction = transaction.number
+            return delta
+        }
+        guard let delta, !delta.isEmpty else { return }
+        // One notification carrying this many objects would be larger than resyncing.
+        let shared: [UInt8]?
+        if delta.objects.count > Self.largestNotification {
+            shared = nil
+        } else {
+            let valued = delta.objects.filter { $0.type != .delete }.map(\.id)
+            let objects = try store.objects(rows: valued, shape: set.shape)
+            let changes = delta.objects.map { change in
+                ObjectChange(
+                    type: change.type, indexPath: change.old, newIndexPath: change.new,
+                    id: "\(entity.name)/\(change.id)", object: change.type == .delete ? nil : objects[change.id])
+            }
+            shared = try JSONCoding.encodeBytes(SharedDelta(sections: delta.sections, objects: changes))
+        }
+        state.withLock { state in
+            for id in set.subscribers.sorted() {
+                guard var subscription = state.subscriptions[id] else { continue }
+                subscription.seq += 1
+                if let shared {
+                    if !overflows(&subscription, server: server) {
+                        server.send(
+                            Self.didChange(shared, subscription: subscription, transaction: transaction.number),
                             to: subscription.routingID)
                     }
-                    continue
+                } else {
+                    server.notify(
+                        ResultsDidInvalidate.self, .init(subscription: id, reason: "largeTransaction"),
+                        to: subscription.routingID)
                 }
-                let valued = delta.objects.filter { $0.type != .delete }.map(\.id)
-                let objects = try store.objects(rows: valued, shape: set.shape)
-                let changes = delta.objects.map { change in
-                    ObjectChange(
-                        type: change.type, indexPath: change.old, newIndexPath: change.new,
-                        id: "\(entity.name)/\(change.id)",
-                        object: change.type == .delete ? nil : objects[change.id])
-                }
-                for subscription in receivers {
-                    guard !overflow(subscription, server: server) else { continue }
-                    let params = ResultsDidChange.Parameters(
-                        subscription: subscription.id, seq: subscription.seq, transaction: transaction.number,
-                        sections: delta.sections, objects: changes)
-                    server.notify(ResultsDidChange.self, params, to: subscription.routingID)
-                }
-            } catch {
-                server.logger.error(
-                    "fetched results for \(entity.name) could not follow transaction \(transaction.number): \(error)")
+                state.subscriptions[id] = subscription
+            }
+        }
+    }
+
+    /// The part of a `results/didChange` every subscriber of a set shares.
+    private struct SharedDelta: Encodable {
+        let sections: [SectionChange]
+        let objects: [ObjectChange]
+    }
+
+    /// A whole `results/didChange` message: the subscriber's own members spliced before the shared ones.
+    private static func didChange(_ shared: [UInt8], subscription: Subscription, transaction: Int64) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.writeRaw("{\"subscription\":")
+        writer.write(subscription.id)
+        writer.writeRaw(",\"seq\":")
+        writer.write(subscription.seq)
+        writer.writeRaw(",\"transaction\":")
+        writer.write(transaction)
+        writer.writeRaw(",")
+        writer.writeRaw(shared.dropFirst())
+        return MessageEncoder.notification(method: ResultsDidChange.name, paramsJSON: writer.bytes)
+    }
+
+    /// After a failure to follow a transaction: rebuilds `set` from the store
+    /// and tells its subscribers to resync (`results/didInvalidate`); when even
+    /// the rebuild fails, the set and its subscriptions are dropped, so that a
+    /// resync finds no stale results and subscribes again.
+    private func invalidate(_ set: ResultSet, reason: String, store: Store, server: DepotServer) {
+        var rows: [KeyedRow] = []
+        let rebuilt = try? store.keyedRows(set.plan, expectedCount: { rows.reserveCapacity($0) }) { rows.append($0) }
+        state.withLock { state in
+            guard state.sets[set.key] === set else { return }
+            if let rebuilt {
+                set.reset(rows: rows, transaction: rebuilt)
+            } else {
+                state.sets[set.key] = nil
+            }
+            for id in set.subscribers.sorted() {
+                guard let subscription = state.subscriptions[id] else { continue }
+                if rebuilt == nil { state.subscriptions[id] = nil }
+                server.notify(
+                    ResultsDidInvalidate.self, .init(subscription: id, reason: reason), to: subscription.routingID)
             }
         }
     }

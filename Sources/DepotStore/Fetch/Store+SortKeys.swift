@@ -63,16 +63,31 @@ extension Store {
     /// The wire objects of `ids` in `shape`, by row (missing rows are left out).
     public func objects(rows ids: [Int64], shape: ObjectShape) throws(RPCError) -> [Int64: JSONValue] {
         guard !ids.isEmpty else { return [:] }
-        let schema = schema
-        return try read { db in
-            let sql =
-                "SELECT \(shape.selectList(schema: schema)) FROM \(shape.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
-            var result: [Int64: JSONValue] = [:]
-            for row in try Row.fetchAll(db, sql: sql, arguments: [Self.jsonArray(ids)]) {
-                result[row[0]] = shape.object(from: row)
-            }
-            return result
+        return try read { db in try objects(rows: ids, shape: shape, in: db) }
+    }
+
+    /// Runs `body` inside one read snapshot: what it reads through the
+    /// ``SnapshotReader`` is the state of exactly `reader.transaction`.
+    ///
+    /// The fetched-results engine pairs the ids it holds at a transaction with
+    /// values of that same transaction this way (DESIGN.md §7: a consistent read).
+    public func readSnapshot<T>(_ body: (SnapshotReader) throws -> T) throws(RPCError) -> T {
+        try read { db in
+            // The first statement fixes the snapshot; the number is the one it sees.
+            try body(SnapshotReader(transaction: try Self.latestTransaction(db), db: db, store: self))
         }
+    }
+
+    /// ``objects(rows:shape:)`` inside a read the caller holds.
+    func objects(rows ids: [Int64], shape: ObjectShape, in db: Database) throws -> [Int64: JSONValue] {
+        guard !ids.isEmpty else { return [:] }
+        let sql =
+            "SELECT \(shape.selectList(schema: schema)) FROM \(shape.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
+        var result: [Int64: JSONValue] = [:]
+        for row in try Row.fetchAll(db, sql: sql, arguments: [Self.jsonArray(ids)]) {
+            result[row[0]] = shape.object(from: row)
+        }
+        return result
     }
 
     /// Rows of `entity` whose to-one key path `path` (relationship names) leads to one of `targets`.
@@ -154,5 +169,18 @@ extension Store {
 
     static func jsonArray(_ ids: [Int64]) -> String {
         "[" + ids.map(String.init).joined(separator: ",") + "]"
+    }
+}
+
+/// Reads of one snapshot, handed out by ``Store/readSnapshot(_:)``; valid only inside its closure.
+public struct SnapshotReader {
+    /// The newest transaction the snapshot contains.
+    public let transaction: Int64
+    fileprivate let db: Database
+    fileprivate let store: Store
+
+    /// The wire objects of `ids` in `shape` as of ``transaction``, by row (missing rows left out).
+    public func objects(rows ids: [Int64], shape: ObjectShape) throws -> [Int64: JSONValue] {
+        try store.objects(rows: ids, shape: shape, in: db)
     }
 }
