@@ -33,7 +33,7 @@ final class Daemon: @unchecked Sendable {
     /// Starts a daemon and waits until it listens (on `listen`, a fresh loopback port by default).
     init(
         dataDirectory: URL? = nil, arguments: [String] = [], heartbeat: Double? = nil,
-        listen: String = "tcp://127.0.0.1:*"
+        listen: String = "tcp://127.0.0.1:*", environment: [String: String] = [:]
     ) throws {
         self.dataDirectory =
             dataDirectory
@@ -43,6 +43,9 @@ final class Daemon: @unchecked Sendable {
             ["--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning"] + arguments
         if let heartbeat { arguments += ["--heartbeat-interval", String(heartbeat)] }
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = output
         process.standardError = errors
         try process.run()
