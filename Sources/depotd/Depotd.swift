@@ -46,7 +46,9 @@ struct Depotd: ParsableCommand {
 
     @Option(
         name: .customLong("history-retention"),
-        help: "How much persistent history to keep: a count (100000), an age (7d, 24h, 30m) or forever.")
+        help:
+            "How much persistent history to keep: a count (100000), an age (7d, 24h, 30m), a size (512MB), several joined by commas (100000,512MB), or forever."
+    )
     var historyRetention = "100000"
 
     @Option(
@@ -66,7 +68,7 @@ struct Depotd: ParsableCommand {
         let logger = Logger(label: "depotd")
         guard let retention = HistoryRetention(parsing: historyRetention) else {
             throw ValidationError(
-                "--history-retention must be a count (100000), an age (7d, 24h, 30m, 90s) or forever, got '\(historyRetention)'"
+                "--history-retention must be a count (100000), an age (7d, 24h, 30m, 90s), a size (512MB, 2GB), several of them joined by commas (100000,512MB) or forever, got '\(historyRetention)'"
             )
         }
         let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL

@@ -140,15 +140,13 @@ extension Store {
             guard oldest <= since + 1 else { return nil }
             var rows: [String: Set<Int64>] = [:]
             var keys: [String: [Int64: Set<String>]] = [:]
-            for record in try HistoryLog.transactions(db, since: since, limit: Int.max) {
-                for (entity, changes) in record.changes {
-                    for id in changes.inserted + changes.deleted {
-                        if let row = ObjectID(id)?.row { rows[entity, default: []].insert(row) }
-                    }
-                    for update in changes.updated {
-                        guard let row = ObjectID(update.id)?.row else { continue }
+            for entry in try HistoryLog.entries(db, since: since, limit: Int.max) {
+                for (entity, changes) in entry.changes {
+                    rows[entity, default: []].formUnion(changes.inserted)
+                    rows[entity, default: []].formUnion(changes.deleted)
+                    for (row, changed) in changes.updated {
                         rows[entity, default: []].insert(row)
-                        keys[entity, default: [:]][row, default: []].formUnion(update.keys)
+                        keys[entity, default: [:]][row, default: []].formUnion(changed)
                     }
                 }
             }

@@ -6,43 +6,76 @@ import GRDB
 /// so that a client that was away can catch up with `store/history`.
 enum HistoryLog {
     /// Records a transaction inside the writer's transaction and returns it.
+    ///
+    /// The changes are stored compactly (``HistoryCoding``); `bytes` keeps the
+    /// running total of what history has stored, so that a size bound prunes
+    /// with one indexed delete instead of summing the table.
     static func record(_ db: Database, author: String?, changes: [String: EntityChangeSet], retention: HistoryRetention)
         throws -> CommittedTransaction
     {
         let timestamp = Date().timeIntervalSince1970
-        let wire = JSONValue.object(changes.mapValues(\.json))
+        let text = String(decoding: HistoryCoding.encode(changes), as: UTF8.self)
+        let previous = try Int64.fetchOneCached(db, sql: "SELECT bytes FROM depot_transaction ORDER BY id DESC LIMIT 1")
+        let bytes = (previous ?? 0) + Int64(text.utf8.count + (author?.utf8.count ?? 0)) + rowOverhead
         try db.executeCached(
-            sql: "INSERT INTO depot_transaction (timestamp, author, changes) VALUES (?, ?, ?)",
-            arguments: [timestamp, author, String(decoding: JSONWriter.encode(wire), as: UTF8.self)])
+            sql: "INSERT INTO depot_transaction (timestamp, author, changes, bytes) VALUES (?, ?, ?, ?)",
+            arguments: [timestamp, author, text, bytes])
         let number = db.lastInsertedRowID
-        if number % 64 == 0 { try prune(db, latest: number, retention: retention, now: timestamp) }
+        if number % 64 == 0 { try prune(db, latest: number, bytes: bytes, retention: retention, now: timestamp) }
         return CommittedTransaction(number: number, author: author, timestamp: timestamp, changes: changes)
     }
 
+    /// What a history row costs beyond its text: the row header, id, timestamp, running total and page slack.
+    static let rowOverhead: Int64 = 40
+
     /// Drops transactions that retention no longer keeps (every 64 commits, inside the committing transaction).
-    static func prune(_ db: Database, latest: Int64, retention: HistoryRetention, now: Double) throws {
+    static func prune(_ db: Database, latest: Int64, bytes: Int64, retention: HistoryRetention, now: Double) throws {
         switch retention {
         case .count(let count):
             try db.executeCached(sql: "DELETE FROM depot_transaction WHERE id <= ?", arguments: [latest - Int64(count)])
         case .age(let seconds):
             try db.executeCached(
                 sql: "DELETE FROM depot_transaction WHERE timestamp < ? AND id < ?", arguments: [now - seconds, latest])
+        case .size(let limit):
+            // Rows from before the running total existed have none: they go first.
+            try db.executeCached(
+                sql: "DELETE FROM depot_transaction WHERE IFNULL(bytes, 0) <= ? AND id < ?",
+                arguments: [bytes - limit, latest])
+        case .all(let bounds):
+            for bound in bounds { try prune(db, latest: latest, bytes: bytes, retention: bound, now: now) }
         case .forever:
             break
         }
     }
 
-    static func transactions(_ db: Database, since: Int64, limit: Int) throws -> [TransactionRecord] {
+    /// The stored transactions after `since`, oldest first, with their changes decoded.
+    static func entries(_ db: Database, since: Int64, limit: Int) throws -> [(
+        number: Int64, timestamp: Double, author: String?, changes: [String: EntityChangeSet]
+    )] {
         let rows = try Row.fetchAll(
             db, sql: "SELECT id, timestamp, author, changes FROM depot_transaction WHERE id > ? ORDER BY id LIMIT ?",
             arguments: [since, limit])
         return try rows.map { row in
-            let text: String = row["changes"]
-            let changes = try JSONDecoder().decode([String: EntityChanges].self, from: Data(text.utf8))
-            return TransactionRecord(
-                transaction: row["id"], timestamp: ISO8601.string(from: row["timestamp"]), author: row["author"],
-                changes: changes)
+            (row["id"], row["timestamp"], row["author"], try HistoryCoding.decode(row["changes"]))
         }
+    }
+
+    static func transactions(_ db: Database, since: Int64, limit: Int) throws -> [TransactionRecord] {
+        try entries(db, since: since, limit: limit).map { entry in
+            TransactionRecord(
+                transaction: entry.number, timestamp: ISO8601.string(from: entry.timestamp), author: entry.author,
+                changes: entry.changes.mapValues(\.wire))
+        }
+    }
+
+    /// Bytes history holds now, by its running total (the benchmarks report it per transaction).
+    static func storedBytes(_ db: Database) throws -> Int64 {
+        let newest = try Int64.fetchOne(db, sql: "SELECT bytes FROM depot_transaction ORDER BY id DESC LIMIT 1") ?? 0
+        let oldest = try Row.fetchOne(
+            db, sql: "SELECT bytes, length(changes) FROM depot_transaction ORDER BY id LIMIT 1")
+        guard let oldest, let first: Int64 = oldest[0] else { return newest }
+        let firstLength: Int64 = oldest[1]
+        return newest - first + firstLength + rowOverhead
     }
 }
 
@@ -56,5 +89,10 @@ extension Store {
             let oldest = try Int64.fetchOneCached(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
             return StoreHistory.Result(transactions: transactions, latest: latest, oldest: oldest)
         }
+    }
+
+    /// What history stores now, in bytes (its rows' text and overhead; SQLite's pages add a little).
+    public func historyBytes() throws(RPCError) -> Int64 {
+        try read { db in try HistoryLog.storedBytes(db) }
     }
 }

@@ -36,18 +36,6 @@ public struct EntityChangeSet: Sendable {
             deleted: deleted.map { "\(entity)/\($0)" })
     }
 
-    /// The wire form as JSON, built directly (the history log writes one per commit).
-    public var json: JSONValue {
-        [
-            "inserted": .array(inserted.map { .string("\(entity)/\($0)") }),
-            "updated": .array(
-                updated.map {
-                    ["id": .string("\(entity)/\($0.row)"), "keys": .array($0.keys.sorted().map { .string($0) })]
-                }),
-            "deleted": .array(deleted.map { .string("\(entity)/\($0)") }),
-        ]
-    }
-
     /// Every row the transaction touched.
     public var allRows: [Int64] { inserted + updated.map(\.row) + deleted }
 }

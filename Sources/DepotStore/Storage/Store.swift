@@ -53,8 +53,14 @@ public final class Store: Sendable {
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     timestamp REAL NOT NULL,
                     author TEXT,
-                    changes TEXT NOT NULL);
+                    changes TEXT NOT NULL,
+                    bytes INTEGER);
                 """)
+        // Stores made before history counted its bytes.
+        let columns = try db.columns(in: "depot_transaction").map(\.name)
+        if !columns.contains("bytes") {
+            try db.execute(sql: "ALTER TABLE depot_transaction ADD COLUMN bytes INTEGER")
+        }
     }
 
     /// The newest committed transaction's number (0 before any).
