@@ -75,3 +75,14 @@ final class HistoryTests: XCTestCase {
         XCTAssertEqual(history.transactions.last?.changes["Team"]?.inserted.count, 1)
     }
 }
+
+extension HistoryTests {
+    /// Evenly spaced rows are one strided run; uneven ones stay exact.
+    func testStridedRuns() throws {
+        var set = EntityChangeSet(entity: "Item")
+        set.deleted = Array(stride(from: Int64(2), through: 2_000, by: 2)) + [2_003, 2_004, 2_010, 2_020]
+        let text = String(decoding: HistoryCoding.encode(["Item": set]), as: UTF8.self)
+        XCTAssertEqual(text, #"{"Item":{"d":[[2,2000,2],[2003,2004],2010,2020]}}"#)
+        XCTAssertEqual(try HistoryCoding.decode(text)["Item"]?.deleted, set.deleted)
+    }
+}

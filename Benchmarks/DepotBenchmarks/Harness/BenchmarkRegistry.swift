@@ -10,6 +10,8 @@ enum BenchmarkRegistry {
         PredicateFetchBenchmark.self,
         FetchedResultsLatencyBenchmark.self,
         BatchInsertBenchmark.self,
+        HistoryBenchmark.self,
+        SaveBehindBatchBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

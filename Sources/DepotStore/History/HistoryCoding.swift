@@ -9,7 +9,7 @@ import DepotProtocol
 /// {"Item": {"i": [[1, 2000]], "u": [{"k": ["name"], "r": [7, [9, 12]]}], "d": [5]}}
 /// ```
 ///
-/// A run is `[first, last]`, a lone row a plain number. A 2,000-row batch
+/// A run is `[first, last]` (or `[first, last, step]`), a lone row a plain number. A 2,000-row batch
 /// insert is a dozen bytes instead of ~30 KB. Rows written by earlier versions
 /// in the wire form (`{"inserted": ["Item/1"], …}`) are still read.
 enum HistoryCoding {
@@ -64,25 +64,33 @@ enum HistoryCoding {
         return writer.bytes
     }
 
-    /// Rows as runs of consecutive numbers, in the order given.
+    /// Rows as runs in the order given: `[first, last]` for consecutive rows,
+    /// `[first, last, step]` for three or more evenly spaced ones (every other
+    /// row of a batch update), a plain number for a row on its own.
     private static func writeRuns(_ rows: [Int64], into writer: inout JSONWriter) {
         writer.writeRaw("[")
         var index = 0
-        var first = true
         while index < rows.count {
+            if index > 0 { writer.writeRaw(",") }
+            let step = index + 1 < rows.count ? rows[index + 1] &- rows[index] : 0
             var end = index
-            while end + 1 < rows.count, rows[end + 1] == rows[end] + 1 { end += 1 }
-            if !first { writer.writeRaw(",") }
-            first = false
-            if end == index {
-                writer.write(rows[index])
-            } else {
-                writer.writeRaw("[")
-                writer.write(rows[index])
-                writer.writeRaw(",")
-                writer.write(rows[end])
-                writer.writeRaw("]")
+            if step > 0 {
+                while end + 1 < rows.count, rows[end + 1] &- rows[end] == step { end += 1 }
             }
+            if end == index || (step > 1 && end - index < 2) {
+                writer.write(rows[index])
+                index += 1
+                continue
+            }
+            writer.writeRaw("[")
+            writer.write(rows[index])
+            writer.writeRaw(",")
+            writer.write(rows[end])
+            if step > 1 {
+                writer.writeRaw(",")
+                writer.write(step)
+            }
+            writer.writeRaw("]")
             index = end + 1
         }
         writer.writeRaw("]")
@@ -127,10 +135,12 @@ enum HistoryCoding {
         for run in runs?.arrayValue ?? [] {
             if let row = run.intValue {
                 rows.append(row)
-            } else if let pair = run.arrayValue, pair.count == 2, let first = pair[0].intValue,
-                let last = pair[1].intValue, first <= last
+            } else if let run = run.arrayValue, run.count == 2 || run.count == 3, let first = run[0].intValue,
+                let last = run[1].intValue, first <= last
             {
-                rows.append(contentsOf: first...last)
+                let step: Int64 = run.count == 3 ? run[2].intValue ?? 0 : 1
+                guard step > 0 else { throw Corrupt(description: "a history run with step \(step)") }
+                rows.append(contentsOf: stride(from: first, through: last, by: Int(step)))
             } else {
                 throw Corrupt(description: "a history run \(run.excerpt())")
             }
