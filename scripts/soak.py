@@ -247,7 +247,7 @@ def subscriber(endpoint: str, deadline: float, seed: int, queue: Any) -> None:
             return anomaly(f"an answer to no pending request: {str(message)[:200]}")
         kind, subscription = request[0], request[1]
         if "error" in message:
-            if message["error"]["code"] != -32004:  # a subscription unsubscribed while the request was in flight
+            if message["error"]["code"] != -32013:  # a subscription unsubscribed while the request was in flight
                 counts["errors"].append(message["error"])
             return
         result = message["result"]
