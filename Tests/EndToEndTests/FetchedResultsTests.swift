@@ -174,46 +174,9 @@ final class FetchedResultsTests: XCTestCase {
         var mirrors: [ResultsMirror] = []
         for (request, section) in requests { mirrors.append(try await subscribe(watcher, request, section: section)) }
         var generator = SeededGenerator(seed: 42)
-        let zones = ["Africa", "Asia", "Europe", "North America", "South America", "Oceania", "Antarctica"]
         var counter = 0
         for step in 0..<120 {
-            var params = StoreSave.Parameters()
-            for _ in 0..<Int.random(in: 1...4, using: &generator) {
-                counter += 1
-                switch Int.random(in: 0..<10, using: &generator) {
-                case 0, 1:
-                    params.inserted.append(
-                        InsertedObject(
-                            entity: "Team",
-                            values: [
-                                "teamName": .string("Team \(counter)"),
-                                "qualifyingZone": .string(zones.randomElement(using: &generator)!),
-                                "wins": .int(Int64.random(in: 0...5, using: &generator)),
-                            ]))
-                case 2 where ids.count > 10:
-                    let id = ids.remove(at: Int.random(in: 0..<ids.count, using: &generator))
-                    params.deleted.append(DeletedObject(id: id))
-                case 3, 4:
-                    params.updated.append(
-                        UpdatedObject(
-                            id: ids.randomElement(using: &generator)!,
-                            values: ["qualifyingZone": .string(zones.randomElement(using: &generator)!)]))
-                case 5:
-                    params.updated.append(
-                        UpdatedObject(
-                            id: ids.randomElement(using: &generator)!,
-                            values: ["imageName": Bool.random(using: &generator) ? .null : .string("img\(counter % 5)")]
-                        ))
-                default:
-                    params.updated.append(
-                        UpdatedObject(
-                            id: ids.randomElement(using: &generator)!,
-                            values: ["wins": .int(Int64.random(in: 0...5, using: &generator))]))
-                }
-            }
-            // One id may appear twice in a save; keep the first of each.
-            var seen = Set<String>(params.deleted.map(\.id))
-            params.updated = params.updated.filter { seen.insert($0.id).inserted }
+            let params = Self.randomTeamSave(ids: ids, counter: &counter, using: &generator)
             let result: StoreSave.Result
             if step % 30 == 29 {
                 result = try runCLISave(daemon, params)
@@ -233,6 +196,53 @@ final class FetchedResultsTests: XCTestCase {
             }
         }
         XCTAssertGreaterThan(mirrors[0].seq, 50)
+    }
+
+    static let zones = ["Africa", "Asia", "Europe", "North America", "South America", "Oceania", "Antarctica"]
+
+    /// One random save of 1 to 4 changes to teams among `ids` (inserts, deletes, zone, wins and image changes).
+    static func randomTeamSave(ids: [String], counter: inout Int, using generator: inout SeededGenerator)
+        -> StoreSave.Parameters
+    {
+        var ids = ids
+        var params = StoreSave.Parameters()
+        for _ in 0..<Int.random(in: 1...4, using: &generator) {
+            counter += 1
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0, 1:
+                params.inserted.append(
+                    InsertedObject(
+                        entity: "Team",
+                        values: [
+                            "teamName": .string("Team \(counter)"),
+                            "qualifyingZone": .string(zones.randomElement(using: &generator)!),
+                            "wins": .int(Int64.random(in: 0...5, using: &generator)),
+                        ]))
+            case 2 where ids.count > 10:
+                let id = ids.remove(at: Int.random(in: 0..<ids.count, using: &generator))
+                params.deleted.append(DeletedObject(id: id))
+            case 3, 4:
+                params.updated.append(
+                    UpdatedObject(
+                        id: ids.randomElement(using: &generator)!,
+                        values: ["qualifyingZone": .string(zones.randomElement(using: &generator)!)]))
+            case 5:
+                params.updated.append(
+                    UpdatedObject(
+                        id: ids.randomElement(using: &generator)!,
+                        values: ["imageName": Bool.random(using: &generator) ? .null : .string("img\(counter % 5)")]
+                    ))
+            default:
+                params.updated.append(
+                    UpdatedObject(
+                        id: ids.randomElement(using: &generator)!,
+                        values: ["wins": .int(Int64.random(in: 0...5, using: &generator))]))
+            }
+        }
+        // One id may appear twice in a save; keep the first of each.
+        var seen = Set<String>(params.deleted.map(\.id))
+        params.updated = params.updated.filter { seen.insert($0.id).inserted }
+        return params
     }
 
     private func runCLISave(_ daemon: Daemon, _ params: StoreSave.Parameters) throws -> StoreSave.Result {

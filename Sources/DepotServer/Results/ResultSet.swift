@@ -33,6 +33,18 @@ final class ResultSet: @unchecked Sendable {
     var subscribers: Set<String> = []
     /// The cache name it persists under, if any.
     var cacheName: String?
+    /// The live window `request.offset ..< offset + limit` subscribers see, or
+    /// `nil` for the whole results. The index still holds every match: what
+    /// leaves or enters the window is known without asking the database.
+    let window: Window?
+
+    /// A window of the sorted results (DESIGN.md §7: windows).
+    struct Window: Sendable {
+        /// The first position shown.
+        let offset: Int
+        /// How many positions at most; `nil`: to the end.
+        let limit: Int?
+    }
 
     /// How a change to another entity reaches this set's objects.
     enum Dependency: Sendable {
@@ -60,6 +72,8 @@ final class ResultSet: @unchecked Sendable {
         self.sectioned = sectioned
         self.dependencies = dependencies
         self.interestingKeys = shape.includesVersion ? nil : Set(shape.keys + shape.toManyKeys)
+        window =
+            plan.limit == nil && (plan.offset ?? 0) == 0 ? nil : Window(offset: plan.offset ?? 0, limit: plan.limit)
         index = OrderedIndex(ascending: plan.sortExpressions.map(\.ascending))
         sections = []
         self.transaction = transaction
@@ -103,10 +117,49 @@ final class ResultSet: @unchecked Sendable {
             requestKey: key, transaction: transaction, rows: index.allEntries.map { KeyedRow(id: $0.id, key: $0.key) })
     }
 
-    /// The section list for the wire.
+    /// The section list for the wire (the window's, for a window).
     var sectionInfos: [SectionInfo] {
+        guard window == nil else {
+            let visible = visibleEntries()
+            if !sectioned { return [SectionInfo(name: "", indexTitle: "", count: visible.count)] }
+            return Self.sections(of: visible).map { Self.info($0.value, count: $0.count) }
+        }
         if !sectioned { return [SectionInfo(name: "", indexTitle: "", count: index.count)] }
         return sections.map { Self.info($0.value, count: $0.count) }
+    }
+
+    // MARK: What subscribers see
+
+    /// Positions in the index that subscribers see.
+    private var visibleRange: Range<Int> {
+        guard let window else { return 0..<index.count }
+        let start = min(window.offset, index.count)
+        return start..<(window.limit.map { min(index.count, start + $0) } ?? index.count)
+    }
+
+    /// How many objects subscribers see.
+    var visibleCount: Int { visibleRange.count }
+
+    /// The entries subscribers see at `positions` (relative to the window), clamped.
+    func visibleEntries(in positions: Range<Int>? = nil) -> [OrderedIndex.Entry] {
+        let range = visibleRange
+        guard let positions else { return index.entries(in: range) }
+        let lower = min(range.upperBound, range.lowerBound + max(0, positions.lowerBound))
+        let upper = min(range.upperBound, range.lowerBound + max(0, positions.upperBound))
+        return lower < upper ? index.entries(in: lower..<upper) : []
+    }
+
+    /// Consecutive section values of `entries` with their counts.
+    private static func sections(of entries: [OrderedIndex.Entry]) -> [(value: SortValue, count: Int)] {
+        var result: [(value: SortValue, count: Int)] = []
+        for entry in entries {
+            if let last = result.last, last.value.compare(entry.key.first) == 0 {
+                result[result.count - 1].count += 1
+            } else {
+                result.append((entry.key.first, 1))
+            }
+        }
+        return result
     }
 
     static func info(_ value: SortValue, count: Int) -> SectionInfo {
@@ -161,10 +214,74 @@ final class ResultSet: @unchecked Sendable {
     }
 
     /// Applies the re-evaluated `candidates` (id → new key, or nil when it no
-    /// longer matches or exists) and returns the changes in index paths.
+    /// longer matches or exists) and returns the changes subscribers see: in
+    /// index paths of the whole results, or of the window.
     ///
     /// - Parameter touched: the keys the transaction changed per row (for updates).
     func apply(_ candidates: [Int64: SortKey?], touched: [Int64: Set<String>]) -> Delta {
+        guard window != nil else { return applyToAll(candidates, touched: touched) }
+        let before = visibleEntries()
+        let full = applyToAll(candidates, touched: touched)
+        guard !full.isEmpty else { return full }
+        return windowDelta(from: before, to: visibleEntries(), full: full)
+    }
+
+    /// The window's delta: what left the window is a delete, what entered an
+    /// insert (an object pushed in or out by a change elsewhere included), and
+    /// what stayed keeps the whole delta's move or update. Objects that stayed
+    /// untouched keep their relative order, so the apply rule holds.
+    private func windowDelta(from before: [OrderedIndex.Entry], to after: [OrderedIndex.Entry], full: Delta) -> Delta {
+        let oldSections = sectioned ? Self.sections(of: before) : [(SortValue.null, before.count)]
+        let newSections = sectioned ? Self.sections(of: after) : [(SortValue.null, after.count)]
+        func paths(_ entries: [OrderedIndex.Entry], _ sections: [(value: SortValue, count: Int)]) -> [Int64: [Int]] {
+            var result: [Int64: [Int]] = [:]
+            var section = 0
+            var row = 0
+            for entry in entries {
+                while section < sections.count, row >= sections[section].count {
+                    section += 1
+                    row = 0
+                }
+                result[entry.id] = [section, row]
+                row += 1
+            }
+            return result
+        }
+        let oldPaths = paths(before, oldSections)
+        let newPaths = paths(after, newSections)
+        var kinds: [Int64: ObjectChange.Kind] = [:]
+        for change in full.objects { kinds[change.id] = change.type }
+        var delta = Delta()
+        if sectioned {
+            for (position, section) in oldSections.enumerated()
+            where !newSections.contains(where: { $0.value.compare(section.value) == 0 }) {
+                delta.sections.append(SectionChange(type: .delete, index: position, name: section.value.sectionName))
+            }
+            for (position, section) in newSections.enumerated()
+            where !oldSections.contains(where: { $0.value.compare(section.value) == 0 }) {
+                delta.sections.append(SectionChange(type: .insert, index: position, name: section.value.sectionName))
+            }
+        }
+        for entry in before {
+            guard let old = oldPaths[entry.id] else { continue }
+            if let new = newPaths[entry.id] {
+                switch kinds[entry.id] {
+                case .move?: delta.objects.append((.move, entry.id, old, new))
+                case .update?: delta.objects.append((.update, entry.id, old, new))
+                default: break
+                }
+            } else {
+                delta.objects.append((.delete, entry.id, old, nil))
+            }
+        }
+        for entry in after where oldPaths[entry.id] == nil {
+            delta.objects.append((.insert, entry.id, nil, newPaths[entry.id]))
+        }
+        return delta
+    }
+
+    /// ``apply(_:touched:)`` over the whole results.
+    private func applyToAll(_ candidates: [Int64: SortKey?], touched: [Int64: Set<String>]) -> Delta {
         var deletes: [OrderedIndex.Entry] = []
         var moves: [(old: OrderedIndex.Entry, new: SortKey)] = []
         var updates: [OrderedIndex.Entry] = []

@@ -16,11 +16,6 @@ struct ResultsDefinition: Sendable {
                 "fetched results need request.sort: the order is what the deltas' index paths refer to",
                 field: "params.request.sort")
         }
-        if request.limit != nil || request.offset != nil {
-            throw .invalidParams(
-                "request.limit and request.offset are not supported by results/subscribe; page with results/objects",
-                field: request.limit != nil ? "params.request.limit" : "params.request.offset")
-        }
         if let type = request.resultType, type != .objects {
             throw .invalidParams(
                 "results/subscribe returns objects; resultType '\(type.rawValue)' is not supported",

@@ -94,9 +94,9 @@ final class ResultsEngine: Sendable {
                     built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID
                 ) { set in
                     switch include {
-                    case .all: set.index.count
+                    case .all: set.visibleCount
                     case .noObjects: 0
-                    case .firstBatch: min(set.index.count, firstBatch)
+                    case .firstBatch: min(set.visibleCount, firstBatch)
                     }
                 }
                 if let name = params.cacheName, !fromCache || registration.transaction != builtTransaction {
@@ -141,8 +141,8 @@ final class ResultsEngine: Sendable {
             state.subscriptions[id] = Subscription(id: id, routingID: routingID, setKey: key)
             let entry = set.cacheEntry
             return Registration(
-                subscription: id, transaction: set.transaction, count: set.index.count, sections: set.sectionInfos,
-                firstIDs: set.index.entries(in: 0..<firstBatch(set)).map(\.id), cacheEntry: { entry })
+                subscription: id, transaction: set.transaction, count: set.visibleCount, sections: set.sectionInfos,
+                firstIDs: set.visibleEntries(in: 0..<firstBatch(set)).map(\.id), cacheEntry: { entry })
         }
     }
 
@@ -215,8 +215,7 @@ final class ResultsEngine: Sendable {
                                 "no subscription '\(params.subscription)' in this session", id: params.subscription))
                     }
                     guard !state.publishing, state.publishedThrough == reader.transaction else { return .success(nil) }
-                    let end = min(params.offset + params.length, set.index.count)
-                    let ids = params.offset < end ? set.index.entries(in: params.offset..<end).map(\.id) : []
+                    let ids = set.visibleEntries(in: params.offset..<params.offset + params.length).map(\.id)
                     return .success((subscription.seq, ids, set.shape))
                 }
                 guard case .success(let picked?) = picked else { return picked.map { _ in nil } }
@@ -247,7 +246,7 @@ final class ResultsEngine: Sendable {
                 let entity = set.plan.entity.name
                 let result = ResultsSnapshot.Result(
                     seq: subscription.seq, transaction: max(set.transaction, state.publishedThrough),
-                    sections: set.sectionInfos, ids: set.index.allEntries.map { "\(entity)/\($0.id)" })
+                    sections: set.sectionInfos, ids: set.visibleEntries().map { "\(entity)/\($0.id)" })
                 return Result { () throws(RPCError) in
                     let bytes = try JSONCoding.encodeBytes(result)
                     return context.respondNow(bytes) ? [] : bytes
