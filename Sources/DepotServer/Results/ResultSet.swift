@@ -37,6 +37,10 @@ final class ResultSet: @unchecked Sendable {
     /// `nil` for the whole results. The index still holds every match: what
     /// leaves or enters the window is known without asking the database.
     let window: Window?
+    /// Milliseconds of transactions folded into one notification (`coalesceMs`); `nil`: one per transaction.
+    let coalesceMilliseconds: Int?
+    /// The transactions applied but not yet announced, when coalescing.
+    var coalescing: CoalescingWindow?
 
     /// A window of the sorted results (DESIGN.md §7: windows).
     struct Window: Sendable {
@@ -64,8 +68,9 @@ final class ResultSet: @unchecked Sendable {
 
     init(
         key: String, plan: FetchPlan, shape: ObjectShape, sectioned: Bool, dependencies: [Dependency], rows: [KeyedRow],
-        transaction: Int64
+        transaction: Int64, coalesceMilliseconds: Int? = nil
     ) {
+        self.coalesceMilliseconds = coalesceMilliseconds
         self.key = key
         self.plan = plan
         self.shape = shape
@@ -147,6 +152,19 @@ final class ResultSet: @unchecked Sendable {
         let lower = min(range.upperBound, range.lowerBound + max(0, positions.lowerBound))
         let upper = min(range.upperBound, range.lowerBound + max(0, positions.upperBound))
         return lower < upper ? index.entries(in: lower..<upper) : []
+    }
+
+    /// The sections subscribers see, with their counts (one unnamed section when not sectioned).
+    var visibleSections: [(value: SortValue, count: Int)] {
+        guard sectioned else { return [(.null, visibleCount)] }
+        return window == nil ? sections : Self.sections(of: visibleEntries())
+    }
+
+    /// Where subscribers see row `id` (a flat position), or `nil` when they do not.
+    func visiblePosition(of id: Int64) -> Int? {
+        guard let rank = index.rank(of: id) else { return nil }
+        let range = visibleRange
+        return range.contains(rank) ? rank - range.lowerBound : nil
     }
 
     /// Consecutive section values of `entries` with their counts.

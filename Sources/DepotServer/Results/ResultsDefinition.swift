@@ -8,6 +8,8 @@ struct ResultsDefinition: Sendable {
     let key: String
     let sectioned: Bool
     let dependencies: [ResultSet.Dependency]
+    /// `coalesceMs` when positive: subscriptions coalescing alike share a set, others do not.
+    let coalesceMilliseconds: Int?
 
     init(_ params: ResultsSubscribe.Parameters, schema: Schema) throws(RPCError) {
         let request = params.request
@@ -37,8 +39,12 @@ struct ResultsDefinition: Sendable {
         canonical.partialResultToken = nil
         canonical.countFirst = nil
         let section = JSONValue.string(params.sectionKeyPath ?? "")
+        coalesceMilliseconds = (params.coalesceMs ?? 0) > 0 ? params.coalesceMs : nil
         key = String(
-            decoding: JSONWriter.encode(["request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section]),
+            decoding: JSONWriter.encode([
+                "request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section,
+                "coalesceMs": .int(Int64(coalesceMilliseconds ?? 0)),
+            ]),
             as: UTF8.self)
         var dependencies: [ResultSet.Dependency] = []
         let entity = plan.entity

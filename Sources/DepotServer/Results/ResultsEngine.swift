@@ -60,7 +60,8 @@ final class ResultsEngine: Sendable {
             let set = ResultSet(
                 key: definition.key, plan: definition.plan, shape: definition.plan.shape,
                 sectioned: definition.sectioned,
-                dependencies: definition.dependencies, rows: [], transaction: 0)
+                dependencies: definition.dependencies, rows: [], transaction: 0,
+                coalesceMilliseconds: definition.coalesceMilliseconds)
             if let name = params.cacheName, let cached = try store.loadResultsCache(name),
                 cached.requestKey == definition.key
             {
@@ -90,6 +91,10 @@ final class ResultsEngine: Sendable {
         let result: Result<[UInt8], RPCError> = context.server.dispatcher.writer.sync {
             Result { () throws(RPCError) in
                 if let set = built { try self.catchUp(set, store: store) }
+                // A joining subscriber starts from the set as it is: announce an open window to the others first.
+                if let shared = self.state.withLock({ $0.sets[definition.key] }), shared.coalescing != nil {
+                    self.flush(shared, server: context.server)
+                }
                 let registration = try self.register(
                     built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID
                 ) { set in
@@ -205,7 +210,8 @@ final class ResultsEngine: Sendable {
         guard (0...100_000).contains(params.length) else {
             throw .invalidParams("length must be between 0 and 100000, got \(params.length)", field: "params.length")
         }
-        return try answerInOrder(context: context) { () throws(RPCError) -> [UInt8]? in
+        return try answerInOrder(subscription: params.subscription, context: context) {
+            () throws(RPCError) -> [UInt8]? in
             let attempt: Result<[UInt8]?, RPCError> = try context.store.readSnapshot { reader in
                 let picked = self.state.withLock { state -> Result<(Int64, [Int64], ObjectShape)?, RPCError> in
                     guard let (subscription, set) = Self.lookup(params.subscription, context.routingID, in: state)
@@ -214,7 +220,9 @@ final class ResultsEngine: Sendable {
                             .notFound(
                                 "no subscription '\(params.subscription)' in this session", id: params.subscription))
                     }
-                    guard !state.publishing, state.publishedThrough == reader.transaction else { return .success(nil) }
+                    guard !state.publishing, state.publishedThrough == reader.transaction, set.coalescing == nil else {
+                        return .success(nil)
+                    }
                     let ids = set.visibleEntries(in: params.offset..<params.offset + params.length).map(\.id)
                     return .success((subscription.seq, ids, set.shape))
                 }
@@ -236,13 +244,13 @@ final class ResultsEngine: Sendable {
 
     /// `results/snapshot`, answered under the lock when no delta is half-sent, so it sits where its `seq` says.
     func snapshot(_ params: ResultsSnapshot.Parameters, context: RequestContext) throws(RPCError) -> [UInt8] {
-        try answerInOrder(context: context) { () throws(RPCError) -> [UInt8]? in
+        try answerInOrder(subscription: params.subscription, context: context) { () throws(RPCError) -> [UInt8]? in
             let attempt = state.withLock { state -> Result<[UInt8]?, RPCError> in
                 guard let (subscription, set) = Self.lookup(params.subscription, context.routingID, in: state) else {
                     return .failure(
                         .notFound("no subscription '\(params.subscription)' in this session", id: params.subscription))
                 }
-                guard !state.publishing else { return .success(nil) }
+                guard !state.publishing, set.coalescing == nil else { return .success(nil) }
                 let entity = set.plan.entity.name
                 let result = ResultsSnapshot.Result(
                     seq: subscription.seq, transaction: max(set.transaction, state.publishedThrough),
@@ -258,15 +266,19 @@ final class ResultsEngine: Sendable {
 
     /// Runs `attempt` until it answers (non-`nil`): on the calling reader, after
     /// waiting out the writer's work in flight, then once on the writer queue.
-    private func answerInOrder(context: RequestContext, _ attempt: () throws(RPCError) -> [UInt8]?) throws(RPCError)
-        -> [UInt8]
-    {
+    private func answerInOrder(
+        subscription: String, context: RequestContext, _ attempt: () throws(RPCError) -> [UInt8]?
+    ) throws(RPCError) -> [UInt8] {
         let writer = context.server.dispatcher.writer
         for _ in 0..<3 {
             if let bytes = try attempt() { return bytes }
-            writer.sync {}
+            // Wait out the publish in flight; a coalescing window still open is announced first.
+            writer.sync { flush(subscription: subscription, server: context.server) }
         }
-        let last: Result<[UInt8]?, RPCError> = writer.sync { Result { () throws(RPCError) in try attempt() } }
+        let last: Result<[UInt8]?, RPCError> = writer.sync {
+            flush(subscription: subscription, server: context.server)
+            return Result { () throws(RPCError) in try attempt() }
+        }
         guard let bytes = try last.get() else {
             throw .internalError("the results could not be read consistently; resync with results/snapshot")
         }
@@ -411,27 +423,89 @@ final class ResultsEngine: Sendable {
         var touched: [Int64: Set<String>] = [:]
         for update in transaction.changes[entity.name]?.updated ?? [] { touched[update.row] = update.keys }
         // Applied under the lock: a reader may be paging the set.
-        let delta = state.withLock { state -> ResultSet.Delta? in
-            guard state.sets[set.key] === set else { return nil }
-            let delta = set.apply(
-                Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: touched)
+        let (delta, opened) = state.withLock { state -> (ResultSet.Delta?, Bool) in
+            guard state.sets[set.key] === set else { return (nil, false) }
+            let changes = Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) })
+            guard set.coalesceMilliseconds != nil else {
+                let delta = set.apply(changes, touched: touched)
+                set.transaction = transaction.number
+                return (delta, false)
+            }
+            // Coalescing: fold the change into the open window; the flush announces it.
+            let oldSections = set.visibleSections
+            var oldKeys: [Int64: SortKey] = [:]
+            for id in candidates { if let entry = set.index.entry(for: id) { oldKeys[id] = entry.key } }
+            let delta = set.apply(changes, touched: touched)
             set.transaction = transaction.number
-            return delta
+            guard !delta.isEmpty else { return (nil, false) }
+            let opening = set.coalescing == nil
+            var window = set.coalescing ?? CoalescingWindow(opening: transaction.number, sections: oldSections)
+            window.fold(
+                delta, transaction: transaction.number, oldSections: oldSections, newSections: set.visibleSections,
+                oldKeys: oldKeys, currentKey: { set.index.entry(for: $0)?.key })
+            set.coalescing = window
+            return (nil, opening)
+        }
+        if opened, let milliseconds = set.coalesceMilliseconds {
+            server.dispatcher.writer.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [self] in
+                flush(set, server: server)
+            }
         }
         guard let delta, !delta.isEmpty else { return }
+        try deliver(delta, of: set, transaction: transaction.number, transactions: nil, server: server)
+    }
+
+    /// Announces a coalescing set's open window as one `results/didChange`
+    /// (writer queue: the store holds exactly the state the set reflects).
+    func flush(_ set: ResultSet, server: DepotServer) {
+        let folded = state.withLock { state -> (ResultSet.Delta, Int64, Int64)? in
+            guard state.sets[set.key] === set, let window = set.coalescing else { return nil }
+            set.coalescing = nil
+            let delta = window.composed(
+                sections: set.visibleSections, position: { set.visiblePosition(of: $0) },
+                key: { set.index.entry(for: $0)?.key })
+            return (delta, window.first, window.last)
+        }
+        guard let (delta, first, last) = folded, !delta.isEmpty else { return }
+        do {
+            try deliver(
+                delta, of: set, transaction: last, transactions: first == last ? nil : [first, last], server: server)
+        } catch {
+            server.logger.error(
+                "fetched results for \(set.plan.entity.name) could not announce transactions \(first)...\(last): \(error); rebuilding and invalidating"
+            )
+            invalidate(set, reason: "error", store: server.store, server: server)
+        }
+    }
+
+    /// Flushes the open window of the set behind `subscription`, if any (writer queue).
+    private func flush(subscription: String, server: DepotServer) {
+        let set = state.withLock { state in
+            state.subscriptions[subscription].flatMap { state.sets[$0.setKey] }
+        }
+        if let set, set.coalesceMilliseconds != nil { flush(set, server: server) }
+    }
+
+    /// Reads the delta's object values once, encodes it once, and sends each
+    /// subscriber its notification with its own `subscription` and `seq`.
+    private func deliver(
+        _ delta: ResultSet.Delta, of set: ResultSet, transaction: Int64, transactions: [Int64]?, server: DepotServer
+    ) throws(RPCError) {
+        let entity = set.plan.entity
         // One notification carrying this many objects would be larger than resyncing.
         let shared: [UInt8]?
         if delta.objects.count > Self.largestNotification {
             shared = nil
         } else {
             let valued = delta.objects.filter { $0.type != .delete }.map(\.id)
-            let objects = try store.objects(rows: valued, shape: set.shape)
+            let objects = try server.store.objects(rows: valued, shape: set.shape)
             let changes = delta.objects.map { change in
                 ObjectChange(
                     type: change.type, indexPath: change.old, newIndexPath: change.new,
                     id: "\(entity.name)/\(change.id)", object: change.type == .delete ? nil : objects[change.id])
             }
-            shared = try JSONCoding.encodeBytes(SharedDelta(sections: delta.sections, objects: changes))
+            shared = try JSONCoding.encodeBytes(
+                SharedDelta(transactions: transactions, sections: delta.sections, objects: changes))
         }
         state.withLock { state in
             for id in set.subscribers.sorted() {
@@ -440,7 +514,7 @@ final class ResultsEngine: Sendable {
                 if let shared {
                     if !overflows(&subscription, server: server) {
                         server.send(
-                            Self.didChange(shared, subscription: subscription, transaction: transaction.number),
+                            Self.didChange(shared, subscription: subscription, transaction: transaction),
                             to: subscription.routingID)
                     }
                 } else {
@@ -455,8 +529,18 @@ final class ResultsEngine: Sendable {
 
     /// The part of a `results/didChange` every subscriber of a set shares.
     private struct SharedDelta: Encodable {
+        let transactions: [Int64]?
         let sections: [SectionChange]
         let objects: [ObjectChange]
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(transactions, forKey: .transactions)
+            try container.encode(sections, forKey: .sections)
+            try container.encode(objects, forKey: .objects)
+        }
+
+        enum CodingKeys: String, CodingKey { case transactions, sections, objects }
     }
 
     /// A whole `results/didChange` message: the subscriber's own members spliced before the shared ones.
@@ -482,6 +566,7 @@ final class ResultsEngine: Sendable {
         let rebuilt = try? store.keyedRows(set.plan, expectedCount: { rows.reserveCapacity($0) }) { rows.append($0) }
         state.withLock { state in
             guard state.sets[set.key] === set else { return }
+            set.coalescing = nil
             if let rebuilt {
                 set.reset(rows: rows, transaction: rebuilt)
             } else {
