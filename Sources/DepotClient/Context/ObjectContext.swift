@@ -71,7 +71,7 @@ public final class ObjectContext: Sendable {
         let result = try await connection.call(StoreFetch.self, request)
         var objects: [DepotObject] = []
         for json in result.objects ?? [] { objects.append(try DepotObject(json: json)) }
-        return register(objects)
+        return register(objects).map { $0.bound(to: self) }
     }
 
     /// The object with `id`, from the context or else from the store; `nil` when it does not exist.
@@ -79,17 +79,17 @@ public final class ObjectContext: Sendable {
         if let known = registeredObject(withID: id) { return known }
         let result = try await connection.call(StoreGet.self, .init(ids: [id]))
         guard let json = result.objects.first, !json.isNull else { return nil }
-        return register([try DepotObject(json: json)]).first
+        return register([try DepotObject(json: json)]).first?.bound(to: self)
     }
 
     /// The context's current version of the object with `id` (local changes
     /// applied), or `nil` when the context does not hold it or it is deleted.
     public func registeredObject(withID id: String) -> DepotObject? {
-        state.withLock { state in
+        state.withLock { state -> DepotObject? in
             if let inserted = state.inserted[id] { return inserted }
             guard !state.deleted.contains(id), let registered = state.registered[id] else { return nil }
             return Self.current(registered)
-        }
+        }?.bound(to: self)
     }
 
     /// Every object the context holds (fetched or inserted, not deleted), with local changes applied.
@@ -97,23 +97,23 @@ public final class ObjectContext: Sendable {
         state.withLock { state in
             state.registered.values.filter { !state.deleted.contains($0.base.id) }.map(Self.current)
                 + state.insertionOrder.compactMap { state.inserted[$0] }
-        }
+        }.map { $0.bound(to: self) }
     }
 
     /// Objects inserted since the last save.
     public var insertedObjects: [DepotObject] {
-        state.withLock { state in state.insertionOrder.compactMap { state.inserted[$0] } }
+        state.withLock { state in state.insertionOrder.compactMap { state.inserted[$0] } }.map { $0.bound(to: self) }
     }
     /// Registered objects with unsaved changes.
     public var updatedObjects: [DepotObject] {
         state.withLock { state in
             state.registered.values.filter { !$0.changes.isEmpty && !state.deleted.contains($0.base.id) }.map(
                 Self.current)
-        }
+        }.map { $0.bound(to: self) }
     }
     /// Objects deleted since the last save.
     public var deletedObjects: [DepotObject] {
-        state.withLock { state in state.deleted.compactMap { state.registered[$0]?.base } }
+        state.withLock { state in state.deleted.compactMap { state.registered[$0]?.base } }.map { $0.bound(to: self) }
     }
 
     /// Whether there is anything to save.
@@ -135,16 +135,17 @@ public final class ObjectContext: Sendable {
             state.inserted[object.id] = object
             state.insertionOrder.append(object.id)
         }
-        return object
+        return object.bound(to: self)
     }
 
     /// Sets `value` for `key` on `object` (a registered or inserted object).
+    /// Assigning through an object the context handed out does the same.
     public func set(_ value: JSONValue, forKey key: String, on object: DepotObject) {
         state.withLock { state in
             if state.inserted[object.id] != nil {
-                state.inserted[object.id]?.values[key] = value
+                state.inserted[object.id]?.storage[key] = value
             } else {
-                if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object) }
+                if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object.unbound) }
                 state.registered[object.id]?.changes[key] = value
             }
         }
@@ -155,10 +156,10 @@ public final class ObjectContext: Sendable {
     public func update(_ object: DepotObject) {
         state.withLock { state in
             if state.inserted[object.id] != nil {
-                state.inserted[object.id]?.values = object.values
+                state.inserted[object.id]?.storage = object.storage
                 return
             }
-            var registered = state.registered[object.id] ?? Registered(base: object)
+            var registered = state.registered[object.id] ?? Registered(base: object.unbound)
             for (key, value) in object.values where Self.current(registered).values[key] != value {
                 registered.changes[key] = value
             }
@@ -173,7 +174,7 @@ public final class ObjectContext: Sendable {
                 state.insertionOrder.removeAll { $0 == object.id }
                 return
             }
-            if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object) }
+            if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object.unbound) }
             state.deleted.insert(object.id)
         }
     }
