@@ -3,7 +3,10 @@
 #   make test   installs what is missing, builds, and runs every test (Swift and Python)
 
 SWIFT ?= swift
+# The Python that creates the project's virtual environment; everything Python runs in .venv.
 PYTHON ?= python3
+VENV ?= .venv
+VENV_PYTHON := $(VENV)/bin/python
 DATA_DIR ?= ./depot-data
 SWIFT_TEST_FLAGS ?=
 # e.g. BENCH_FLAGS="--quick" or BENCH_FLAGS="--filter ping --filter save"
@@ -21,10 +24,22 @@ setup-system:
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libzmq3-dev libsqlite3-dev pkg-config; \
 	fi
 
-# The Python client and what its tests need.
-setup-python:
-	@$(PYTHON) -m pip install -q --disable-pip-version-check -r clients/python/requirements-dev.txt
-	@$(PYTHON) -m pip install -q --disable-pip-version-check -e clients/python
+# A project virtual environment (.venv, ignored by git): Debian 12 and Ubuntu 24.04 refuse
+# pip in the system Python (PEP 668). `python3 -m venv` needs Debian's python3-venv.
+$(VENV_PYTHON):
+	@if ! command -v $(PYTHON) >/dev/null 2>&1 || ! $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null; then \
+		echo "installing python3 and python3-venv"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3 python3-venv; \
+	fi
+	@rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check --upgrade pip
+
+# The Python client (installed from clients/python/pyproject.toml) and what its tests need, in .venv.
+setup-python: $(VENV_PYTHON)
+	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check -r clients/python/requirements-dev.txt
+	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check ./clients/python
 
 build: setup-system
 	$(SWIFT) build
@@ -36,14 +51,14 @@ run: setup-system build
 test: setup
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
-	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(PYTHON) -m pytest -q clients/python/tests
+	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests
 
 test-swift: setup-system
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
 
 test-python: setup build
-	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(PYTHON) -m pytest -q clients/python/tests
+	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests
 
 bench: setup-system
 	$(SWIFT) build -c release --product depotd

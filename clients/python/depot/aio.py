@@ -45,10 +45,10 @@ class AsyncClient:
         self._socket.setsockopt(zmq.LINGER, 0)
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
-        self._pending: Dict[Union[int, str], asyncio.Future] = {}
+        self._pending: Dict[Union[int, str], "asyncio.Future[Any]"] = {}
         self._listeners: Dict[str, List[AsyncNotificationCallback]] = {}
         self._progress: Dict[str, Callable[[Dict[str, Any]], Any]] = {}
-        self._tasks: List[asyncio.Task] = []
+        self._tasks: List["asyncio.Task[Any]"] = []
         self._closed = False
         self._last_sent = 0.0
         #: ``initialize``'s result.
@@ -112,7 +112,7 @@ class AsyncClient:
         if self._closed:
             raise ConnectionClosedError(f"the client of {self.endpoint} is closed")
         rid = next(self._ids) if request_id is None else request_id
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         message: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
@@ -164,7 +164,8 @@ class AsyncClient:
             key = json.dumps(token, sort_keys=True)
             self._progress[key] = progress
         try:
-            return await self.call("store/fetch", params, timeout=timeout)
+            result: Dict[str, Any] = await self.call("store/fetch", params, timeout=timeout)
+            return result
         finally:
             if key is not None:
                 self._progress.pop(key, None)
@@ -214,7 +215,8 @@ class AsyncClient:
             for listener in list(self._listeners.get(method, ())) + list(self._listeners.get("*", ())):
                 await self._invoke(listener, method, params)
             return
-        future = self._pending.pop(message.get("id"), None) if message.get("id") is not None else None
+        rid = message.get("id")
+        future = self._pending.pop(rid, None) if isinstance(rid, (int, str)) else None
         if future is None or future.done():
             return
         if "error" in message:

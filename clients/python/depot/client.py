@@ -123,7 +123,7 @@ class Client:
         timeout: float = 30.0,
         heartbeat: bool = True,
         recorder: Optional[Recorder] = None,
-        context: Optional[zmq.Context] = None,
+        context: Optional["zmq.Context[Any]"] = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
@@ -273,7 +273,8 @@ class Client:
     def fetch(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
               timeout: Optional[float] = None) -> Dict[str, Any]:
         """``store/fetch``; ``progress`` gets each work-done ``$/progress`` value (begin, reports, end)."""
-        return self.fetch_async(request, progress=progress).result(timeout)
+        result: Dict[str, Any] = self.fetch_async(request, progress=progress).result(timeout)
+        return result
 
     def fetch_async(self, request: Mapping[str, Any], *,
                     progress: Optional[ProgressCallback] = None) -> PendingCall:
@@ -297,7 +298,8 @@ class Client:
              deleted: Sequence[Mapping[str, Any]] = (), **options: Any) -> Dict[str, Any]:
         """``store/save``: one atomic transaction; ``options`` may carry mergePolicy and author."""
         params = {"inserted": list(inserted), "updated": list(updated), "deleted": list(deleted), **options}
-        return self.call("store/save", params)
+        result: Dict[str, Any] = self.call("store/save", params)
+        return result
 
     def subscribe(self, request: Mapping[str, Any], *, section_key_path: Optional[str] = None,
                   cache_name: Optional[str] = None, **options: Any) -> "FetchedResults":

@@ -14,7 +14,7 @@ Failures of the client itself (no answer in time, a closed connection) are
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, List, Optional, Type
 
 __all__ = [
     "DepotException",
@@ -143,9 +143,10 @@ class ValidationError(DepotError):
     CODE = -32010
 
     @property
-    def errors(self) -> list:
+    def errors(self) -> List[Dict[str, Any]]:
         """``[{object, key, code, message}]``: every problem found."""
-        return self.data.get("errors", []) if isinstance(self.data, dict) else []
+        found = self.data.get("errors", []) if isinstance(self.data, dict) else []
+        return list(found) if isinstance(found, list) else []
 
 
 class UniqueConstraintError(DepotError):
@@ -160,9 +161,10 @@ class MergeConflictError(DepotError):
     CODE = -32012
 
     @property
-    def conflicts(self) -> list:
+    def conflicts(self) -> List[Dict[str, Any]]:
         """``[{id, keys, storeVersion, storeValues}]``: every conflicting object."""
-        return self.data.get("conflicts", []) if isinstance(self.data, dict) else []
+        found = self.data.get("conflicts", []) if isinstance(self.data, dict) else []
+        return list(found) if isinstance(found, list) else []
 
 
 class NotFoundError(DepotError):
