@@ -22,7 +22,7 @@ import zmq
 import zmq.asyncio
 
 from .client import PROTOCOL_VERSION, Recorder, __version__
-from .errors import CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .errors import CallbackError, CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
 
 __all__ = ["AsyncClient"]
 
@@ -49,6 +49,10 @@ class AsyncClient:
         self._listeners: Dict[str, List[AsyncNotificationCallback]] = {}
         self._progress: Dict[str, Callable[[Dict[str, Any]], Any]] = {}
         self._tasks: List["asyncio.Task[Any]"] = []
+        #: Every exception your callbacks raised, oldest first; the next :meth:`call` raises each
+        #: one not raised yet as :class:`~depot.errors.CallbackError`.
+        self.callback_errors: List[CallbackError] = []
+        self._unraised_callback_errors: List[CallbackError] = []
         self._closed = False
         self._last_sent = 0.0
         #: ``initialize``'s result.
@@ -120,7 +124,10 @@ class AsyncClient:
         await self._send(message)
         limit = self.timeout if timeout is None else timeout
         try:
-            return await asyncio.wait_for(asyncio.shield(future), limit)
+            result = await asyncio.wait_for(asyncio.shield(future), limit)
+            if self._unraised_callback_errors:
+                raise self._unraised_callback_errors.pop(0)
+            return result
         except asyncio.TimeoutError:
             raise DepotTimeoutError(
                 f"no answer to {method} from {self.endpoint} within {limit:g}s: is depotd running at that endpoint?"
@@ -160,6 +167,7 @@ class AsyncClient:
         params = dict(request)
         key = None
         if progress is not None:
+            params.setdefault("countFirst", True)
             token = params.setdefault("workDoneToken", self.new_token("fetch"))
             key = json.dumps(token, sort_keys=True)
             self._progress[key] = progress
@@ -224,14 +232,16 @@ class AsyncClient:
         else:
             future.set_result(message.get("result"))
 
-    @staticmethod
-    async def _invoke(callback: Callable[..., Any], *args: Any) -> None:
+    async def _invoke(self, callback: Callable[..., Any], *args: Any) -> None:
         try:
             outcome = callback(*args)
             if inspect.isawaitable(outcome):
                 await outcome
-        except Exception:
-            logger.exception("depot notification callback failed")
+        except Exception as failure:
+            logger.error("a depot callback raised", exc_info=failure)
+            error = CallbackError(f"callback {getattr(callback, '__name__', callback)!s}", failure)
+            self.callback_errors.append(error)
+            self._unraised_callback_errors.append(error)
 
     async def _heartbeat_loop(self, period: float) -> None:
         loop = asyncio.get_running_loop()

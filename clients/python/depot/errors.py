@@ -21,6 +21,7 @@ __all__ = [
     "DepotClientError",
     "DepotTimeoutError",
     "ConnectionClosedError",
+    "CallbackError",
     "DepotError",
     "ParseError",
     "InvalidRequestError",
@@ -56,6 +57,23 @@ class DepotTimeoutError(DepotClientError, TimeoutError):
 
 class ConnectionClosedError(DepotClientError):
     """The connection was closed before the answer came."""
+
+
+class CallbackError(DepotClientError):
+    """A callback of yours (notification, progress, response, fetched-results delegate or
+    ``on_change``) raised on the client's dispatch thread.
+
+    The client keeps running; the next call or ``result()`` on the client raises this, with the
+    callback's exception as ``__cause__`` (also in :attr:`depot.Client.callback_errors`).
+    """
+
+    def __init__(self, where: str, error: BaseException) -> None:
+        super().__init__(f"the {where} callback raised {type(error).__name__}: {error}")
+        #: Which callback: ``"notification callback for results/didChange"``, ``"progress"``, ...
+        self.where = where
+        #: The callback's exception.
+        self.error = error
+        self.__cause__ = error
 
 
 class DepotError(DepotException):
