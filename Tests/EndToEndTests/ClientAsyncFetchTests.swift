@@ -27,10 +27,22 @@ final class ClientAsyncFetchTests: XCTestCase {
         let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "name")], batchSize: 500)
 
         let completions = Mutex(0)
-        let running = connection.execute(
-            AsynchronousFetchRequest<DepotObject>(fetchRequest: request) { _ in
+        let running = try await connection.execute(
+            AsynchronousFetchRequest(fetchRequest: request) { result in
+                XCTAssertEqual(result.finalResult?.first?.string("name"), "item 0")  // DepotObject, inferred
                 completions.withLock { $0 += 1 }
             })
+        // Progress as an AsyncSequence (no key-value observing on Linux): it rises to the total, then finishes.
+        var updates: [FetchProgress] = []
+        for await update in running.progressUpdates { updates.append(update) }
+        XCTAssertEqual(updates.last?.isFinished, true)
+        XCTAssertEqual(updates.last?.total, Int64(Self.itemCount))
+        XCTAssertEqual(updates.last?.completed, Int64(Self.itemCount))
+        XCTAssertEqual(updates.last?.fractionCompleted, 1)
+        XCTAssertEqual(updates.map(\.completed), updates.map(\.completed).sorted(), "completed never goes back")
+        var afterwards: [FetchProgress] = []
+        for await update in running.progressUpdates { afterwards.append(update) }
+        XCTAssertEqual(afterwards, [updates.last!], "a late listener gets the final state and the end")
         let objects = try await running.value
         XCTAssertEqual(objects.count, Self.itemCount)
         XCTAssertEqual(running.progress.totalUnitCount, Int64(Self.itemCount))
@@ -41,7 +53,7 @@ final class ClientAsyncFetchTests: XCTestCase {
         XCTAssertEqual(completions.withLock { $0 }, 1)
 
         // Cancel as soon as the daemon has counted (begin) and started reading.
-        let cancelled = connection.execute(AsynchronousFetchRequest<DepotObject>(fetchRequest: request))
+        let cancelled = try await connection.execute(AsynchronousFetchRequest(fetchRequest: request))
         let deadline = ContinuousClock.now + .seconds(30)
         while cancelled.progress.totalUnitCount <= 0 && cancelled.result == nil && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(1))

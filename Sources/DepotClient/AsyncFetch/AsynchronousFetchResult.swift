@@ -2,9 +2,25 @@ import DepotProtocol
 import Foundation
 import Synchronization
 
+/// One step of a running fetch, as ``AsynchronousFetchResult/progressUpdates`` delivers it.
+public struct FetchProgress: Sendable, Hashable {
+    /// Objects read so far.
+    public var completed: Int64
+    /// How many objects the fetch will read; `nil` until the daemon has counted.
+    public var total: Int64?
+    /// Whether the fetch has finished (the last update; also after a failure or a cancel).
+    public var isFinished: Bool
+
+    /// `completed / total`, or `nil` without a total.
+    public var fractionCompleted: Double? {
+        guard let total, total > 0 else { return total == 0 && isFinished ? 1 : nil }
+        return min(1, Double(completed) / Double(total))
+    }
+}
+
 /// A running or finished ``AsynchronousFetchRequest``, like
 /// `NSPersistentStoreAsynchronousResult`.
-public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable {
+public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendable {
     /// Follows the daemon's `$/progress`: `totalUnitCount` from the count
     /// (begin), `completedUnitCount` from each report. `cancel()` cancels the fetch.
     public let progress: Progress
@@ -15,7 +31,15 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
     private let requestID: RequestID
     private let token: JSONValue
     private let outcome = Mutex<Result<[Object], DepotClientError>?>(nil)
-    private let waiters = Mutex<[CheckedContinuation<Result<[Object], DepotClientError>, Never>]>([])
+    /// The outcome once the completion block has run, and who waits for it.
+    private let delivered = Mutex<
+        (
+            outcome: Result<[Object], DepotClientError>?,
+            waiters: [CheckedContinuation<Result<[Object], DepotClientError>, Never>]
+        )
+    >((nil, []))
+    private let updates = Mutex<(latest: FetchProgress, streams: [UUID: AsyncStream<FetchProgress>.Continuation])>(
+        (FetchProgress(completed: 0, total: nil, isFinished: false), [:]))
 
     init(connection: DepotConnection, request: AsynchronousFetchRequest<Object>, progress: Progress? = nil) {
         self.connection = connection
@@ -39,6 +63,43 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
     /// The outcome, once finished.
     public var result: Result<[Object], DepotClientError>? { outcome.withLock { $0 } }
 
+    /// Every progress step from now on (the latest one first), ending with the
+    /// update whose ``FetchProgress/isFinished`` is true. An `AsyncSequence`, so
+    /// it works where key-value observing of `progress` does not (Linux):
+    ///
+    /// ```swift
+    /// for await update in running.progressUpdates { print(update.fractionCompleted ?? 0) }
+    /// ```
+    ///
+    /// Each use returns an independent stream.
+    public var progressUpdates: AsyncStream<FetchProgress> {
+        let (stream, continuation) = AsyncStream.makeStream(of: FetchProgress.self, bufferingPolicy: .unbounded)
+        let key = UUID()
+        // Yield and finish outside the lock: finishing runs `onTermination`, which takes it.
+        let latest = updates.withLock { updates in
+            if !updates.latest.isFinished { updates.streams[key] = continuation }
+            return updates.latest
+        }
+        continuation.onTermination = { [weak self] _ in _ = self?.updates.withLock { $0.streams[key] = nil } }
+        continuation.yield(latest)
+        if latest.isFinished { continuation.finish() }
+        return stream
+    }
+
+    private func publish(completed: Int64? = nil, total: Int64? = nil, finished: Bool = false) {
+        let (latest, streams) = updates.withLock { updates in
+            if let completed { updates.latest.completed = completed }
+            if let total { updates.latest.total = total }
+            if finished { updates.latest.isFinished = true }
+            defer { if finished { updates.streams.removeAll() } }
+            return (updates.latest, Array(updates.streams.values))
+        }
+        for continuation in streams {
+            continuation.yield(latest)
+            if finished { continuation.finish() }
+        }
+    }
+
     /// Cancels the fetch (the same as `progress.cancel()`).
     public func cancel() { progress.cancel() }
 
@@ -47,12 +108,12 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
         get async throws(DepotClientError) { try await outcome().get() }
     }
 
-    /// Waits for the outcome.
+    /// Waits for the outcome (after the completion block has run).
     func outcome() async -> Result<[Object], DepotClientError> {
         await withCheckedContinuation { continuation in
-            let finished = outcome.withLock { outcome in
-                if outcome == nil { waiters.withLock { $0.append(continuation) } }
-                return outcome
+            let finished = delivered.withLock { delivered in
+                if delivered.outcome == nil { delivered.waiters.append(continuation) }
+                return delivered.outcome
             }
             if let finished { continuation.resume(returning: finished) }
         }
@@ -64,13 +125,16 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
         fetchRequest.countFirst = true
         // Registered before the request is sent, so that `begin` cannot be missed.
         let notifications = connection.notifications()
-        let listener = Task { [progress, token] in
+        let listener = Task { [weak self, progress, token] in
             for await notification in notifications {
                 guard let params = notification.decode(ProgressNotification.self), params.token == token,
                     let value = try? JSONCoding.decode(WorkDoneProgress.self, from: params.value)
                 else { continue }
                 if let total = value.total { progress.totalUnitCount = total }
                 if let completed = value.completed { progress.completedUnitCount = completed }
+                if value.total != nil || value.completed != nil {
+                    self?.publish(completed: value.completed, total: value.total)
+                }
                 if value.kind == .end { break }
             }
         }
@@ -91,13 +155,14 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
                 for json in fetched.objects ?? [] {
                     let raw = try DepotObject(json: json)
                     do {
-                        objects.append(try Object(depotObject: raw))
+                        objects.append(try Object.make(from: raw))
                     } catch {
                         throw .invalidResponse("\(raw.id) cannot be made into \(Object.self): \(error)")
                     }
                 }
                 if progress.totalUnitCount < 0 { progress.totalUnitCount = Int64(objects.count) }
                 progress.completedUnitCount = Int64(objects.count)
+                publish(completed: Int64(objects.count), total: progress.totalUnitCount)
                 result = .success(objects)
             } catch {
                 result = .failure(error)
@@ -108,15 +173,16 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
     }
 
     private func finish(_ result: Result<[Object], DepotClientError>) {
-        let waiting = outcome.withLock { outcome in
-            outcome = result
-            return waiters.withLock { waiters in
-                defer { waiters.removeAll() }
-                return waiters
-            }
-        }
-        // The completion block runs before waiting tasks resume, so `value` returning means it ran.
+        outcome.withLock { $0 = result }
+        // The completion block runs before waiting tasks resume and before the progress
+        // updates end, so `value` returning (or the updates ending) means it ran.
         request.completionBlock?(self)
+        let waiting = delivered.withLock { delivered in
+            delivered.outcome = result
+            defer { delivered.waiters.removeAll() }
+            return delivered.waiters
+        }
+        publish(finished: true)
         waiting.forEach { $0.resume(returning: result) }
     }
 }

@@ -138,6 +138,42 @@ public final class ObjectContext: Sendable {
         return object.bound(to: self)
     }
 
+    /// Inserts a new object of `entityName`, like Core Data's
+    /// `NSEntityDescription.insertNewObject(forEntityName:into:)`; set its values
+    /// through it (`team["teamName"] = "Atlantis"`), then save.
+    public func insertNewObject(forEntityName entityName: String) -> DepotObject {
+        insert(entity: entityName)
+    }
+
+    /// The object with `id`, like `NSManagedObjectContext.object(with:)`; unlike
+    /// Core Data's it reads the store at once (a round trip) and is `nil` when
+    /// the object does not exist.
+    public func object(with id: String) async throws(DepotClientError) -> DepotObject? {
+        try await object(withID: id)
+    }
+
+    /// Fetches objects as `T` (your `Decodable` type), registering them in the context.
+    public func fetch<T: Decodable & Sendable>(_ request: FetchRequest, as type: T.Type) async throws(DepotClientError)
+        -> [T]
+    {
+        var results: [T] = []
+        for object in try await fetch(request) {
+            do {
+                results.append(try T.make(from: object))
+            } catch {
+                throw .invalidResponse("\(object.id) cannot be made into \(T.self): \(error)")
+            }
+        }
+        return results
+    }
+
+    /// The number of objects `request` matches, like `NSManagedObjectContext.count(for:)`.
+    public func count(for request: FetchRequest) async throws(DepotClientError) -> Int {
+        var request = request
+        request.resultType = .count
+        return try await connection.call(StoreFetch.self, request).count ?? 0
+    }
+
     /// Sets `value` for `key` on `object` (a registered or inserted object).
     /// Assigning through an object the context handed out does the same.
     public func set(_ value: JSONValue, forKey key: String, on object: DepotObject) {

@@ -171,7 +171,7 @@ extension FetchedResultsController {
         {
             for json in loaded.objects where !json.isNull {
                 if let raw = try? DepotObject(json: json) {
-                    fetched.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+                    fetched.entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
                 }
             }
         }
@@ -209,7 +209,7 @@ extension FetchedResultsController {
                 return
             }
         }
-        state.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+        state.entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
     }
 
     /// Loads the batch (`fetchBatchSize` objects, aligned) that holds `indexPath`, blocking.

@@ -36,7 +36,8 @@ import Synchronization
 /// ``section(forSectionIndexTitle:at:)``) ask the delegate's
 /// `controller(_:sectionIndexTitleForSectionName:)` on the caller's thread: call
 /// them on the delivery actor when the delegate is isolated to it.
-public final class FetchedResultsController<Object: FetchRequestResult>: FetchedResultsControlling, @unchecked Sendable
+public final class FetchedResultsController<Object: Decodable & Sendable>: FetchedResultsControlling,
+    @unchecked Sendable
 {
     // @unchecked: every mutable member is behind `state` or `delegateLock`.
     struct Entry {
@@ -163,7 +164,7 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
         var entries: [String: Entry] = [:]
         for json in result.objects {
             let raw = try DepotObject(json: json)
-            entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+            entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
         }
         let layout: ResultsLayout
         if result.objects.count == result.count {
@@ -252,7 +253,7 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
             return object
         case .undecodable(let raw):
             preconditionFailure(
-                "\(raw.id) cannot be made into \(Object.self): \((try? Object(depotObject: raw)) == nil ? "decoding failed" : "")"
+                "\(raw.id) cannot be made into \(Object.self): \((try? Object.make(from: raw)) == nil ? "decoding failed" : "")"
             )
         case .outOfRange:
             preconditionFailure("no object at \(Array(indexPath)) in \(layout?.sections.map(\.ids.count) ?? [])")
@@ -269,9 +270,10 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
         }
     }
 
-    /// The index path of `object` in the results, by id; `nil` when it is not there.
-    public func indexPath(forObject object: Object) -> IndexPath? {
-        indexPath(forID: object.id)
+    /// The id of the object at `indexPath` (`Entity/rowid`, from the wire, whatever
+    /// `Object` is); `nil` when the index path is out of range.
+    public func objectID(at indexPath: IndexPath) -> String? {
+        state.withLock { $0.layout?.id(at: indexPath) }
     }
 
     /// The index path of the object with `id`; `nil` when it is not in the results.
@@ -349,7 +351,7 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
             state.layout = layout
             state.indexPaths = nil
             state.entries = Dictionary(
-                objects.map { ($0.id, Entry(raw: $0, object: try? Object(depotObject: $0))) }, uniquingKeysWith: { $1 })
+                objects.map { ($0.id, Entry(raw: $0, object: try? Object.make(from: $0))) }, uniquingKeysWith: { $1 })
         }
     }
 

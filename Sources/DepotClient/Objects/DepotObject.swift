@@ -57,6 +57,18 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
         self.context = nil
     }
 
+    /// Inserts a new object of `entityName` into `context`, like Core Data's
+    /// `NSEntityDescription.insertNewObject(forEntityName:into:)`.
+    ///
+    /// ```swift
+    /// var team = DepotObject.insertNewObject(forEntityName: "Team", into: context)
+    /// team.setValue("Atlantis", forKey: "teamName")
+    /// try await context.save()
+    /// ```
+    public static func insertNewObject(forEntityName entityName: String, into context: ObjectContext) -> DepotObject {
+        context.insert(entity: entityName)
+    }
+
     /// The context the object belongs to, like `NSManagedObject.managedObjectContext`;
     /// `nil` for an object from a controller or built by hand (a plain value).
     public var managedObjectContext: ObjectContext? { context }
