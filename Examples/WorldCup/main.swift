@@ -133,7 +133,7 @@ final class TeamTable {
     }
 }
 
-extension TeamTable: @MainActor FetchedResultsControllerDelegate {
+extension TeamTable: FetchedResultsControllerDelegate {
     func controllerWillChangeContent(_ controller: any FetchedResultsControlling) {
         log.append("— change —")
     }

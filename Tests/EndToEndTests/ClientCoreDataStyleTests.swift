@@ -65,7 +65,7 @@ final class ClientCoreDataStyleTests: XCTestCase {
             fetchRequest: FetchRequest(
                 entityName: "Team", predicate: "qualifyingZone == %@", "South America",
                 sortDescriptors: [SortDescriptor(key: "teamName")]),
-            connection: connection, deliveryActor: DeliveryActor())
+            connection: connection)
         try await controller.performFetch()
         let first = controller.object(at: IndexPath(item: 0, section: 0))
         XCTAssertEqual(first.teamName, "Argentina")

@@ -19,9 +19,10 @@ import Synchronization
 /// ```
 ///
 /// Differences from Core Data, by design:
-/// - `performFetch()` is `async` (it is a round trip), and the delegate is
-///   called on a *delivery actor* (the main actor by default; pass another to
-///   `init` for background use and tests).
+/// - `performFetch()` is `async` (it is a round trip), and the delegate is a
+///   main-actor protocol, like UIKit's delegates: it is set and called on the
+///   main actor, so a delegate that is not main-actor isolated does not compile.
+///   Elsewhere, iterate ``changes()`` (any task, any actor).
 /// - `Object` is ``DepotObject`` or your own `Decodable` type
 ///   (``FetchRequestResult``); the delegate gets it as `Any`, as Core Data's does.
 /// - With `fetchBatchSize` > 0 only ids are held for objects not yet touched;
@@ -31,15 +32,15 @@ import Synchronization
 ///   restarted daemon resyncs by itself and reports
 ///   ``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)``.
 ///
-/// All members are safe to call from any task or thread. The ones that compute
-/// index titles (``sections``, ``sectionIndexTitles``,
+/// All members but ``delegate`` are safe to call from any task or thread. The
+/// ones that compute index titles (``sections``, ``sectionIndexTitles``,
 /// ``section(forSectionIndexTitle:at:)``) ask the delegate's
-/// `controller(_:sectionIndexTitleForSectionName:)` on the caller's thread: call
-/// them on the delivery actor when the delegate is isolated to it.
+/// `controller(_:sectionIndexTitleForSectionName:)` when called on the main
+/// actor, and use the default titles elsewhere.
 public final class FetchedResultsController<Object: Decodable & Sendable>: FetchedResultsControlling,
     @unchecked Sendable
 {
-    // @unchecked: every mutable member is behind `state` or `delegateLock`.
+    // @unchecked: every mutable member is behind `state`, or isolated to the main actor (`delegate`).
     struct Entry {
         var raw: DepotObject
         var object: Object?
@@ -62,13 +63,10 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     public let sectionNameKeyPath: String?
     /// The name under which the daemon keeps the results across restarts.
     public let cacheName: String?
-    /// The actor the delegate and the change stream's reload are delivered on.
-    public let deliveryActor: any Actor
-
     let state: Mutex<State>
-    // The delegate is not Sendable (it usually lives on the delivery actor), so a plain lock guards it.
-    private let delegateLock = NSLock()
-    private weak var weakDelegate: (any FetchedResultsControllerDelegate)?
+    /// The delegate, held weakly, like `NSFetchedResultsController.delegate`. It
+    /// is main-actor isolated, as the protocol is: set it, and hear from it, on the main actor.
+    @MainActor public weak var delegate: (any FetchedResultsControllerDelegate)?
 
     /// Creates a controller; nothing is fetched until ``performFetch()``.
     ///
@@ -78,16 +76,13 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     ///   - connection: the session to the daemon.
     ///   - sectionNameKeyPath: the key path that names sections; it must be the first sort key.
     ///   - cacheName: a name for the daemon to keep the results under across restarts.
-    ///   - deliveryActor: where delegate callbacks run; the main actor by default.
     public init(
         fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil,
-        cacheName: String? = nil,
-        deliveryActor: any Actor = MainActor.shared
+        cacheName: String? = nil
     ) {
         self.connection = connection
         self.sectionNameKeyPath = sectionNameKeyPath
         self.cacheName = cacheName
-        self.deliveryActor = deliveryActor
         self.state = Mutex(State(fetchRequest: fetchRequest))
     }
 
@@ -98,12 +93,6 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
             let connection = connection
             Task { _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: subscription)) }
         }
-    }
-
-    /// The delegate, held weakly.
-    public var delegate: (any FetchedResultsControllerDelegate)? {
-        get { delegateLock.withLock { weakDelegate } }
-        set { delegateLock.withLock { weakDelegate = newValue } }
     }
 
     /// The request; change it and call ``performFetch()`` again to fetch anew.
@@ -310,12 +299,17 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// The index title of the section named `sectionName`: the delegate's, or the
     /// name's capitalised first letter.
     public func sectionIndexTitle(forSectionName sectionName: String) -> String? {
-        delegate?.controller(self, sectionIndexTitleForSectionName: sectionName)
-            ?? ResultsLayout.indexTitle(forSectionName: sectionName)
+        delegateIndexTitle(forSectionName: sectionName) ?? ResultsLayout.indexTitle(forSectionName: sectionName)
     }
 
     private func indexTitle(for section: ResultsLayout.Section) -> String {
-        delegate?.controller(self, sectionIndexTitleForSectionName: section.name) ?? section.indexTitle
+        delegateIndexTitle(forSectionName: section.name) ?? section.indexTitle
+    }
+
+    /// The delegate's index title, when called on the main actor (where the delegate lives).
+    private func delegateIndexTitle(forSectionName name: String) -> String? {
+        guard Thread.isMainThread else { return nil }
+        return MainActor.assumeIsolated { delegate?.controller(self, sectionIndexTitleForSectionName: name) }
     }
 
     // MARK: Change stream
