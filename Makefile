@@ -12,7 +12,7 @@ SWIFT_TEST_FLAGS ?=
 # e.g. BENCH_FLAGS="--quick" or BENCH_FLAGS="--filter ping --filter save"
 BENCH_FLAGS ?=
 
-.PHONY: setup setup-system setup-python build run test test-swift test-python bench format clean
+.PHONY: setup setup-system setup-python build run test test-swift test-python test-consumer bench format clean
 
 setup: setup-system setup-python
 
@@ -52,6 +52,7 @@ test: setup
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
 	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests
+	@$(MAKE) --no-print-directory test-consumer
 
 test-swift: setup-system
 	$(SWIFT) build --build-tests
@@ -59,6 +60,18 @@ test-swift: setup-system
 
 test-python: setup build
 	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests
+
+# A user's package (Tests/Consumer) that depends on Depot by path: it compiles every Swift block of
+# README.md and docs/swift-client.md verbatim, and its Misuse target must be refused by the compiler.
+test-consumer: setup-system
+	$(PYTHON) Tests/Consumer/extract_snippets.py
+	$(SWIFT) build --package-path Tests/Consumer --target Consumer
+	@mkdir -p Tests/Consumer/.build
+	@if $(SWIFT) build --package-path Tests/Consumer --target Misuse > Tests/Consumer/.build/misuse.log 2>&1; then \
+		echo "Tests/Consumer: Misuse compiled, but a delegate that is not main-actor isolated must be refused"; exit 1; \
+	elif grep -q "main actor-isolated property 'delegate'" Tests/Consumer/.build/misuse.log; then \
+		echo "Tests/Consumer: Misuse refused as it should be (main actor-isolated delegate)"; \
+	else cat Tests/Consumer/.build/misuse.log; echo "Tests/Consumer: Misuse failed for another reason"; exit 1; fi
 
 bench: setup-system
 	$(SWIFT) build -c release --product depotd
@@ -69,4 +82,4 @@ format:
 	$(SWIFT) format -i -r Sources Tests Benchmarks
 
 clean:
-	rm -rf .build
+	rm -rf .build Tests/Consumer/.build
