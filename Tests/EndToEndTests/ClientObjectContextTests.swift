@@ -40,6 +40,12 @@ final class ClientObjectContextTests: XCTestCase {
         XCTAssertEqual(stored[0]["qualifyingZone"], "Mars")
         XCTAssertEqual(stored[1]["qualifyingZone"], "Ocean")
 
+        // A copy made before the save still changes the saved object (its temporary id is remembered).
+        inserted["wins"] = 3
+        try await context.save()
+        let atlantis = try await other.call(StoreGet.self, .init(ids: [try XCTUnwrap(saved.ids[inserted.id])])).objects
+        XCTAssertEqual(atlantis.first?["wins"], 3)
+
         // An object built by hand belongs to no context: a plain value.
         var loose = DepotObject(id: team.id, entity: "Team", values: ["wins": 1])
         loose["wins"] = 2

@@ -38,6 +38,9 @@ public final class ObjectContext: Sendable {
         var merging: Bool = false
         var listener: Task<Void, Never>?
         var changeSubscribers: [UUID: AsyncStream<ObjectsDidChange>.Continuation] = [:]
+        /// The permanent id of each object inserted and saved, by its temporary id: a copy
+        /// of the object made before the save still changes the right object.
+        var permanentIDs: [String: String] = [:]
     }
 
     /// The connection the context saves through.
@@ -178,6 +181,7 @@ public final class ObjectContext: Sendable {
     /// Assigning through an object the context handed out does the same.
     public func set(_ value: JSONValue, forKey key: String, on object: DepotObject) {
         state.withLock { state in
+            let object = Self.saved(object, in: state)
             if state.inserted[object.id] != nil {
                 state.inserted[object.id]?.storage[key] = value
             } else {
@@ -191,6 +195,7 @@ public final class ObjectContext: Sendable {
     /// change a ``DepotObject`` value as you like, then hand it back here.
     public func update(_ object: DepotObject) {
         state.withLock { state in
+            let object = Self.saved(object, in: state)
             if state.inserted[object.id] != nil {
                 state.inserted[object.id]?.storage = object.storage
                 return
@@ -206,6 +211,7 @@ public final class ObjectContext: Sendable {
     /// Deletes `object` at the next save (an inserted one is simply dropped).
     public func delete(_ object: DepotObject) {
         state.withLock { state in
+            let object = Self.saved(object, in: state)
             if state.inserted.removeValue(forKey: object.id) != nil {
                 state.insertionOrder.removeAll { $0 == object.id }
                 return
@@ -298,6 +304,7 @@ public final class ObjectContext: Sendable {
                         id: id, entity: object.entity, version: result.versions[id], values: object.values))
             }
             state.insertionOrder.removeAll { insertedIDs.contains($0) }
+            for tempID in insertedIDs { state.permanentIDs[tempID] = result.ids[tempID] }
             for update in params.updated {
                 guard var registered = state.registered[update.id] else { continue }
                 registered.base.values.merge(update.values) { $1 }
@@ -448,6 +455,15 @@ public final class ObjectContext: Sendable {
                 return object
             }
         }
+    }
+
+    /// `object` under its permanent id when it is a copy of an inserted object saved since.
+    private static func saved(_ object: DepotObject, in state: State) -> DepotObject {
+        guard let id = state.permanentIDs[object.id] else { return object }
+        var resolved = object
+        resolved.id = id
+        resolved.version = state.registered[id]?.base.version ?? object.version
+        return resolved
     }
 
     private static func current(_ registered: Registered) -> DepotObject {
