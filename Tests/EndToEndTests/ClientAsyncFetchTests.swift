@@ -87,3 +87,38 @@ final class ClientAsyncFetchTests: XCTestCase {
         XCTAssertEqual(items.first?.done, false)
     }
 }
+
+/// Batch operations: progress as an AsyncSequence, the result, and cancel.
+final class ClientBatchProgressTests: XCTestCase {
+    func testBatchInsertAndDeleteReportProgressAsAnAsyncSequence() async throws {
+        let daemon = try Daemon()
+        defer { daemon.stop() }
+        let connection = try await daemon.connect()
+        _ = try await connection.call(ModelDefine.self, .init(entities: [WorldCup.item]))
+        let count = 20_000
+        let rows: [[String: JSONValue]] = (0..<count).map {
+            ["name": "batch \($0)", "createdAt": "2026-01-01T00:00:00.000Z", "done": .bool($0 % 2 == 0)]
+        }
+        let inserting = try await connection.start(BatchInsert.self, .init(entity: "Item", objects: rows))
+        var updates: [OperationProgress] = []
+        for await update in inserting.progressUpdates { updates.append(update) }
+        let inserted = try await inserting.value
+        XCTAssertEqual(inserted.inserted, count)
+        XCTAssertEqual(updates.last?.isFinished, true)
+        XCTAssertEqual(updates.last?.total, Int64(count))
+        XCTAssertEqual(updates.last?.completed, Int64(count))
+        XCTAssertEqual(updates.map(\.completed), updates.map(\.completed).sorted())
+        XCTAssertEqual(inserting.progress.completedUnitCount, Int64(count))
+
+        let deleting = try await connection.start(
+            BatchDelete.self, .init(entity: "Item", predicate: "done == YES"))
+        let deleted = try await deleting.value
+        XCTAssertEqual(deleted.count, count / 2)
+        var last: OperationProgress?
+        for await update in deleting.progressUpdates { last = update }
+        XCTAssertEqual(last?.total, Int64(count / 2), "a late listener gets the final state")
+        XCTAssertEqual(last?.isFinished, true)
+        let left = try await connection.call(StoreCount.self, FetchRequest(entity: "Item")).count
+        XCTAssertEqual(left, count / 2)
+    }
+}

@@ -2,22 +2,6 @@ import DepotProtocol
 import Foundation
 import Synchronization
 
-/// One step of a running fetch, as ``AsynchronousFetchResult/progressUpdates`` delivers it.
-public struct FetchProgress: Sendable, Hashable {
-    /// Objects read so far.
-    public var completed: Int64
-    /// How many objects the fetch will read; `nil` until the daemon has counted.
-    public var total: Int64?
-    /// Whether the fetch has finished (the last update; also after a failure or a cancel).
-    public var isFinished: Bool
-
-    /// `completed / total`, or `nil` without a total.
-    public var fractionCompleted: Double? {
-        guard let total, total > 0 else { return total == 0 && isFinished ? 1 : nil }
-        return min(1, Double(completed) / Double(total))
-    }
-}
-
 /// A running or finished ``AsynchronousFetchRequest``, like
 /// `NSPersistentStoreAsynchronousResult`.
 public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendable {
@@ -38,8 +22,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
             waiters: [CheckedContinuation<Result<[Object], DepotClientError>, Never>]
         )
     >((nil, []))
-    private let updates = Mutex<(latest: FetchProgress, streams: [UUID: AsyncStream<FetchProgress>.Continuation])>(
-        (FetchProgress(completed: 0, total: nil, isFinished: false), [:]))
+    private let broadcaster = ProgressBroadcaster()
 
     init(connection: DepotConnection, request: AsynchronousFetchRequest<Object>, progress: Progress? = nil) {
         self.connection = connection
@@ -72,33 +55,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
     /// ```
     ///
     /// Each use returns an independent stream.
-    public var progressUpdates: AsyncStream<FetchProgress> {
-        let (stream, continuation) = AsyncStream.makeStream(of: FetchProgress.self, bufferingPolicy: .unbounded)
-        let key = UUID()
-        // Yield and finish outside the lock: finishing runs `onTermination`, which takes it.
-        let latest = updates.withLock { updates in
-            if !updates.latest.isFinished { updates.streams[key] = continuation }
-            return updates.latest
-        }
-        continuation.onTermination = { [weak self] _ in _ = self?.updates.withLock { $0.streams[key] = nil } }
-        continuation.yield(latest)
-        if latest.isFinished { continuation.finish() }
-        return stream
-    }
-
-    private func publish(completed: Int64? = nil, total: Int64? = nil, finished: Bool = false) {
-        let (latest, streams) = updates.withLock { updates in
-            if let completed { updates.latest.completed = completed }
-            if let total { updates.latest.total = total }
-            if finished { updates.latest.isFinished = true }
-            defer { if finished { updates.streams.removeAll() } }
-            return (updates.latest, Array(updates.streams.values))
-        }
-        for continuation in streams {
-            continuation.yield(latest)
-            if finished { continuation.finish() }
-        }
-    }
+    public var progressUpdates: AsyncStream<FetchProgress> { broadcaster.stream }
 
     /// Cancels the fetch (the same as `progress.cancel()`).
     public func cancel() { progress.cancel() }
@@ -124,20 +81,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
         fetchRequest.workDoneToken = token
         fetchRequest.countFirst = true
         // Registered before the request is sent, so that `begin` cannot be missed.
-        let notifications = connection.notifications()
-        let listener = Task { [weak self, progress, token] in
-            for await notification in notifications {
-                guard let params = notification.decode(ProgressNotification.self), params.token == token,
-                    let value = try? JSONCoding.decode(WorkDoneProgress.self, from: params.value)
-                else { continue }
-                if let total = value.total { progress.totalUnitCount = total }
-                if let completed = value.completed { progress.completedUnitCount = completed }
-                if value.total != nil || value.completed != nil {
-                    self?.publish(completed: value.completed, total: value.total)
-                }
-                if value.kind == .end { break }
-            }
-        }
+        let listener = broadcaster.follow(connection, token: token, into: progress)
         Task { [self] in
             let result: Result<[Object], DepotClientError>
             do throws(DepotClientError) {
@@ -162,7 +106,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
                 }
                 if progress.totalUnitCount < 0 { progress.totalUnitCount = Int64(objects.count) }
                 progress.completedUnitCount = Int64(objects.count)
-                publish(completed: Int64(objects.count), total: progress.totalUnitCount)
+                broadcaster.publish(completed: Int64(objects.count), total: progress.totalUnitCount)
                 result = .success(objects)
             } catch {
                 result = .failure(error)
@@ -182,7 +126,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
             defer { delivered.waiters.removeAll() }
             return delivered.waiters
         }
-        publish(finished: true)
+        broadcaster.publish(finished: true)
         waiting.forEach { $0.resume(returning: result) }
     }
 }
