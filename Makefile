@@ -3,13 +3,16 @@
 #   make test   installs what is missing, builds, and runs every test (Swift and Python)
 
 SWIFT ?= swift
+# The Python that creates the project's virtual environment; everything Python runs in .venv.
 PYTHON ?= python3
+VENV ?= .venv
+VENV_PYTHON := $(VENV)/bin/python
 DATA_DIR ?= ./depot-data
 SWIFT_TEST_FLAGS ?=
 # e.g. BENCH_FLAGS="--quick" or BENCH_FLAGS="--filter ping --filter save"
 BENCH_FLAGS ?=
 
-.PHONY: setup setup-system setup-python build run test test-swift test-python bench format clean
+.PHONY: setup setup-system setup-python build run test test-swift test-python test-consumer bench format clean
 
 setup: setup-system setup-python
 
@@ -21,10 +24,22 @@ setup-system:
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libzmq3-dev libsqlite3-dev pkg-config; \
 	fi
 
-# The Python client and what its tests need.
-setup-python:
-	@$(PYTHON) -m pip install -q --disable-pip-version-check -r clients/python/requirements-dev.txt
-	@$(PYTHON) -m pip install -q --disable-pip-version-check -e clients/python
+# A project virtual environment (.venv, ignored by git): Debian 12 and Ubuntu 24.04 refuse
+# pip in the system Python (PEP 668). `python3 -m venv` needs Debian's python3-venv.
+$(VENV_PYTHON):
+	@if ! command -v $(PYTHON) >/dev/null 2>&1 || ! $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null; then \
+		echo "installing python3 and python3-venv"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3 python3-venv; \
+	fi
+	@rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check --upgrade pip
+
+# The Python client (installed from clients/python/pyproject.toml) and what its tests need, in .venv.
+setup-python: $(VENV_PYTHON)
+	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check -r clients/python/requirements-dev.txt
+	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check ./clients/python
 
 build: setup-system
 	$(SWIFT) build
@@ -36,14 +51,27 @@ run: setup-system build
 test: setup
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
-	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(PYTHON) -m pytest -q clients/python/tests
+	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests
+	@$(MAKE) --no-print-directory test-consumer
 
 test-swift: setup-system
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
 
 test-python: setup build
-	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(PYTHON) -m pytest -q clients/python/tests
+	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests
+
+# A user's package (Tests/Consumer) that depends on Depot by path: it compiles every Swift block of
+# README.md and docs/swift-client.md verbatim, and its Misuse target must be refused by the compiler.
+test-consumer: setup-system
+	$(PYTHON) Tests/Consumer/extract_snippets.py
+	$(SWIFT) build --package-path Tests/Consumer --target Consumer
+	@mkdir -p Tests/Consumer/.build
+	@if $(SWIFT) build --package-path Tests/Consumer --target Misuse > Tests/Consumer/.build/misuse.log 2>&1; then \
+		echo "Tests/Consumer: Misuse compiled, but a delegate that is not main-actor isolated must be refused"; exit 1; \
+	elif grep -q "main actor-isolated property 'delegate'" Tests/Consumer/.build/misuse.log; then \
+		echo "Tests/Consumer: Misuse refused as it should be (main actor-isolated delegate)"; \
+	else cat Tests/Consumer/.build/misuse.log; echo "Tests/Consumer: Misuse failed for another reason"; exit 1; fi
 
 bench: setup-system
 	$(SWIFT) build -c release --product depotd
@@ -54,4 +82,4 @@ format:
 	$(SWIFT) format -i -r Sources Tests Benchmarks
 
 clean:
-	rm -rf .build
+	rm -rf .build Tests/Consumer/.build

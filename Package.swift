@@ -16,11 +16,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
-        .systemLibrary(
-            name: "CZeroMQ",
-            pkgConfig: "libzmq",
-            providers: [.apt(["libzmq3-dev"])]
-        ),
+        // libzmq from libzmq3-dev (`make setup-system`); the module map links it. No pkgConfig:
+        // Debian's libzmq.pc adds `-isystem /usr/include/mit-krb5`, which SwiftPM prohibits with a
+        // warning on every build (and in every package that depends on DepotClient).
+        .systemLibrary(name: "CZeroMQ"),
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
         .target(name: "DepotProtocol"),
         .target(

@@ -1,7 +1,7 @@
 // The World Cup table in a terminal, kept live by a FetchedResultsController.
 //
 //   make run                                               # terminal 1: the daemon
-//   swift run WorldCupExample --seed                       # terminal 2: the table (seeds 32 teams once)
+//   swift run WorldCupExample --seed                       # terminal 2: the table (adds missing teams of the 32)
 //   swift run WorldCupExample --increment Brazil           # terminal 3: Brazil wins a match
 //
 // Terminal 2 redraws from the delegate's callbacks each time any process saves.
@@ -21,7 +21,7 @@ struct WorldCupExample: AsyncParsableCommand {
     @Option(help: "Add one win to this team and exit.")
     var increment: String?
 
-    @Flag(help: "Insert the fixture's 32 teams first when the store has none.")
+    @Flag(help: "Insert the fixture's teams the store does not have yet (by name) first.")
     var seed = false
 
     @Option(help: "The teams to seed from.")
@@ -43,7 +43,6 @@ struct WorldCupExample: AsyncParsableCommand {
     }
 
     private func seedTeams(_ connection: DepotConnection) async throws {
-        guard try await connection.call(StoreCount.self, FetchRequest(entity: "Team")).count == 0 else { return }
         let fixture = try JSONParser.parse(Array(Data(contentsOf: URL(fileURLWithPath: fixture))))
         if try await connection.call(ModelGet.self, Empty()).entities.isEmpty,
             let entities = fixture["model"]?["entities"]
@@ -51,10 +50,13 @@ struct WorldCupExample: AsyncParsableCommand {
             _ = try await connection.call(
                 ModelDefine.self, .init(entities: JSONCoding.decode([EntityDescription].self, from: entities)))
         }
-        let teams = (fixture["teams"]?.arrayValue ?? []).compactMap(\.objectValue).map {
-            InsertedObject(entity: "Team", values: $0)
+        let context = ObjectContext(connection: connection, author: "WorldCupExample")
+        let known = Set(try await context.fetch(FetchRequest(entity: "Team")).compactMap { $0.string("teamName") })
+        for values in (fixture["teams"]?.arrayValue ?? []).compactMap(\.objectValue)
+        where !known.contains(values["teamName"]?.stringValue ?? "") {
+            context.insert(entity: "Team", values: values)
         }
-        _ = try await connection.call(StoreSave.self, .init(inserted: teams, author: "WorldCupExample"))
+        try await context.save()
     }
 
     /// Adds a win in a unit of work; on a conflict with another process's save, starts over.
@@ -62,16 +64,14 @@ struct WorldCupExample: AsyncParsableCommand {
         let context = ObjectContext(connection: connection, author: "WorldCupExample")
         for _ in 0..<5 {
             context.reset()
-            guard
-                let team = try await context.fetch(FetchRequest(entity: "Team")).first(where: {
-                    $0.string("teamName") == name
-                })
-            else {
+            let request = FetchRequest(entityName: "Team", predicate: "teamName == %@", name)
+            guard var team = try await context.fetch(request).first else {
                 throw ValidationError("no team named '\(name)'")
             }
-            context.set(.int(Int64(team.int("wins") ?? 0) + 1), forKey: "wins", on: team)
+            let wins = (team.int("wins") ?? 0) + 1
+            team["wins"] = .int(Int64(wins))  // the change, registered in the context
             if try await saveUnlessConflicting(context) {
-                print("\(name): \((team.int("wins") ?? 0) + 1) wins")
+                print("\(name): \(wins) wins")
                 return
             }
         }
@@ -133,7 +133,7 @@ final class TeamTable {
     }
 }
 
-extension TeamTable: @MainActor FetchedResultsControllerDelegate {
+extension TeamTable: FetchedResultsControllerDelegate {
     func controllerWillChangeContent(_ controller: any FetchedResultsControlling) {
         log.append("— change —")
     }

@@ -9,8 +9,9 @@ struct Import: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Import paged JSON ({\"number_of_pages\": N, \"result\": [...]}) with find-or-create, in batches.",
         discussion: """
-            SOURCE is a page file, a directory of page-1.json … page-N.json, or an URL template on loopback
-            such as http://127.0.0.1:8000/page-{page}.json. Each batch is one store/batchInsert with
+            SOURCE is a page file, a directory of page-1.json … page-N.json, an URL template on loopback
+            such as http://127.0.0.1:8000/page-{page}.json, or JSON Lines (one object per line, as depot export
+            writes them): a .jsonl or .ndjson file, or - for standard input. Each batch is one store/batchInsert with
             onConflict "update" (one transaction: all of it commits or none of it). Rows with a missing identity
             field or a value of the wrong type, malformed and missing pages are reported with page and index,
             then skipped (--on-error skip, the default) or stop the import (--on-error stop). Ctrl-C cancels
@@ -30,7 +31,9 @@ struct Import: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Argument(help: "A page file, a directory of page-N.json, or an http://127.0.0.1:PORT/…{page}… template.")
+    @Argument(
+        help: "A page file, a directory of page-N.json, an http://127.0.0.1:PORT/…{page}… template, a .jsonl file or -."
+    )
     var source: String
 
     @Option(help: "The entity to import into.")

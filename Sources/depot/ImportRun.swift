@@ -155,7 +155,8 @@ struct ImportRun {
 
 /// A progress line on standard error: rewritten in place on a terminal, one line per update otherwise.
 struct ProgressLine {
-    private let isTerminal = isatty(STDERR_FILENO) == 1
+    /// Whether standard error is a terminal.
+    let isTerminal = isatty(STDERR_FILENO) == 1
     private var shown = false
 
     mutating func show(_ text: String) {

@@ -13,6 +13,9 @@ enum PageSource: CustomStringConvertible {
     case directory(URL)
     /// An `http://127.0.0.1:PORT/…{page}…` template on the loopback interface.
     case urlTemplate(String)
+    /// JSON Lines (one object per line, as `depot export` writes): a `.jsonl` or
+    /// `.ndjson` file, or standard input (`-`); one page.
+    case lines(name: String, Data)
 
     /// Why a page could not be read.
     enum Failure: Error, CustomStringConvertible {
@@ -30,6 +33,17 @@ enum PageSource: CustomStringConvertible {
 
     /// Reads the source argument: a URL template, a directory or a file.
     init(_ argument: String) throws {
+        if argument == "-" {
+            self = .lines(name: "standard input", FileHandle.standardInput.readDataToEndOfFile())
+            return
+        }
+        if argument.hasSuffix(".jsonl") || argument.hasSuffix(".ndjson") {
+            guard let data = FileManager.default.contents(atPath: argument) else {
+                throw CLIError("source '\(argument)' does not exist or cannot be read")
+            }
+            self = .lines(name: argument, data)
+            return
+        }
         if argument.hasPrefix("http://") || argument.hasPrefix("https://") {
             guard argument.contains("{page}") else {
                 throw CLIError(
@@ -59,17 +73,27 @@ enum PageSource: CustomStringConvertible {
         case .file(let url): url.path
         case .directory(let url): url.appendingPathComponent("page-N.json").path
         case .urlTemplate(let template): template
+        case .lines(let name, _): name
         }
     }
 
     /// Whether the source has one page only.
     var isSinglePage: Bool {
-        if case .file = self { return true }
-        return false
+        switch self {
+        case .file, .lines: true
+        case .directory, .urlTemplate: false
+        }
     }
 
     /// Page `number`'s rows and the `number_of_pages` it announces.
     func load(page number: Int) async throws(Failure) -> (rows: [JSONValue], pageCount: Int?) {
+        if case .lines(_, let data) = self {
+            // A line that is not JSON becomes a row the import reports (with its index) and skips.
+            let rows = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline)
+                .filter { !$0.allSatisfy(\.isWhitespace) }
+                .map { line in (try? JSONParser.parse(String(line))) ?? .string("not JSON: \(line.prefix(60))") }
+            return (rows, 1)
+        }
         let data = try await read(page: number)
         let json: JSONValue
         do {
@@ -86,6 +110,8 @@ enum PageSource: CustomStringConvertible {
 
     private func read(page number: Int) async throws(Failure) -> Data {
         switch self {
+        case .lines(_, let data):
+            return data
         case .file(let url):
             guard let data = FileManager.default.contents(atPath: url.path) else {
                 throw .missing("page file \(url.path) cannot be read")

@@ -4,12 +4,9 @@ import XCTest
 
 @testable import DepotClient
 
-/// The actor tests deliver callbacks on (XCTest does not drive the main actor on Linux).
-actor DeliveryActor {}
-
 /// Records every delegate call, with what the controller showed at that moment.
-final class RecordingDelegate: FetchedResultsControllerDelegate, @unchecked Sendable {
-    // @unchecked: only touched on the delivery actor, and read by the test after the delivery returned.
+/// Main-actor isolated, as the delegate protocol is.
+final class RecordingDelegate: FetchedResultsControllerDelegate {
     var calls: [String] = []
 
     func controllerWillChangeContent(_ controller: any FetchedResultsControlling) {
@@ -52,14 +49,14 @@ final class FetchedResultsDeliveryTests: XCTestCase {
             values: ["qualifyingZone": .string(zone), "wins": .int(Int64(wins))])
     }
 
+    @MainActor
     private func makeController() throws -> (FetchedResultsController<DepotObject>, RecordingDelegate) {
         let connection = try DepotConnection.unconnected(to: "inproc://nobody-\(UUID().uuidString)")
         let request = FetchRequest(
             entity: "Team",
             sortDescriptors: [SortDescriptor(key: "qualifyingZone"), SortDescriptor(key: "wins", ascending: false)])
         let controller = FetchedResultsController<DepotObject>(
-            fetchRequest: request, connection: connection, sectionNameKeyPath: "qualifyingZone",
-            deliveryActor: DeliveryActor())
+            fetchRequest: request, connection: connection, sectionNameKeyPath: "qualifyingZone")
         let objects = [team(1, "Asia", wins: 3), team(2, "Asia", wins: 1), team(3, "Oceania", wins: 0)]
         controller.install(
             subscription: "s1",
@@ -72,6 +69,7 @@ final class FetchedResultsDeliveryTests: XCTestCase {
         return (controller, delegate)
     }
 
+    @MainActor
     func testCallbacksComeInTableViewOrderWithTheNewResultsVisible() async throws {
         let (controller, delegate) = try makeController()
         let changes = controller.changes()
@@ -118,6 +116,7 @@ final class FetchedResultsDeliveryTests: XCTestCase {
         XCTAssertEqual(changeSet?.snapshot.itemIdentifiers(inSection: "Asia"), ["Team/2", "Team/1"])
     }
 
+    @MainActor
     func testNotificationsOfOtherSubscriptionsAndOldSeqsChangeNothingVisible() async throws {
         let (controller, delegate) = try makeController()
         let other = ResultsDidChange.Parameters(
@@ -147,6 +146,7 @@ final class FetchedResultsDeliveryTests: XCTestCase {
         XCTAssertEqual(controller.object(at: IndexPath(item: 0, section: 0)).int("wins"), 4)
     }
 
+    @MainActor
     func testTypedObjectsAreDecoded() async throws {
         struct Team: Decodable, FetchRequestResult, Equatable {
             var id: String
@@ -156,8 +156,7 @@ final class FetchedResultsDeliveryTests: XCTestCase {
         let connection = try DepotConnection.unconnected(to: "inproc://nobody-\(UUID().uuidString)")
         let controller = FetchedResultsController<Team>(
             fetchRequest: FetchRequest(entity: "Team", sortDescriptors: [SortDescriptor(key: "wins")]),
-            connection: connection,
-            deliveryActor: DeliveryActor())
+            connection: connection)
         controller.install(
             subscription: "s1", layout: ResultsLayout(sections: [.init(name: "", ids: ["Team/1"])]),
             objects: [team(1, "Asia", wins: 3)])

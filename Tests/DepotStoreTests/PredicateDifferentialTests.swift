@@ -128,7 +128,7 @@ final class PredicateDifferentialTests: XCTestCase {
             "'e'", "'É'", "'et'", "'ile'", "'eu'", "'*o*'", "'?t*'", "'zè*'", "''", "'100%'", "'_'", "'a*b'", "'日'",
             "'ÉT*'", "nil",
         ]
-        switch Int.random(in: 0..<16, using: &random) {
+        switch Int.random(in: 0..<18, using: &random) {
         case 0: return "wins \(pick(ordering)) \(pick(["nil", "-1", "0", "2", "3", "6", "2.5"]))"
         case 1: return "rating \(pick(ordering)) \(pick(["nil", "0", "1.5", "-1", "2"]))"
         case 2: return "\(pick(["teamName", "zone"])) \(pick(stringOps))\(pick(options)) \(pick(patterns))"
@@ -151,6 +151,19 @@ final class PredicateDifferentialTests: XCTestCase {
         case 12: return "zone IN {\(pick(patterns)), \(pick(patterns))}"
         case 13: return "\(pick(["TRUEPREDICATE", "FALSEPREDICATE"]))"
         case 14: return "rating \(pick(ordering)) wins"
+        case 16:
+            let id = "'Team/\(Int.random(in: 1...42, using: &random))'"
+            return "\(pick(["id", "SELF", "self"])) \(pick(["==", "!="])) \(id)"
+        case 17:
+            func ids(_ entity: String, _ upper: Int) -> String {
+                "{'\(entity)/\(Int.random(in: 1...upper, using: &random))', '\(entity)/\(Int.random(in: 1...upper, using: &random))'}"
+            }
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0: return "\(pick(["id", "SELF"])) IN \(ids("Team", 42))"
+            case 1: return "\(pick(["country.id", "country.SELF", "country"])) IN \(ids("Country", 3))"
+            case 2: return "ANY players.\(pick(["id", "SELF"])) IN \(ids("Player", 90))"
+            default: return "SELF.wins \(pick(ordering)) 3"
+            }
         default: return "teamName MATCHES\(pick(options)) '\(pick([".*e.*", "[A-Z].*", "É.*", ".*[0-9]"]))'"
         }
     }

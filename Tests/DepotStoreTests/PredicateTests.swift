@@ -204,6 +204,12 @@ final class PredicateTests: XCTestCase {
         // Keywords are case-insensitive; #escapes keys.
         ("wins Between {3, 3}", nil, "AF"), ("zone In {'Asia'}", nil, "C"), ("teamName beginswith 'Z'", nil, "E"),
         ("any players.age > 34", nil, "B"), ("#wins == 0", nil, "C"),
+        // Identity: `id` and `SELF` are the object (Core Data's `self == %@`).
+        ("id == %@", ["Team/2"], "B"), ("SELF == %@", ["Team/3"], "C"), ("self != 'Team/1'", nil, "BCDEF"),
+        ("id IN {'Team/1', 'Team/6'}", nil, "AF"), ("SELF IN %@", [["Team/4", "Team/5"]], "DE"),
+        ("SELF.wins == 5", nil, "B"), ("country.id == 'Country/1'", nil, "AE"),
+        ("country.SELF == %@", ["Country/3"], "C"), ("ANY players.SELF == %@", ["Player/3"], "B"),
+        ("ANY players.id IN {'Player/1', 'Player/4'}", nil, "AC"), ("id == nil", nil, ""),
     ]
 
     /// The same cases through the in-memory evaluator.
@@ -277,6 +283,7 @@ final class PredicateTests: XCTestCase {
             ("active > NO", nil, "cannot order"), ("teamName MATCHES '('", nil, "regular expression"),
             ("founded > 'yesterday'", nil, "ISO 8601"),
             ("country == 'Team/1'", nil, "Country"), ("zone == $z", ["z"], "arguments"),
+            ("id.wins == 1", nil, "id has no key 'wins'"), ("id == 'Country/1'", nil, "Team"),
         ]
         for (predicate, arguments, fragment) in invalid {
             let error = assertRPCError(.invalidParams) { try self.matches(predicate, arguments) }

@@ -4,8 +4,8 @@ import Synchronization
 import XCTest
 
 /// Records delegate calls on the delivery actor, grouped per change.
-final class CallLog: FetchedResultsControllerDelegate, @unchecked Sendable {
-    // @unchecked: written on the delivery actor only; read under the lock.
+/// Main-actor isolated, as the delegate protocol is.
+final class CallLog: FetchedResultsControllerDelegate {
     private let lock = NSLock()
     private var current: [String] = []
     private var batches: [[String]] = []
@@ -49,7 +49,7 @@ final class ClientFetchedResultsTests: XCTestCase {
     }
 
     /// What a fresh fetch says: section names and ids in order.
-    private func freshLayout(_ connection: DepotConnection) async throws -> [[String]] {
+    private static func freshLayout(_ connection: DepotConnection) async throws -> [[String]] {
         let objects = try await connection.call(StoreFetch.self, Self.teamsRequest()).objects ?? []
         var sections: [(String, [String])] = []
         for object in objects {
@@ -64,6 +64,7 @@ final class ClientFetchedResultsTests: XCTestCase {
         (controller.layout?.sections ?? []).map { [$0.name] + $0.ids }
     }
 
+    @MainActor
     func testPerformFetchGivesSectionsObjectsAndIndexTitles() async throws {
         let daemon = try Daemon()
         let connection = try await daemon.connect()
@@ -71,8 +72,7 @@ final class ClientFetchedResultsTests: XCTestCase {
         let ids = try await connection.loadWorldCup()
         let controller = FetchedResultsController<DepotObject>(
             fetchRequest: Self.teamsRequest(), connection: connection, sectionNameKeyPath: "qualifyingZone",
-            cacheName: "teams",
-            deliveryActor: DeliveryActor())
+            cacheName: "teams")
         XCTAssertNil(controller.fetchedObjects)
         try await controller.performFetch()
         XCTAssertEqual(
@@ -89,14 +89,14 @@ final class ClientFetchedResultsTests: XCTestCase {
         try await FetchedResultsController<DepotObject>.deleteCache(withName: "teams", connection: connection)
     }
 
+    @MainActor
     func testDelegateHearsWillSectionsObjectsDidInOrder() async throws {
         let daemon = try Daemon()
         let connection = try await daemon.connect()
         try await ClientSupport.requireFetchedResults(connection)
         let ids = try await connection.loadWorldCup()
         let controller = FetchedResultsController<DepotObject>(
-            fetchRequest: Self.teamsRequest(), connection: connection, sectionNameKeyPath: "qualifyingZone",
-            deliveryActor: DeliveryActor())
+            fetchRequest: Self.teamsRequest(), connection: connection, sectionNameKeyPath: "qualifyingZone")
         let log = CallLog()
         controller.delegate = log
         try await controller.performFetch()
@@ -114,6 +114,7 @@ final class ClientFetchedResultsTests: XCTestCase {
     }
 
     /// Random saves from a second connection; after each, the controller must equal a fresh fetch.
+    @MainActor
     func testControllerFollowsRandomSavesFromAnotherConnection() async throws {
         let daemon = try Daemon()
         let connection = try await daemon.connect(name: "viewer")
@@ -124,8 +125,7 @@ final class ClientFetchedResultsTests: XCTestCase {
         for batchSize in [0, 5] {
             let controller = FetchedResultsController<DepotObject>(
                 fetchRequest: Self.teamsRequest(batchSize: batchSize), connection: connection,
-                sectionNameKeyPath: "qualifyingZone",
-                deliveryActor: DeliveryActor())
+                sectionNameKeyPath: "qualifyingZone")
             let log = CallLog()
             controller.delegate = log
             try await controller.performFetch()
@@ -161,7 +161,7 @@ final class ClientFetchedResultsTests: XCTestCase {
                 let result = try await writer.call(StoreSave.self, params)
                 ids.removeAll { id in params.deleted.contains { $0.id == id } }
                 ids += result.ids.values
-                let expected = try await freshLayout(writer)
+                let expected = try await Self.freshLayout(writer)
                 let caughtUp = await ClientSupport.wait(on: changes) { Self.layout(of: controller) == expected }
                 XCTAssertTrue(
                     caughtUp, "step \(step), batch \(batchSize): \(Self.layout(of: controller)) != \(expected)")
@@ -181,6 +181,7 @@ final class ClientFetchedResultsTests: XCTestCase {
         }
     }
 
+    @MainActor
     func testBatchFaultingLoadsObjectsAsTheyAreTouched() async throws {
         let daemon = try Daemon()
         let connection = try await daemon.connect()
@@ -195,8 +196,7 @@ final class ClientFetchedResultsTests: XCTestCase {
         let controller = FetchedResultsController<DepotObject>(
             fetchRequest: FetchRequest(
                 entity: "Item", sortDescriptors: [SortDescriptor(key: "name")], fetchBatchSize: 20),
-            connection: connection,
-            deliveryActor: DeliveryActor())
+            connection: connection)
         try await controller.performFetch()
         XCTAssertEqual(controller.fetchedIDs.count, 200)
         XCTAssertEqual(controller.object(at: IndexPath(item: 150, section: 0)).string("name"), "item 150")

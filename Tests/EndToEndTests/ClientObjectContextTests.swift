@@ -4,6 +4,55 @@ import XCTest
 
 /// ObjectContext against a real daemon: saves, conflicts under each merge policy, automatic merging.
 final class ClientObjectContextTests: XCTestCase {
+    /// Assigning through an object the context handed out is the change: the
+    /// save writes it, and another connection's fresh fetch sees it.
+    func testAssignmentThroughTheObjectIsSaved() async throws {
+        let daemon = try Daemon()
+        let connection = try await daemon.connect()
+        let other = try await daemon.connect(name: "other")
+        try await connection.loadWorldCup()
+        let context = ObjectContext(connection: connection)
+        let teams = try await context.fetch(FetchRequest(entity: "Team", predicate: "teamName == 'Brazil'"))
+        var team = try XCTUnwrap(teams.first)
+        XCTAssertTrue(team.managedObjectContext === context)
+        team["wins"] = 42
+        XCTAssertTrue(context.hasChanges, "the assignment is a change in the context")
+        XCTAssertEqual(context.updatedObjects.map(\.id), [team.id])
+        XCTAssertEqual(context.registeredObject(withID: team.id)?.int("wins"), 42)
+        let result = try await context.save()
+        XCTAssertGreaterThan(result.transaction, 0)
+        XCTAssertFalse(context.hasChanges)
+        let fresh = try await ObjectContext(connection: other).fetch(
+            FetchRequest(entity: "Team", predicate: "teamName == 'Brazil'"))
+        XCTAssertEqual(fresh.first?.int("wins"), 42)
+
+        // The other spellings: setValue(_:forKey:), values, and an inserted object.
+        let flag = "flag-\(42)"
+        team.setValue(flag, forKey: "imageName")
+        team.values["qualifyingZone"] = "Mars"
+        var inserted = context.insert(entity: "Team", values: ["teamName": "Atlantis"])
+        inserted["qualifyingZone"] = "Ocean"
+        let saved = try await context.save()
+        let stored = try await other.call(
+            StoreGet.self, .init(ids: [team.id, try XCTUnwrap(saved.ids[inserted.id])])
+        ).objects
+        XCTAssertEqual(stored[0]["imageName"], "flag-42")
+        XCTAssertEqual(stored[0]["qualifyingZone"], "Mars")
+        XCTAssertEqual(stored[1]["qualifyingZone"], "Ocean")
+
+        // A copy made before the save still changes the saved object (its temporary id is remembered).
+        inserted["wins"] = 3
+        try await context.save()
+        let atlantis = try await other.call(StoreGet.self, .init(ids: [try XCTUnwrap(saved.ids[inserted.id])])).objects
+        XCTAssertEqual(atlantis.first?["wins"], 3)
+
+        // An object built by hand belongs to no context: a plain value.
+        var loose = DepotObject(id: team.id, entity: "Team", values: ["wins": 1])
+        loose["wins"] = 2
+        XCTAssertNil(loose.managedObjectContext)
+        XCTAssertFalse(context.hasChanges)
+    }
+
     func testInsertChangeDeleteSaveAndRollback() async throws {
         let daemon = try Daemon()
         let connection = try await daemon.connect()

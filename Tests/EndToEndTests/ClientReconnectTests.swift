@@ -69,8 +69,7 @@ final class ClientReconnectTests: XCTestCase {
         let ids = try await connection.loadWorldCup()
         let controller = FetchedResultsController<DepotObject>(
             fetchRequest: ClientFetchedResultsTests.teamsRequest(), connection: connection,
-            sectionNameKeyPath: "qualifyingZone",
-            deliveryActor: DeliveryActor())
+            sectionNameKeyPath: "qualifyingZone")
         try await controller.performFetch()
         let changes = controller.changes()
 
@@ -100,6 +99,3 @@ final class ClientReconnectTests: XCTestCase {
         XCTAssertTrue(live)
     }
 }
-
-/// The actor delegate callbacks are delivered on in end-to-end tests.
-actor DeliveryActor {}

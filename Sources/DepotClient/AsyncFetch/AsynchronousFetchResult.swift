@@ -4,7 +4,7 @@ import Synchronization
 
 /// A running or finished ``AsynchronousFetchRequest``, like
 /// `NSPersistentStoreAsynchronousResult`.
-public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable {
+public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendable {
     /// Follows the daemon's `$/progress`: `totalUnitCount` from the count
     /// (begin), `completedUnitCount` from each report. `cancel()` cancels the fetch.
     public let progress: Progress
@@ -15,7 +15,14 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
     private let requestID: RequestID
     private let token: JSONValue
     private let outcome = Mutex<Result<[Object], DepotClientError>?>(nil)
-    private let waiters = Mutex<[CheckedContinuation<Result<[Object], DepotClientError>, Never>]>([])
+    /// The outcome once the completion block has run, and who waits for it.
+    private let delivered = Mutex<
+        (
+            outcome: Result<[Object], DepotClientError>?,
+            waiters: [CheckedContinuation<Result<[Object], DepotClientError>, Never>]
+        )
+    >((nil, []))
+    private let broadcaster = ProgressBroadcaster()
 
     init(connection: DepotConnection, request: AsynchronousFetchRequest<Object>, progress: Progress? = nil) {
         self.connection = connection
@@ -39,6 +46,17 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
     /// The outcome, once finished.
     public var result: Result<[Object], DepotClientError>? { outcome.withLock { $0 } }
 
+    /// Every progress step from now on (the latest one first), ending with the
+    /// update whose ``FetchProgress/isFinished`` is true. An `AsyncSequence`, so
+    /// it works where key-value observing of `progress` does not (Linux):
+    ///
+    /// ```swift
+    /// for await update in running.progressUpdates { print(update.fractionCompleted ?? 0) }
+    /// ```
+    ///
+    /// Each use returns an independent stream.
+    public var progressUpdates: AsyncStream<FetchProgress> { broadcaster.stream }
+
     /// Cancels the fetch (the same as `progress.cancel()`).
     public func cancel() { progress.cancel() }
 
@@ -47,12 +65,12 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
         get async throws(DepotClientError) { try await outcome().get() }
     }
 
-    /// Waits for the outcome.
+    /// Waits for the outcome (after the completion block has run).
     func outcome() async -> Result<[Object], DepotClientError> {
         await withCheckedContinuation { continuation in
-            let finished = outcome.withLock { outcome in
-                if outcome == nil { waiters.withLock { $0.append(continuation) } }
-                return outcome
+            let finished = delivered.withLock { delivered in
+                if delivered.outcome == nil { delivered.waiters.append(continuation) }
+                return delivered.outcome
             }
             if let finished { continuation.resume(returning: finished) }
         }
@@ -63,17 +81,7 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
         fetchRequest.workDoneToken = token
         fetchRequest.countFirst = true
         // Registered before the request is sent, so that `begin` cannot be missed.
-        let notifications = connection.notifications()
-        let listener = Task { [progress, token] in
-            for await notification in notifications {
-                guard let params = notification.decode(ProgressNotification.self), params.token == token,
-                    let value = try? JSONCoding.decode(WorkDoneProgress.self, from: params.value)
-                else { continue }
-                if let total = value.total { progress.totalUnitCount = total }
-                if let completed = value.completed { progress.completedUnitCount = completed }
-                if value.kind == .end { break }
-            }
-        }
+        let listener = broadcaster.follow(connection, token: token, into: progress)
         Task { [self] in
             let result: Result<[Object], DepotClientError>
             do throws(DepotClientError) {
@@ -91,13 +99,14 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
                 for json in fetched.objects ?? [] {
                     let raw = try DepotObject(json: json)
                     do {
-                        objects.append(try Object(depotObject: raw))
+                        objects.append(try Object.make(from: raw))
                     } catch {
                         throw .invalidResponse("\(raw.id) cannot be made into \(Object.self): \(error)")
                     }
                 }
                 if progress.totalUnitCount < 0 { progress.totalUnitCount = Int64(objects.count) }
                 progress.completedUnitCount = Int64(objects.count)
+                broadcaster.publish(completed: Int64(objects.count), total: progress.totalUnitCount)
                 result = .success(objects)
             } catch {
                 result = .failure(error)
@@ -108,15 +117,16 @@ public final class AsynchronousFetchResult<Object: FetchRequestResult>: Sendable
     }
 
     private func finish(_ result: Result<[Object], DepotClientError>) {
-        let waiting = outcome.withLock { outcome in
-            outcome = result
-            return waiters.withLock { waiters in
-                defer { waiters.removeAll() }
-                return waiters
-            }
-        }
-        // The completion block runs before waiting tasks resume, so `value` returning means it ran.
+        outcome.withLock { $0 = result }
+        // The completion block runs before waiting tasks resume and before the progress
+        // updates end, so `value` returning (or the updates ending) means it ran.
         request.completionBlock?(self)
+        let waiting = delivered.withLock { delivered in
+            delivered.outcome = result
+            defer { delivered.waiters.removeAll() }
+            return delivered.waiters
+        }
+        broadcaster.publish(finished: true)
         waiting.forEach { $0.resume(returning: result) }
     }
 }

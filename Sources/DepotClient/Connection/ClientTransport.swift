@@ -104,6 +104,9 @@ final class ClientTransport: @unchecked Sendable {
         return stream
     }
 
+    /// Whether ``stop()`` was called.
+    var isStopped: Bool { stopRequested.load(ordering: .relaxed) }
+
     /// Stops the loop, failing pending calls with ``DepotClientError/closed``.
     func stop() {
         guard !stopRequested.exchange(true, ordering: .relaxed) else { return }

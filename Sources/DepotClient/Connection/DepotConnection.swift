@@ -177,6 +177,9 @@ public final class DepotConnection: Sendable {
         return stream
     }
 
+    /// Whether the connection was closed (``close()`` or ``abort()``); calls then fail with ``DepotClientError/closed``.
+    public var isClosed: Bool { transport.isStopped }
+
     /// Sends `disconnect` and closes the socket.
     public func close() async {
         _ = try? await Self.call(transport, method: Disconnect.name, params: nil, timeout: .seconds(2))

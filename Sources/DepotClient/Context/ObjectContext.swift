@@ -38,6 +38,9 @@ public final class ObjectContext: Sendable {
         var merging: Bool = false
         var listener: Task<Void, Never>?
         var changeSubscribers: [UUID: AsyncStream<ObjectsDidChange>.Continuation] = [:]
+        /// The permanent id of each object inserted and saved, by its temporary id: a copy
+        /// of the object made before the save still changes the right object.
+        var permanentIDs: [String: String] = [:]
     }
 
     /// The connection the context saves through.
@@ -71,7 +74,7 @@ public final class ObjectContext: Sendable {
         let result = try await connection.call(StoreFetch.self, request)
         var objects: [DepotObject] = []
         for json in result.objects ?? [] { objects.append(try DepotObject(json: json)) }
-        return register(objects)
+        return register(objects).map { $0.bound(to: self) }
     }
 
     /// The object with `id`, from the context or else from the store; `nil` when it does not exist.
@@ -79,17 +82,17 @@ public final class ObjectContext: Sendable {
         if let known = registeredObject(withID: id) { return known }
         let result = try await connection.call(StoreGet.self, .init(ids: [id]))
         guard let json = result.objects.first, !json.isNull else { return nil }
-        return register([try DepotObject(json: json)]).first
+        return register([try DepotObject(json: json)]).first?.bound(to: self)
     }
 
     /// The context's current version of the object with `id` (local changes
     /// applied), or `nil` when the context does not hold it or it is deleted.
     public func registeredObject(withID id: String) -> DepotObject? {
-        state.withLock { state in
+        state.withLock { state -> DepotObject? in
             if let inserted = state.inserted[id] { return inserted }
             guard !state.deleted.contains(id), let registered = state.registered[id] else { return nil }
             return Self.current(registered)
-        }
+        }?.bound(to: self)
     }
 
     /// Every object the context holds (fetched or inserted, not deleted), with local changes applied.
@@ -97,23 +100,23 @@ public final class ObjectContext: Sendable {
         state.withLock { state in
             state.registered.values.filter { !state.deleted.contains($0.base.id) }.map(Self.current)
                 + state.insertionOrder.compactMap { state.inserted[$0] }
-        }
+        }.map { $0.bound(to: self) }
     }
 
     /// Objects inserted since the last save.
     public var insertedObjects: [DepotObject] {
-        state.withLock { state in state.insertionOrder.compactMap { state.inserted[$0] } }
+        state.withLock { state in state.insertionOrder.compactMap { state.inserted[$0] } }.map { $0.bound(to: self) }
     }
     /// Registered objects with unsaved changes.
     public var updatedObjects: [DepotObject] {
         state.withLock { state in
             state.registered.values.filter { !$0.changes.isEmpty && !state.deleted.contains($0.base.id) }.map(
                 Self.current)
-        }
+        }.map { $0.bound(to: self) }
     }
     /// Objects deleted since the last save.
     public var deletedObjects: [DepotObject] {
-        state.withLock { state in state.deleted.compactMap { state.registered[$0]?.base } }
+        state.withLock { state in state.deleted.compactMap { state.registered[$0]?.base } }.map { $0.bound(to: self) }
     }
 
     /// Whether there is anything to save.
@@ -135,16 +138,54 @@ public final class ObjectContext: Sendable {
             state.inserted[object.id] = object
             state.insertionOrder.append(object.id)
         }
-        return object
+        return object.bound(to: self)
+    }
+
+    /// Inserts a new object of `entityName`, like Core Data's
+    /// `NSEntityDescription.insertNewObject(forEntityName:into:)`; set its values
+    /// through it (`team["teamName"] = "Atlantis"`), then save.
+    public func insertNewObject(forEntityName entityName: String) -> DepotObject {
+        insert(entity: entityName)
+    }
+
+    /// The object with `id`, like `NSManagedObjectContext.object(with:)`; unlike
+    /// Core Data's it reads the store at once (a round trip) and is `nil` when
+    /// the object does not exist.
+    public func object(with id: String) async throws(DepotClientError) -> DepotObject? {
+        try await object(withID: id)
+    }
+
+    /// Fetches objects as `T` (your `Decodable` type), registering them in the context.
+    public func fetch<T: Decodable & Sendable>(_ request: FetchRequest, as type: T.Type) async throws(DepotClientError)
+        -> [T]
+    {
+        var results: [T] = []
+        for object in try await fetch(request) {
+            do {
+                results.append(try T.make(from: object))
+            } catch {
+                throw .invalidResponse("\(object.id) cannot be made into \(T.self): \(error)")
+            }
+        }
+        return results
+    }
+
+    /// The number of objects `request` matches, like `NSManagedObjectContext.count(for:)`.
+    public func count(for request: FetchRequest) async throws(DepotClientError) -> Int {
+        var request = request
+        request.resultType = .count
+        return try await connection.call(StoreFetch.self, request).count ?? 0
     }
 
     /// Sets `value` for `key` on `object` (a registered or inserted object).
+    /// Assigning through an object the context handed out does the same.
     public func set(_ value: JSONValue, forKey key: String, on object: DepotObject) {
         state.withLock { state in
+            let object = Self.saved(object, in: state)
             if state.inserted[object.id] != nil {
-                state.inserted[object.id]?.values[key] = value
+                state.inserted[object.id]?.storage[key] = value
             } else {
-                if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object) }
+                if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object.unbound) }
                 state.registered[object.id]?.changes[key] = value
             }
         }
@@ -154,11 +195,12 @@ public final class ObjectContext: Sendable {
     /// change a ``DepotObject`` value as you like, then hand it back here.
     public func update(_ object: DepotObject) {
         state.withLock { state in
+            let object = Self.saved(object, in: state)
             if state.inserted[object.id] != nil {
-                state.inserted[object.id]?.values = object.values
+                state.inserted[object.id]?.storage = object.storage
                 return
             }
-            var registered = state.registered[object.id] ?? Registered(base: object)
+            var registered = state.registered[object.id] ?? Registered(base: object.unbound)
             for (key, value) in object.values where Self.current(registered).values[key] != value {
                 registered.changes[key] = value
             }
@@ -169,11 +211,12 @@ public final class ObjectContext: Sendable {
     /// Deletes `object` at the next save (an inserted one is simply dropped).
     public func delete(_ object: DepotObject) {
         state.withLock { state in
+            let object = Self.saved(object, in: state)
             if state.inserted.removeValue(forKey: object.id) != nil {
                 state.insertionOrder.removeAll { $0 == object.id }
                 return
             }
-            if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object) }
+            if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object.unbound) }
             state.deleted.insert(object.id)
         }
     }
@@ -261,6 +304,7 @@ public final class ObjectContext: Sendable {
                         id: id, entity: object.entity, version: result.versions[id], values: object.values))
             }
             state.insertionOrder.removeAll { insertedIDs.contains($0) }
+            for tempID in insertedIDs { state.permanentIDs[tempID] = result.ids[tempID] }
             for update in params.updated {
                 guard var registered = state.registered[update.id] else { continue }
                 registered.base.values.merge(update.values) { $1 }
@@ -411,6 +455,15 @@ public final class ObjectContext: Sendable {
                 return object
             }
         }
+    }
+
+    /// `object` under its permanent id when it is a copy of an inserted object saved since.
+    private static func saved(_ object: DepotObject, in state: State) -> DepotObject {
+        guard let id = state.permanentIDs[object.id] else { return object }
+        var resolved = object
+        resolved.id = id
+        resolved.version = state.registered[id]?.base.version ?? object.version
+        return resolved
     }
 
     private static func current(_ registered: Registered) -> DepotObject {

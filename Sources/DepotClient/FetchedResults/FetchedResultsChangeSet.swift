@@ -3,7 +3,7 @@ import Foundation
 
 /// Everything one `results/didChange` (or one resync) did to a
 /// ``FetchedResultsController``'s results: what ``FetchedResultsController/changes()`` yields.
-public struct FetchedResultsChangeSet<Object: FetchRequestResult>: Sendable {
+public struct FetchedResultsChangeSet<Object: Decodable & Sendable>: Sendable {
     /// One section insert or delete.
     public struct SectionChange: Sendable, Hashable {
         /// Insert or delete.

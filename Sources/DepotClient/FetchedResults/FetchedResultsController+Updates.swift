@@ -2,10 +2,6 @@ import DepotProtocol
 import Foundation
 
 /// Runs `body` isolated to `actor`: how callbacks reach the caller-chosen delivery actor.
-func perform(on actor: isolated any Actor, _ body: @Sendable () -> Void) {
-    body()
-}
-
 /// What a controller listens to: the connection's notifications and link events, merged.
 final class ControllerInputs: Sendable {
     enum Input: Sendable {
@@ -79,10 +75,12 @@ extension FetchedResultsController {
             return
         }
         let layoutAfter = next
-        await perform(on: deliveryActor) { [self] in commit(change, layout: layoutAfter) }
+        await commit(change, layout: layoutAfter)
     }
 
-    /// Installs the new layout and tells the delegate and the change streams (on the delivery actor).
+    /// Installs the new layout and tells the delegate and the change streams (on the main actor,
+    /// where the delegate lives).
+    @MainActor
     private func commit(_ change: ResultsDidChange.Parameters, layout: ResultsLayout) {
         let delegate = self.delegate
         delegate?.controllerWillChangeContent(self)
@@ -171,14 +169,15 @@ extension FetchedResultsController {
         {
             for json in loaded.objects where !json.isNull {
                 if let raw = try? DepotObject(json: json) {
-                    fetched.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+                    fetched.entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
                 }
             }
         }
         let result = fetched
-        await perform(on: deliveryActor) { [self] in reload(result, replacing: oldSubscription) }
+        await reload(result, replacing: oldSubscription)
     }
 
+    @MainActor
     private func reload(_ fetched: Fetched, replacing oldSubscription: String) {
         let subscribers = state.withLock { state -> [AsyncStream<FetchedResultsChangeSet<Object>>.Continuation] in
             guard state.subscription == oldSubscription else { return [] }
@@ -209,7 +208,7 @@ extension FetchedResultsController {
                 return
             }
         }
-        state.entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+        state.entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
     }
 
     /// Loads the batch (`fetchBatchSize` objects, aligned) that holds `indexPath`, blocking.

@@ -19,9 +19,10 @@ import Synchronization
 /// ```
 ///
 /// Differences from Core Data, by design:
-/// - `performFetch()` is `async` (it is a round trip), and the delegate is
-///   called on a *delivery actor* (the main actor by default; pass another to
-///   `init` for background use and tests).
+/// - `performFetch()` is `async` (it is a round trip), and the delegate is a
+///   main-actor protocol, like UIKit's delegates: it is set and called on the
+///   main actor, so a delegate that is not main-actor isolated does not compile.
+///   Elsewhere, iterate ``changes()`` (any task, any actor).
 /// - `Object` is ``DepotObject`` or your own `Decodable` type
 ///   (``FetchRequestResult``); the delegate gets it as `Any`, as Core Data's does.
 /// - With `fetchBatchSize` > 0 only ids are held for objects not yet touched;
@@ -31,14 +32,15 @@ import Synchronization
 ///   restarted daemon resyncs by itself and reports
 ///   ``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)``.
 ///
-/// All members are safe to call from any task or thread. The ones that compute
-/// index titles (``sections``, ``sectionIndexTitles``,
+/// All members but ``delegate`` are safe to call from any task or thread. The
+/// ones that compute index titles (``sections``, ``sectionIndexTitles``,
 /// ``section(forSectionIndexTitle:at:)``) ask the delegate's
-/// `controller(_:sectionIndexTitleForSectionName:)` on the caller's thread: call
-/// them on the delivery actor when the delegate is isolated to it.
-public final class FetchedResultsController<Object: FetchRequestResult>: FetchedResultsControlling, @unchecked Sendable
+/// `controller(_:sectionIndexTitleForSectionName:)` when called on the main
+/// actor, and use the default titles elsewhere.
+public final class FetchedResultsController<Object: Decodable & Sendable>: FetchedResultsControlling,
+    @unchecked Sendable
 {
-    // @unchecked: every mutable member is behind `state` or `delegateLock`.
+    // @unchecked: every mutable member is behind `state`, or isolated to the main actor (`delegate`).
     struct Entry {
         var raw: DepotObject
         var object: Object?
@@ -61,13 +63,10 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
     public let sectionNameKeyPath: String?
     /// The name under which the daemon keeps the results across restarts.
     public let cacheName: String?
-    /// The actor the delegate and the change stream's reload are delivered on.
-    public let deliveryActor: any Actor
-
     let state: Mutex<State>
-    // The delegate is not Sendable (it usually lives on the delivery actor), so a plain lock guards it.
-    private let delegateLock = NSLock()
-    private weak var weakDelegate: (any FetchedResultsControllerDelegate)?
+    /// The delegate, held weakly, like `NSFetchedResultsController.delegate`. It
+    /// is main-actor isolated, as the protocol is: set it, and hear from it, on the main actor.
+    @MainActor public weak var delegate: (any FetchedResultsControllerDelegate)?
 
     /// Creates a controller; nothing is fetched until ``performFetch()``.
     ///
@@ -77,16 +76,13 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
     ///   - connection: the session to the daemon.
     ///   - sectionNameKeyPath: the key path that names sections; it must be the first sort key.
     ///   - cacheName: a name for the daemon to keep the results under across restarts.
-    ///   - deliveryActor: where delegate callbacks run; the main actor by default.
     public init(
         fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil,
-        cacheName: String? = nil,
-        deliveryActor: any Actor = MainActor.shared
+        cacheName: String? = nil
     ) {
         self.connection = connection
         self.sectionNameKeyPath = sectionNameKeyPath
         self.cacheName = cacheName
-        self.deliveryActor = deliveryActor
         self.state = Mutex(State(fetchRequest: fetchRequest))
     }
 
@@ -97,12 +93,6 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
             let connection = connection
             Task { _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: subscription)) }
         }
-    }
-
-    /// The delegate, held weakly.
-    public var delegate: (any FetchedResultsControllerDelegate)? {
-        get { delegateLock.withLock { weakDelegate } }
-        set { delegateLock.withLock { weakDelegate = newValue } }
     }
 
     /// The request; change it and call ``performFetch()`` again to fetch anew.
@@ -163,7 +153,7 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
         var entries: [String: Entry] = [:]
         for json in result.objects {
             let raw = try DepotObject(json: json)
-            entries[raw.id] = Entry(raw: raw, object: try? Object(depotObject: raw))
+            entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
         }
         let layout: ResultsLayout
         if result.objects.count == result.count {
@@ -252,7 +242,7 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
             return object
         case .undecodable(let raw):
             preconditionFailure(
-                "\(raw.id) cannot be made into \(Object.self): \((try? Object(depotObject: raw)) == nil ? "decoding failed" : "")"
+                "\(raw.id) cannot be made into \(Object.self): \((try? Object.make(from: raw)) == nil ? "decoding failed" : "")"
             )
         case .outOfRange:
             preconditionFailure("no object at \(Array(indexPath)) in \(layout?.sections.map(\.ids.count) ?? [])")
@@ -269,9 +259,10 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
         }
     }
 
-    /// The index path of `object` in the results, by id; `nil` when it is not there.
-    public func indexPath(forObject object: Object) -> IndexPath? {
-        indexPath(forID: object.id)
+    /// The id of the object at `indexPath` (`Entity/rowid`, from the wire, whatever
+    /// `Object` is); `nil` when the index path is out of range.
+    public func objectID(at indexPath: IndexPath) -> String? {
+        state.withLock { $0.layout?.id(at: indexPath) }
     }
 
     /// The index path of the object with `id`; `nil` when it is not in the results.
@@ -308,12 +299,17 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
     /// The index title of the section named `sectionName`: the delegate's, or the
     /// name's capitalised first letter.
     public func sectionIndexTitle(forSectionName sectionName: String) -> String? {
-        delegate?.controller(self, sectionIndexTitleForSectionName: sectionName)
-            ?? ResultsLayout.indexTitle(forSectionName: sectionName)
+        delegateIndexTitle(forSectionName: sectionName) ?? ResultsLayout.indexTitle(forSectionName: sectionName)
     }
 
     private func indexTitle(for section: ResultsLayout.Section) -> String {
-        delegate?.controller(self, sectionIndexTitleForSectionName: section.name) ?? section.indexTitle
+        delegateIndexTitle(forSectionName: section.name) ?? section.indexTitle
+    }
+
+    /// The delegate's index title, when called on the main actor (where the delegate lives).
+    private func delegateIndexTitle(forSectionName name: String) -> String? {
+        guard Thread.isMainThread else { return nil }
+        return MainActor.assumeIsolated { delegate?.controller(self, sectionIndexTitleForSectionName: name) }
     }
 
     // MARK: Change stream
@@ -349,7 +345,7 @@ public final class FetchedResultsController<Object: FetchRequestResult>: Fetched
             state.layout = layout
             state.indexPaths = nil
             state.entries = Dictionary(
-                objects.map { ($0.id, Entry(raw: $0, object: try? Object(depotObject: $0))) }, uniquingKeysWith: { $1 })
+                objects.map { ($0.id, Entry(raw: $0, object: try? Object.make(from: $0))) }, uniquingKeysWith: { $1 })
         }
     }
 

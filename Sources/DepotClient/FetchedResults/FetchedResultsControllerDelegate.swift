@@ -7,13 +7,17 @@ import Foundation
 /// For one change the calls come in the order a table view needs:
 /// ``controllerWillChangeContent(_:)``, then section changes, then object
 /// changes, then ``controllerDidChangeContent(_:)`` and
-/// ``controller(_:didChangeContentWith:)``. They run on the controller's
-/// delivery actor (the main actor unless you chose another), and the
+/// ``controller(_:didChangeContentWith:)``. They run on the main actor, and the
 /// controller's `sections` and `fetchedObjects` show the new results from the
 /// first object change on.
 ///
+/// The protocol is main-actor isolated, as UIKit's delegates are: a conforming
+/// view controller needs nothing more (Swift 6.0 and later), and a type that is
+/// not main-actor isolated cannot be made a delegate by mistake. To follow the
+/// changes on another actor, iterate ``FetchedResultsController/changes()``.
+///
 /// ```swift
-/// extension TeamsViewController: @MainActor FetchedResultsControllerDelegate {
+/// extension TeamsViewController: FetchedResultsControllerDelegate {
 ///     func controllerWillChangeContent(_ controller: any FetchedResultsControlling) { tableView.beginUpdates() }
 ///     func controller(_ controller: any FetchedResultsControlling, didChange anObject: Any,
 ///                     at indexPath: IndexPath?, for type: FetchedResultsChangeType, newIndexPath: IndexPath?) {
@@ -28,6 +32,7 @@ import Foundation
 ///     func controllerDidReloadContent(_ controller: any FetchedResultsControlling) { tableView.reloadData() }
 /// }
 /// ```
+@MainActor
 public protocol FetchedResultsControllerDelegate: AnyObject {
     /// Called before the first change of a batch (`beginUpdates`).
     func controllerWillChangeContent(_ controller: any FetchedResultsControlling)

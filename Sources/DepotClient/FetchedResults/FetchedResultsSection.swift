@@ -12,7 +12,7 @@ public protocol FetchedResultsSectionInfo: Sendable {
 }
 
 /// One section of a ``FetchedResultsController``'s results.
-public struct FetchedResultsSection<Object: FetchRequestResult>: FetchedResultsSectionInfo {
+public struct FetchedResultsSection<Object: Decodable & Sendable>: FetchedResultsSectionInfo {
     /// The section key's value as text (`""` for nil).
     public let name: String
     /// The index title (by default the name's capitalised first letter).

@@ -9,8 +9,17 @@ import Foundation
 /// print(team.string("teamName") ?? "?", team.int("wins") ?? 0)
 /// ```
 ///
-/// It is a value: changing one changes nothing in the store. Change objects
-/// through an ``ObjectContext`` and save it.
+/// An object you get from an ``ObjectContext`` (fetched, inserted, or read
+/// with ``ObjectContext/object(with:)``) belongs to that context, as a managed
+/// object does: assigning through it (`team["wins"] = 42`,
+/// `team.setValue(42, forKey: "wins")` or `team.values = ...`) records the
+/// change in the context, and the next ``ObjectContext/save(mergePolicy:)``
+/// writes it. Declare it with `var`; a `let` object does not compile when assigned.
+///
+/// An object from a ``FetchedResultsController`` or built with an initializer
+/// belongs to no context (``managedObjectContext`` is `nil`): it is a plain
+/// value. To change it in the store, hand it to a context with
+/// ``ObjectContext/update(_:)``, or read it into one with ``ObjectContext/object(with:)``.
 public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvertible {
     /// The object's id, `Entity/rowid` (or a context's temporary id before the first save).
     public var id: String
@@ -18,8 +27,21 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
     public var entity: String
     /// The version the values belong to; `nil` when the fetch named `properties`.
     public var version: Int64?
-    /// Attribute values and to-one relationships (as ids), by key.
-    public var values: [String: JSONValue]
+    /// Attribute values and to-one relationships (as ids), by key. Setting them
+    /// on an object that belongs to a context records each changed key there.
+    public var values: [String: JSONValue] {
+        get { storage }
+        set {
+            if let context {
+                for (key, value) in newValue where storage[key] != value { context.set(value, forKey: key, on: self) }
+                for key in storage.keys where newValue[key] == nil { context.set(.null, forKey: key, on: self) }
+            }
+            storage = newValue
+        }
+    }
+    var storage: [String: JSONValue]
+    /// The context the object belongs to: assignments through the object are changes in it.
+    var context: ObjectContext?
     /// Whether the values are not loaded (an object that was deleted before it was ever read).
     public var isFault: Bool
 
@@ -30,8 +52,58 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
         self.id = id
         self.entity = entity
         self.version = version
-        self.values = values
+        self.storage = values
         self.isFault = isFault
+        self.context = nil
+    }
+
+    /// Inserts a new object of `entityName` into `context`, like Core Data's
+    /// `NSEntityDescription.insertNewObject(forEntityName:into:)`.
+    ///
+    /// ```swift
+    /// var team = DepotObject.insertNewObject(forEntityName: "Team", into: context)
+    /// team.setValue("Atlantis", forKey: "teamName")
+    /// try await context.save()
+    /// ```
+    public static func insertNewObject(forEntityName entityName: String, into context: ObjectContext) -> DepotObject {
+        context.insert(entity: entityName)
+    }
+
+    /// The context the object belongs to, like `NSManagedObject.managedObjectContext`;
+    /// `nil` for an object from a controller or built by hand (a plain value).
+    public var managedObjectContext: ObjectContext? { context }
+
+    /// Whether the object was inserted and not saved yet (its id is temporary).
+    public var isInserted: Bool { id.hasPrefix("temp-") }
+
+    /// Two objects are equal when their id, entity, version, values and fault
+    /// state are; the context they belong to does not count.
+    public static func == (lhs: DepotObject, rhs: DepotObject) -> Bool {
+        lhs.id == rhs.id && lhs.entity == rhs.entity && lhs.version == rhs.version && lhs.storage == rhs.storage
+            && lhs.isFault == rhs.isFault
+    }
+
+    /// Hashes what ``==(_:_:)`` compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(entity)
+        hasher.combine(version)
+        hasher.combine(storage)
+        hasher.combine(isFault)
+    }
+
+    /// This object, belonging to `context`.
+    func bound(to context: ObjectContext) -> DepotObject {
+        var object = self
+        object.context = context
+        return object
+    }
+
+    /// This object, belonging to no context (how a context stores its own copies).
+    var unbound: DepotObject {
+        var object = self
+        object.context = nil
+        return object
     }
 
     /// Reads an object from its wire form `{"id", "entity", "version", <values>}`.
@@ -64,9 +136,26 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
     }
 
     /// The value for `key`, or `nil` when the object has none (not `.null`, which is a stored nil).
+    /// Assigning records the change in the object's context (assigning `nil` stores `null`).
     public subscript(key: String) -> JSONValue? {
-        get { values[key] }
-        set { values[key] = newValue }
+        get { storage[key] }
+        set { setValue(newValue ?? .null, forKey: key) }
+    }
+
+    /// The value for `key`, like `NSManagedObject.value(forKey:)`.
+    public func value(forKey key: String) -> JSONValue? { storage[key] }
+
+    /// Sets the value for `key`, like `NSManagedObject.setValue(_:forKey:)`:
+    /// on an object that belongs to a context, this is the change the next save writes.
+    public mutating func setValue(_ value: JSONValue, forKey key: String) {
+        context?.set(value, forKey: key, on: self)
+        storage[key] = value
+    }
+
+    /// Sets the value for `key` from an ordinary Swift value (`Int`, `String`,
+    /// `Double`, `Bool`, `Date`, `UUID`, optionals, arrays), like `NSManagedObject.setValue(_:forKey:)`.
+    public mutating func setValue(_ value: some JSONValueConvertible, forKey key: String) {
+        setValue(value.jsonValue, forKey: key)
     }
 
     /// The value for `key` as a string.
@@ -106,6 +195,21 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
     public var description: String {
         "\(id) v\(version.map(String.init) ?? "?") \(JSONValue.object(values).excerpt(limit: 120))"
     }
+}
+
+extension Date: JSONValueConvertible {
+    /// The wire form: an ISO 8601 string with milliseconds.
+    public var jsonValue: JSONValue { .string(DepotDate.string(from: self)) }
+}
+
+extension UUID: JSONValueConvertible {
+    /// The wire form: the UUID string.
+    public var jsonValue: JSONValue { .string(uuidString) }
+}
+
+extension Data: JSONValueConvertible {
+    /// The wire form: base64.
+    public var jsonValue: JSONValue { .string(base64EncodedString()) }
 }
 
 /// Dates on the wire: ISO 8601 UTC with milliseconds, `2026-11-22T10:15:30.250Z`.

@@ -23,3 +23,37 @@ extension FetchRequest {
         set { batchSize = newValue > 0 ? newValue : nil }
     }
 }
+
+extension FetchRequest {
+    /// A request in `NSPredicate` style: a format with `%@ %K %d %f` placeholders
+    /// and ordinary Swift values for them, like
+    /// `NSFetchRequest(entityName:)` with `NSPredicate(format:_:)`.
+    ///
+    /// ```swift
+    /// let request = FetchRequest(
+    ///     entityName: "Team", predicate: "qualifyingZone == %@ AND wins >= %d", "Europe", 3,
+    ///     sortDescriptors: [SortDescriptor(key: "teamName")])
+    /// ```
+    public init(
+        entityName: String, predicate format: String? = nil, _ arguments: any JSONValueConvertible...,
+        sortDescriptors: [SortDescriptor] = [], fetchLimit: Int = 0, fetchBatchSize: Int = 0
+    ) {
+        self.init(
+            entity: entityName, predicate: format,
+            arguments: arguments.isEmpty ? nil : .array(arguments.map(\.jsonValue)),
+            sort: sortDescriptors.isEmpty ? nil : sortDescriptors, limit: fetchLimit > 0 ? fetchLimit : nil,
+            batchSize: fetchBatchSize > 0 ? fetchBatchSize : nil)
+    }
+
+    /// The entity's name, under Core Data's name.
+    public var entityName: String {
+        get { entity }
+        set { entity = newValue }
+    }
+
+    /// The most objects to return (0: no limit), under Core Data's name.
+    public var fetchLimit: Int {
+        get { limit ?? 0 }
+        set { limit = newValue > 0 ? newValue : nil }
+    }
+}

@@ -145,3 +145,74 @@ extension JSONValue: Codable {
         }
     }
 }
+
+/// Interpolated strings are JSON strings too: `"Brazil-\(n)"`.
+extension JSONValue: ExpressibleByStringInterpolation {}
+
+/// An ordinary Swift value that has a JSON form, so APIs that take values
+/// (`setValue(_:forKey:)`, predicate arguments, inserted values) accept
+/// `Int`, `String`, `Double`, `Bool`, optionals and arrays of them as they are.
+public protocol JSONValueConvertible: Sendable {
+    /// The value's JSON form.
+    var jsonValue: JSONValue { get }
+}
+
+extension JSONValue: JSONValueConvertible {
+    /// The value itself.
+    public var jsonValue: JSONValue { self }
+}
+
+extension String: JSONValueConvertible {
+    /// A JSON string.
+    public var jsonValue: JSONValue { .string(self) }
+}
+
+extension Substring: JSONValueConvertible {
+    /// A JSON string.
+    public var jsonValue: JSONValue { .string(String(self)) }
+}
+
+extension Bool: JSONValueConvertible {
+    /// A JSON boolean.
+    public var jsonValue: JSONValue { .bool(self) }
+}
+
+extension Int: JSONValueConvertible {
+    /// A JSON integer.
+    public var jsonValue: JSONValue { .int(Int64(self)) }
+}
+
+extension Int64: JSONValueConvertible {
+    /// A JSON integer.
+    public var jsonValue: JSONValue { .int(self) }
+}
+
+extension Int32: JSONValueConvertible {
+    /// A JSON integer.
+    public var jsonValue: JSONValue { .int(Int64(self)) }
+}
+
+extension Double: JSONValueConvertible {
+    /// A JSON number.
+    public var jsonValue: JSONValue { .double(self) }
+}
+
+extension Float: JSONValueConvertible {
+    /// A JSON number.
+    public var jsonValue: JSONValue { .double(Double(self)) }
+}
+
+extension Optional: JSONValueConvertible where Wrapped: JSONValueConvertible {
+    /// The wrapped value's JSON form, or `null`.
+    public var jsonValue: JSONValue { self?.jsonValue ?? .null }
+}
+
+extension Array: JSONValueConvertible where Element: JSONValueConvertible {
+    /// A JSON array.
+    public var jsonValue: JSONValue { .array(map(\.jsonValue)) }
+}
+
+extension Dictionary: JSONValueConvertible where Key == String, Value: JSONValueConvertible {
+    /// A JSON object.
+    public var jsonValue: JSONValue { .object(mapValues(\.jsonValue)) }
+}

@@ -131,6 +131,16 @@ public struct PredicateEvaluator {
         }
         while let key = components.first {
             components = components.dropFirst()
+            // `SELF` is the object itself; `id` (unless the model has such a key) is its id.
+            if key.uppercased() == "SELF" { continue }
+            if key == "id", entity.attribute(named: key) == nil, entity.relationship(named: key) == nil {
+                guard components.isEmpty else {
+                    throw .invalidParams(
+                        "unknown key path '\(path.joined(separator: "."))': an object's id has no key '\(components.first!)'",
+                        field: "predicate")
+                }
+                break
+            }
             if let attribute = entity.attribute(named: key) {
                 return .scalar(
                     normalize(current[key] ?? .null, type: attribute.type, destination: nil), type: attribute.type,

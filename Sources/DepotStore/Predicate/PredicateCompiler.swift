@@ -95,6 +95,16 @@ struct PredicateCompiler {
         }
         while let key = components.first {
             components = components.dropFirst()
+            // `SELF` is the object itself; `id` (unless the model has such a key) is its id.
+            if key.uppercased() == "SELF" { continue }
+            if key == "id", entity.attributes[key] == nil, entity.toOne[key] == nil, entity.toMany[key] == nil {
+                guard components.isEmpty else {
+                    throw .invalidParams(
+                        "unknown key path '\(path.joined(separator: "."))': an object's id has no key '\(components.first!)'",
+                        field: "predicate")
+                }
+                break
+            }
             if let attribute = entity.attributes[key] {
                 guard components.isEmpty else { throw unknownKey(components.first!, of: entity, path: path) }
                 return .scalar(sql: column(key), type: attribute.type, destination: nil)

@@ -210,12 +210,17 @@ extension SaveOperation {
             throw RPCError(
                 code: .uniqueConstraint,
                 message:
-                    "uniqueness constraint \(first["entity"]?.stringValue ?? "").\(first["constraint"]?.excerpt() ?? "") violated by \(first["objects"]?.excerpt() ?? "")",
+                    "uniqueness constraint \(first["entity"]?.stringValue ?? "")(\(Self.prose(first["constraint"]))) violated by \(Self.prose(first["objects"]))",
                 data: [
                     "violations": .array(violations), "entity": first["entity"] ?? .null,
                     "constraint": first["constraint"] ?? .null, "objects": first["objects"] ?? .null,
                 ])
         }
+    }
+
+    /// `["a", "b"]` as `a, b` (a message reads as prose, not as Swift's array debugging).
+    static func prose(_ list: JSONValue?) -> String {
+        (list?.arrayValue ?? []).map { $0.stringValue ?? $0.excerpt() }.joined(separator: ", ")
     }
 
     private func insertName(_ insert: Insert) -> String { insert.tempId ?? "inserted[\(insert.index)]" }

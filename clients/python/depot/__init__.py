@@ -19,6 +19,7 @@ from .errors import (
     DepotClientError,
     DepotTimeoutError,
     ConnectionClosedError,
+    CallbackError,
     DepotError,
     ParseError,
     InvalidRequestError,
@@ -39,9 +40,10 @@ from .errors import (
     error_from_json,
 )
 from . import errors
-from .results import FetchedResults, FetchedResultsDelegate, InconsistentDelta, ResultsState, Section
+from .results import (FetchedResults, FetchedResultsDelegate, InconsistentDelta, ResultsClient, ResultsState, Section,
+                      format_table)
 
 __all__ = [
     "Client", "AsyncClient", "PendingCall", "FetchedResults", "FetchedResultsDelegate", "ResultsState",
-    "Section", "InconsistentDelta", "PROTOCOL_VERSION", "__version__",
+    "Section", "InconsistentDelta", "ResultsClient", "format_table", "PROTOCOL_VERSION", "__version__",
 ] + errors.__all__

@@ -22,7 +22,7 @@ import zmq
 import zmq.asyncio
 
 from .client import PROTOCOL_VERSION, Recorder, __version__
-from .errors import CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .errors import CallbackError, CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
 
 __all__ = ["AsyncClient"]
 
@@ -45,10 +45,14 @@ class AsyncClient:
         self._socket.setsockopt(zmq.LINGER, 0)
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
-        self._pending: Dict[Union[int, str], asyncio.Future] = {}
+        self._pending: Dict[Union[int, str], "asyncio.Future[Any]"] = {}
         self._listeners: Dict[str, List[AsyncNotificationCallback]] = {}
         self._progress: Dict[str, Callable[[Dict[str, Any]], Any]] = {}
-        self._tasks: List[asyncio.Task] = []
+        self._tasks: List["asyncio.Task[Any]"] = []
+        #: Every exception your callbacks raised, oldest first; the next :meth:`call` raises each
+        #: one not raised yet as :class:`~depot.errors.CallbackError`.
+        self.callback_errors: List[CallbackError] = []
+        self._unraised_callback_errors: List[CallbackError] = []
         self._closed = False
         self._last_sent = 0.0
         #: ``initialize``'s result.
@@ -112,7 +116,7 @@ class AsyncClient:
         if self._closed:
             raise ConnectionClosedError(f"the client of {self.endpoint} is closed")
         rid = next(self._ids) if request_id is None else request_id
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         message: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
@@ -120,7 +124,10 @@ class AsyncClient:
         await self._send(message)
         limit = self.timeout if timeout is None else timeout
         try:
-            return await asyncio.wait_for(asyncio.shield(future), limit)
+            result = await asyncio.wait_for(asyncio.shield(future), limit)
+            if self._unraised_callback_errors:
+                raise self._unraised_callback_errors.pop(0)
+            return result
         except asyncio.TimeoutError:
             raise DepotTimeoutError(
                 f"no answer to {method} from {self.endpoint} within {limit:g}s: is depotd running at that endpoint?"
@@ -160,11 +167,13 @@ class AsyncClient:
         params = dict(request)
         key = None
         if progress is not None:
+            params.setdefault("countFirst", True)
             token = params.setdefault("workDoneToken", self.new_token("fetch"))
             key = json.dumps(token, sort_keys=True)
             self._progress[key] = progress
         try:
-            return await self.call("store/fetch", params, timeout=timeout)
+            result: Dict[str, Any] = await self.call("store/fetch", params, timeout=timeout)
+            return result
         finally:
             if key is not None:
                 self._progress.pop(key, None)
@@ -214,7 +223,8 @@ class AsyncClient:
             for listener in list(self._listeners.get(method, ())) + list(self._listeners.get("*", ())):
                 await self._invoke(listener, method, params)
             return
-        future = self._pending.pop(message.get("id"), None) if message.get("id") is not None else None
+        rid = message.get("id")
+        future = self._pending.pop(rid, None) if isinstance(rid, (int, str)) else None
         if future is None or future.done():
             return
         if "error" in message:
@@ -222,14 +232,16 @@ class AsyncClient:
         else:
             future.set_result(message.get("result"))
 
-    @staticmethod
-    async def _invoke(callback: Callable[..., Any], *args: Any) -> None:
+    async def _invoke(self, callback: Callable[..., Any], *args: Any) -> None:
         try:
             outcome = callback(*args)
             if inspect.isawaitable(outcome):
                 await outcome
-        except Exception:
-            logger.exception("depot notification callback failed")
+        except Exception as failure:
+            logger.error("a depot callback raised", exc_info=failure)
+            error = CallbackError(f"callback {getattr(callback, '__name__', callback)!s}", failure)
+            self.callback_errors.append(error)
+            self._unraised_callback_errors.append(error)
 
     async def _heartbeat_loop(self, period: float) -> None:
         loop = asyncio.get_running_loop()

@@ -23,14 +23,12 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import zmq
 
-from .errors import ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
-
-if TYPE_CHECKING:
-    from .results import FetchedResults
+from .errors import CallbackError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .results import FetchedResults
 
 __all__ = ["Client", "PendingCall", "Recorder", "PROTOCOL_VERSION", "__version__"]
 
@@ -94,6 +92,7 @@ class PendingCall:
                 raise DepotTimeoutError(
                     f"no answer to {self.method} from {self.client.endpoint} within {limit:g}s: "
                     "is depotd running at that endpoint?")
+        self.client._raise_callback_error()
         return self._future.result(0)
 
 
@@ -123,11 +122,17 @@ class Client:
         timeout: float = 30.0,
         heartbeat: bool = True,
         recorder: Optional[Recorder] = None,
-        context: Optional[zmq.Context] = None,
+        context: Optional["zmq.Context[Any]"] = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
         self._recorder = recorder
+        #: Whether an exception raised by one of your callbacks on the dispatch thread is raised
+        #: again, as :class:`~depot.errors.CallbackError`, from the next call or ``result()``.
+        self.raise_callback_errors = True
+        #: Every exception your callbacks raised, oldest first.
+        self.callback_errors: List[CallbackError] = []
+        self._unraised_callback_errors: List[CallbackError] = []
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -273,18 +278,21 @@ class Client:
     def fetch(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
               timeout: Optional[float] = None) -> Dict[str, Any]:
         """``store/fetch``; ``progress`` gets each work-done ``$/progress`` value (begin, reports, end)."""
-        return self.fetch_async(request, progress=progress).result(timeout)
+        result: Dict[str, Any] = self.fetch_async(request, progress=progress).result(timeout)
+        return result
 
     def fetch_async(self, request: Mapping[str, Any], *,
                     progress: Optional[ProgressCallback] = None) -> PendingCall:
         """Starts a ``store/fetch`` and returns at once; ``.cancel()`` sends ``$/cancelRequest``.
 
         Like ``NSAsynchronousFetchRequest``: ``progress`` follows the work, and a cancelled fetch
-        raises :class:`~depot.errors.CancelledError` from ``.result()``.
+        raises :class:`~depot.errors.CancelledError` from ``.result()``. With ``progress``, the
+        request asks for ``countFirst`` (unless it says otherwise), so ``begin`` carries the total.
         """
         params = dict(request)
         remove: Optional[Callable[[], None]] = None
         if progress is not None:
+            params.setdefault("countFirst", True)
             token = params.setdefault("workDoneToken", self.new_token("fetch"))
             remove = self.on_progress(token, progress)
 
@@ -297,13 +305,18 @@ class Client:
              deleted: Sequence[Mapping[str, Any]] = (), **options: Any) -> Dict[str, Any]:
         """``store/save``: one atomic transaction; ``options`` may carry mergePolicy and author."""
         params = {"inserted": list(inserted), "updated": list(updated), "deleted": list(deleted), **options}
-        return self.call("store/save", params)
+        result: Dict[str, Any] = self.call("store/save", params)
+        return result
 
     def subscribe(self, request: Mapping[str, Any], *, section_key_path: Optional[str] = None,
-                  cache_name: Optional[str] = None, **options: Any) -> "FetchedResults":
-        """``results/subscribe``: a live :class:`~depot.results.FetchedResults` mirror of the request."""
-        from .results import FetchedResults
-        return FetchedResults(self, request, section_key_path=section_key_path, cache_name=cache_name, **options)
+                  cache_name: Optional[str] = None, include: str = "firstBatch", **options: Any) -> FetchedResults:
+        """``results/subscribe``: a live :class:`~depot.results.FetchedResults` mirror of the request.
+
+        ``include`` defaults to ``"firstBatch"`` as in the Swift client and the daemon: the rest of
+        the objects are loaded with ``results/objects`` before this returns.
+        """
+        return FetchedResults(self, request, section_key_path=section_key_path, cache_name=cache_name,
+                              include=include, **options)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -423,8 +436,8 @@ class Client:
         if on_response is not None:
             try:
                 on_response(result, error)
-            except Exception:
-                logger.exception("response callback for %s failed", pending.method)
+            except Exception as failure:
+                self._callback_failed(f"response callback for {pending.method}", failure)
         if error is not None:
             pending._future.set_exception(error)
         else:
@@ -439,13 +452,30 @@ class Client:
         if progress is not None:
             try:
                 progress(params.get("value"))
-            except Exception:
-                logger.exception("progress callback failed")
+            except Exception as failure:
+                self._callback_failed("progress callback", failure)
         for callback in callbacks:
             try:
                 callback(method, params)
-            except Exception:
-                logger.exception("notification callback for %s failed", method)
+            except Exception as failure:
+                self._callback_failed(f"notification callback for {method}", failure)
+
+    def _callback_failed(self, where: str, failure: Exception) -> None:
+        """Logs a callback's exception and keeps it to raise from the next call."""
+        logger.error("the %s raised", where, exc_info=failure)
+        error = failure if isinstance(failure, CallbackError) else CallbackError(where, failure)
+        with self._lock:
+            self.callback_errors.append(error)
+            if self.raise_callback_errors:
+                self._unraised_callback_errors.append(error)
+
+    def _raise_callback_error(self) -> None:
+        """Raises the oldest callback exception not raised yet."""
+        with self._lock:
+            if not self._unraised_callback_errors:
+                return
+            error = self._unraised_callback_errors.pop(0)
+        raise error
 
     def _fail_pending(self) -> None:
         with self._lock:

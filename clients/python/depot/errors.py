@@ -14,13 +14,14 @@ Failures of the client itself (no answer in time, a closed connection) are
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, List, Optional, Type
 
 __all__ = [
     "DepotException",
     "DepotClientError",
     "DepotTimeoutError",
     "ConnectionClosedError",
+    "CallbackError",
     "DepotError",
     "ParseError",
     "InvalidRequestError",
@@ -56,6 +57,23 @@ class DepotTimeoutError(DepotClientError, TimeoutError):
 
 class ConnectionClosedError(DepotClientError):
     """The connection was closed before the answer came."""
+
+
+class CallbackError(DepotClientError):
+    """A callback of yours (notification, progress, response, fetched-results delegate or
+    ``on_change``) raised on the client's dispatch thread.
+
+    The client keeps running; the next call or ``result()`` on the client raises this, with the
+    callback's exception as ``__cause__`` (also in :attr:`depot.Client.callback_errors`).
+    """
+
+    def __init__(self, where: str, error: BaseException) -> None:
+        super().__init__(f"the {where} callback raised {type(error).__name__}: {error}")
+        #: Which callback: ``"notification callback for results/didChange"``, ``"progress"``, ...
+        self.where = where
+        #: The callback's exception.
+        self.error = error
+        self.__cause__ = error
 
 
 class DepotError(DepotException):
@@ -143,9 +161,10 @@ class ValidationError(DepotError):
     CODE = -32010
 
     @property
-    def errors(self) -> list:
+    def errors(self) -> List[Dict[str, Any]]:
         """``[{object, key, code, message}]``: every problem found."""
-        return self.data.get("errors", []) if isinstance(self.data, dict) else []
+        found = self.data.get("errors", []) if isinstance(self.data, dict) else []
+        return list(found) if isinstance(found, list) else []
 
 
 class UniqueConstraintError(DepotError):
@@ -160,9 +179,10 @@ class MergeConflictError(DepotError):
     CODE = -32012
 
     @property
-    def conflicts(self) -> list:
+    def conflicts(self) -> List[Dict[str, Any]]:
         """``[{id, keys, storeVersion, storeValues}]``: every conflicting object."""
-        return self.data.get("conflicts", []) if isinstance(self.data, dict) else []
+        found = self.data.get("conflicts", []) if isinstance(self.data, dict) else []
+        return list(found) if isinstance(found, list) else []
 
 
 class NotFoundError(DepotError):

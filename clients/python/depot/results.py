@@ -20,23 +20,99 @@ results and :meth:`ResultsState.applying` to derive the next.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from .errors import DepotError
 
-if TYPE_CHECKING:
-    from .client import Client
-
-__all__ = ["FetchedResults", "FetchedResultsDelegate", "ResultsState", "Section", "InconsistentDelta", "index_title"]
+__all__ = ["FetchedResults", "FetchedResultsDelegate", "ResultsState", "Section", "InconsistentDelta", "index_title",
+           "ResultsClient", "PendingResult", "format_table"]
 
 IndexPath = Tuple[int, int]
 ChangeCallback = Callable[["FetchedResults", Optional[Dict[str, Any]]], None]
 
 
+class PendingResult(Protocol):
+    """A request on its way (what :meth:`ResultsClient.request` returns)."""
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """Waits for the result, or raises the daemon's error."""
+        ...
+
+
+class ResultsClient(Protocol):
+    """What :class:`FetchedResults` needs of a client: requests and notifications.
+
+    :class:`depot.Client` is one; so is anything with these three methods.
+    """
+
+    def request(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
+                request_id: Union[int, str, None] = None,
+                on_response: Optional[Callable[[Optional[Any], Optional[DepotError]], None]] = None
+                ) -> PendingResult:
+        """Sends a request; ``on_response`` is called on the dispatch thread with ``(result, error)``."""
+        ...
+
+    def call(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
+             timeout: Optional[float] = None) -> Any:
+        """Calls ``method`` and returns its result."""
+        ...
+
+    def on_notification(self, method: str, callback: Callable[[str, Any], None]) -> Callable[[], None]:
+        """Calls ``callback(method, params)`` for each notification; returns a remover."""
+        ...
+
+
 class InconsistentDelta(Exception):
     """A ``results/didChange`` does not fit the local results; the mirror resyncs."""
+
+
+def _cell(value: Any, max_width: int) -> str:
+    if value is None:
+        text = ""
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= max_width else text[:max_width - 1] + "…"
+
+
+def format_table(sections: Sequence[Tuple[str, Sequence[Any]]], keys: Optional[Sequence[str]] = None, *,
+                 sectioned: bool = True, max_width: int = 40) -> str:
+    """Formats ``[(section name, [objects])]`` as a text table with aligned columns.
+
+    Columns are ``id`` and ``keys`` (by default every value key, in first-seen order; ``entity``
+    and ``version`` left out). Section names are printed as ``== name ==`` lines when ``sectioned``.
+    """
+    objects = [o for _, objs in sections for o in objs if isinstance(o, Mapping)]
+    if keys is None:
+        seen: Dict[str, None] = {}
+        for o in objects:
+            for k in o:
+                if k not in ("id", "entity", "version"):
+                    seen.setdefault(k, None)
+        keys = list(seen)
+    columns = ["id", *keys]
+    rows: List[Union[str, List[str]]] = []
+    for name, objs in sections:
+        if sectioned:
+            rows.append(f"== {name} ==")
+        for o in objs:
+            values = o if isinstance(o, Mapping) else {"id": o}
+            rows.append([_cell(values.get(c), max_width) for c in columns])
+    widths = [len(c) for c in columns]
+    for row in rows:
+        if isinstance(row, list):
+            widths = [max(w, len(v)) for w, v in zip(widths, row)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(cells, widths)).rstrip()
+
+    out = [line(columns), line(["-" * w for w in widths])]
+    out += [row if isinstance(row, str) else line(row) for row in rows]
+    return "\n".join(out)
 
 
 def index_title(name: str) -> str:
@@ -193,20 +269,19 @@ class FetchedResults:
         results.on_change(lambda results, change: print("changed:", change))
 
     Args:
-        client: a connected :class:`~depot.client.Client` (or anything with its ``request``,
-            ``call`` and ``on_notification``).
+        client: a connected :class:`~depot.client.Client` (or any :class:`ResultsClient`).
         request: the fetch request; ``sort`` is required by the daemon.
         section_key_path: the key whose value names each object's section.
         cache_name: keep the results on the daemon's disk under this name.
-        include: ``"all"`` (default), ``"firstBatch"`` or ``"none"``; missing objects are
+        include: ``"firstBatch"`` (default), ``"all"`` or ``"none"``; missing objects are
             loaded with ``results/objects`` before the constructor returns.
         delegate: a :class:`FetchedResultsDelegate`.
         page_size: objects per ``results/objects`` call.
         timeout: seconds to wait for the subscription.
     """
 
-    def __init__(self, client: "Client", request: Mapping[str, Any], *, section_key_path: Optional[str] = None,
-                 cache_name: Optional[str] = None, include: str = "all",
+    def __init__(self, client: ResultsClient, request: Mapping[str, Any], *, section_key_path: Optional[str] = None,
+                 cache_name: Optional[str] = None, include: str = "firstBatch",
                  delegate: Optional[FetchedResultsDelegate] = None, page_size: int = 500,
                  timeout: Optional[float] = None, **options: Any) -> None:
         self._client = client
@@ -301,9 +376,20 @@ class FetchedResults:
                 return s, section.ids.index(object_id)
         return None
 
-    def as_table(self) -> List[Tuple[str, List[Any]]]:
+    def as_sections(self) -> List[Tuple[str, List[Any]]]:
         """``[(section name, [objects])]``: the whole results as plain values."""
         return [(s.name, [self._state.values.get(i) for i in s.ids]) for s in self.sections]
+
+    def as_table(self, keys: Optional[Sequence[str]] = None, max_width: int = 40) -> str:
+        """The results as a printable text table: a header row, then one row per object
+        (``id`` and the values of ``keys``, all keys by default), sections as ``== name ==`` lines.
+
+        Example::
+
+            print(results.as_table(["teamName", "wins"]))
+        """
+        return format_table(self.as_sections(), keys, sectioned=self.section_key_path is not None,
+                            max_width=max_width)
 
     # -- callbacks and waiting ----------------------------------------------------------------
 

@@ -223,15 +223,15 @@ def test_mirror_loads_missing_objects_follows_deltas_and_resyncs_on_a_gap() -> N
     server = FakeServer(random_rows(rng, next_id, 10))
     results = FetchedResults(server, {"entity": "Team", "sort": [{"key": "zone"}]}, section_key_path="zone",
                              include="firstBatch", page_size=3)
-    assert results.as_table() == expected_table(server.rows), "the first batch plus results/objects pages"
+    assert results.as_sections() == expected_table(server.rows), "the first batch plus results/objects pages"
     server.commit(mutate(rng, server.rows, next_id))
-    assert results.as_table() == expected_table(server.rows)
+    assert results.as_sections() == expected_table(server.rows)
     assert results.resync_count == 0
     assert "results/snapshot" in server.calls  # include=firstBatch: the ids came from a snapshot
     server.commit(mutate(rng, server.rows, next_id), deliver=False)  # lost: the next one makes a gap
     server.commit(mutate(rng, server.rows, next_id))
     assert results.resync_count == 1
-    assert results.as_table() == expected_table(server.rows)
+    assert results.as_sections() == expected_table(server.rows)
     assert results.seq == server.seq
 
 
@@ -245,12 +245,12 @@ def test_mirror_resyncs_on_invalidate_and_on_a_delta_that_does_not_fit() -> None
     server.seq += 5
     server.send("results/didInvalidate", {"subscription": "s1", "reason": "overflow"})
     assert results.resync_count == 1
-    assert results.as_table() == expected_table(server.rows)
+    assert results.as_sections() == expected_table(server.rows)
     server.seq += 1
     server.send("results/didChange", {"subscription": "s1", "seq": server.seq, "transaction": 1, "sections": [],
                                       "objects": [{"type": "delete", "indexPath": [0, 0], "id": "Team/999"}]})
     assert results.resync_count == 2
-    assert results.as_table() == expected_table(server.rows)
+    assert results.as_sections() == expected_table(server.rows)
 
 
 def test_delegate_hears_each_change_in_the_controller_order() -> None:

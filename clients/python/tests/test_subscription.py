@@ -43,7 +43,7 @@ def test_mirror_equals_a_fresh_fetch_after_random_saves(daemon: Daemon) -> None:
         changes: List[Any] = []
         with client.subscribe(REQUEST, section_key_path="qualifyingZone") as results:
             results.on_change(lambda r, change: changes.append(change))
-            assert results.as_table() == fresh_table(client)
+            assert results.as_sections() == fresh_table(client)
             ids: List[str] = []
             last = 0
             for step in range(40):
@@ -69,7 +69,7 @@ def test_mirror_equals_a_fresh_fetch_after_random_saves(daemon: Daemon) -> None:
                 ids.extend(i for i in result["versions"] if i not in ids and i not in deleted_ids)
                 last = result["transaction"] or last
                 assert results.wait_for_transaction(last, timeout=10), f"no delta for transaction {last}"
-                assert results.as_table() == fresh_table(client), f"after step {step}"
+                assert results.as_sections() == fresh_table(client), f"after step {step}"
             assert changes, "the saves produced no results/didChange"
             seqs = [c["seq"] for c in changes if c is not None]
             assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "seq grows by one per notification"
