@@ -63,7 +63,9 @@ struct ModelCommand: AsyncParsableCommand {
     /// `depot model apply FILE`.
     struct Apply: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Define the model from a file ({\"entities\": [...]}); lightweight migrations only.")
+            abstract:
+                "Define or lightly migrate the entities a file names ({\"entities\": [...]}); the model's other entities stay as they are."
+        )
 
         @OptionGroup var connection: ConnectionOptions
 

@@ -15,12 +15,14 @@ enum ModelValidator {
         }
     }
 
-    /// Validates `entities`; throws -32602 naming the first problem.
-    static func validate(_ entities: [EntityDescription]) throws(RPCError) {
+    /// Validates the whole model `entities`; throws -32602 naming the first problem.
+    ///
+    /// - Parameter fields: the field prefix of each entity in errors (default `entities[i]`).
+    static func validate(_ entities: [EntityDescription], fields: [String]? = nil) throws(RPCError) {
         var names = Set<String>()
         let byName = Dictionary(entities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         for (index, entity) in entities.enumerated() {
-            let field = "entities[\(index)]"
+            let field = fields?[index] ?? "entities[\(index)]"
             guard isIdentifier(entity.name) else {
                 throw .invalidParams(
                     "entity name '\(entity.name)' must be an identifier (letters, digits, _)", field: "\(field).name")
