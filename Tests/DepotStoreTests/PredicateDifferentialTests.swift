@@ -128,7 +128,7 @@ final class PredicateDifferentialTests: XCTestCase {
             "'e'", "'É'", "'et'", "'ile'", "'eu'", "'*o*'", "'?t*'", "'zè*'", "''", "'100%'", "'_'", "'a*b'", "'日'",
             "'ÉT*'", "nil",
         ]
-        switch Int.random(in: 0..<16, using: &random) {
+        switch Int.random(in: 0..<18, using: &random) {
         case 0: return "wins \(pick(ordering)) \(pick(["nil", "-1", "0", "2", "3", "6", "2.5"]))"
         case 1: return "rating \(pick(ordering)) \(pick(["nil", "0", "1.5", "-1", "2"]))"
         case 2: return "\(pick(["teamName", "zone"])) \(pick(stringOps))\(pick(options)) \(pick(patterns))"
@@ -151,6 +151,12 @@ final class PredicateDifferentialTests: XCTestCase {
         case 12: return "zone IN {\(pick(patterns)), \(pick(patterns))}"
         case 13: return "\(pick(["TRUEPREDICATE", "FALSEPREDICATE"]))"
         case 14: return "rating \(pick(ordering)) wins"
+        case 15:
+            return
+                "\(pick(["teamName", "zone", "country.name", "ANY players.name", "ALL players.name"])) IN\(pick(options)) \(pick(["'Étoile Zebra eu'", "'under_score 100% 日本'", "'Samurai ETOILE'", "''"]))"
+        case 16:
+            return
+                "\(pick(patterns + ["zone", "teamName"])) IN\(pick(options)) \(pick(["teamName", "zone", "'zèbre etoile eu'"]))"
         default: return "teamName MATCHES\(pick(options)) '\(pick([".*e.*", "[A-Z].*", "É.*", ".*[0-9]"]))'"
         }
     }

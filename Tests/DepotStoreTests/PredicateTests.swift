@@ -129,6 +129,18 @@ final class PredicateTests: XCTestCase {
         ("zone IN {'Asia', nil}", nil, "CD"), ("wins IN $list", ["list": [3, 5]], "ABF"),
         ("wins IN %@", [[0, 5]], "BC"),
         ("NOT wins IN {3}", nil, "BCDE"), ("zone IN[c] {'EUROPE'}", nil, "AEF"),
+        // IN with a string on the right: a substring test, as in NSPredicate.
+        ("'BBB' IN 'AABBBAA'", nil, "ABCDEF"), ("'BBB' IN 'AABBAA'", nil, ""), ("'' IN 'x'", nil, "ABCDEF"),
+        ("zone IN 'Europe and Asia'", nil, "ACE"), ("zone IN[c] 'EUROPE, ASIA'", nil, "ACEF"),
+        ("zone IN[cd] $text", ["text": "africa-asia"], "BC"), ("zone IN %@", ["Africa"], "B"),
+        ("teamName IN 'xx etoile yy'", nil, "B"), ("teamName IN[d] 'Etoile!'", nil, "A"),
+        ("teamName IN[cd] 'the ETOILE rouge team'", nil, "ABF"), ("'oil' IN teamName", nil, "AB"),
+        ("'OIL' IN[c] teamName", nil, "ABF"), ("zone IN zone", nil, "ABCEF"), ("NOT zone IN 'Europe'", nil, "BCDF"),
+        ("zone IN ''", nil, ""), ("country.name IN 'La France'", nil, "AE"),
+        ("ANY players.name IN 'Zidane and Drogba'", nil, "AB"),
+        ("ALL players.name IN[c] 'HONDA KAGAWA NAKATA'", nil, "CDF"),
+        ("SUBQUERY(players, $p, $p.name IN[cd] 'eric, henry').@count == 1", nil, "AE"),
+        ("'Zidane' IN players.name", nil, "A"), ("wins IN {3} OR zone IN 'Asia'", nil, "ACF"),
         // Strings: BEGINSWITH, ENDSWITH, CONTAINS, LIKE, MATCHES, with [c], [d], [cd].
         ("teamName BEGINSWITH 'Ét'", nil, "A"), ("teamName BEGINSWITH[c] 'ét'", nil, "AF"),
         ("teamName BEGINSWITH[d] 'Et'", nil, "A"),
@@ -277,6 +289,9 @@ final class PredicateTests: XCTestCase {
             ("active > NO", nil, "cannot order"), ("teamName MATCHES '('", nil, "regular expression"),
             ("founded > 'yesterday'", nil, "ISO 8601"),
             ("country == 'Team/1'", nil, "Country"), ("zone == $z", ["z"], "arguments"),
+            ("wins IN 'abc'", nil, "substring test"), ("3 IN 'a3'", nil, "substring test"),
+            ("country IN 'France'", nil, "substring test"), ("zone IN 3", nil, "or a string"),
+            ("zone IN $z", ["z": nil], "or a string"),
         ]
         for (predicate, arguments, fragment) in invalid {
             let error = assertRPCError(.invalidParams) { try self.matches(predicate, arguments) }

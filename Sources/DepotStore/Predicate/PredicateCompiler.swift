@@ -149,6 +149,10 @@ struct PredicateCompiler {
     /// A comparison whose left side may be a collection: ANY / ALL / NONE become EXISTS subqueries.
     private mutating func compile(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> String {
         var comparison = comparison
+        // `x IN 'text'`: a substring test, as in NSPredicate.
+        if comparison.op == .in, let substring = try substringTest(comparison, in: scope) {
+            return try compileScalar(substring, in: scope)
+        }
         // `value op keyPath`: put the key path on the left.
         if case .value = comparison.lhs, case .keyPath = comparison.rhs {
             if comparison.op == .in {
@@ -190,6 +194,38 @@ struct PredicateCompiler {
                 field: "predicate")
         }
         return try compileScalar(comparison, in: scope)
+    }
+
+    /// `x IN s` where `s` is a string (a constant, an argument or a string key
+    /// path), as `s CONTAINS x`; nil when the right side is a list or a to-many key path.
+    private mutating func substringTest(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> Comparison? {
+        switch comparison.rhs {
+        case .value(.string): break
+        case .keyPath(let path):
+            guard case .scalar(_, .string?, _) = try resolve(path, in: scope) else { return nil }
+        default: return nil
+        }
+        let leftType: String?
+        switch comparison.lhs {
+        case .value(.string), .value(.null): leftType = nil
+        case .value(let value): leftType = value.excerpt()
+        case .keyPath(let path):
+            switch try resolve(path, in: scope) {
+            case .scalar(_, .string?, _): leftType = nil
+            case .scalar(_, let type, let destination):
+                leftType = type?.rawValue ?? destination.map { "a relationship to \($0.name)" } ?? "not a string"
+            case .collection: return nil  // ANY/ALL/NONE compare each element.
+            }
+        default: leftType = "not a string"
+        }
+        if let leftType {
+            throw .invalidParams(
+                "IN with a string on the right is a substring test and needs a string on the left, got \(leftType), at character \(comparison.position)",
+                field: "predicate")
+        }
+        return Comparison(
+            lhs: comparison.rhs, op: .contains, rhs: comparison.lhs, options: comparison.options,
+            position: comparison.position)
     }
 
     /// An operand as SQL, with its type when known.
@@ -274,12 +310,15 @@ struct PredicateCompiler {
     /// A comparison of single values, as 0/1.
     private mutating func compileScalar(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> String {
         let position = comparison.position
+        if comparison.op == .in, let substring = try substringTest(comparison, in: scope) {
+            return try compileScalar(substring, in: scope)
+        }
         let left = try operand(comparison.lhs, in: scope, expecting: nil, destination: nil, position: position)
         let options = comparison.options
         if comparison.op == .in || comparison.op == .between {
             guard case .list(let elements) = comparison.rhs else {
                 throw .invalidParams(
-                    "\(comparison.op.rawValue) needs a list {…} or an array argument on the right, at character \(position)",
+                    "\(comparison.op.rawValue) needs a list {…}, an array argument\(comparison.op == .in ? " or a string" : "") on the right, at character \(position)",
                     field: "predicate")
             }
             var values: [Operand] = []
