@@ -27,6 +27,7 @@ final class PredicateTests: XCTestCase {
                 RelationshipDescription(name: "country", destination: "Country", inverse: "teams"),
                 RelationshipDescription(
                     name: "players", destination: "Player", toMany: true, inverse: "team", deleteRule: .cascade),
+                RelationshipDescription(name: "tags", destination: "Tag", toMany: true, inverse: "teams"),
             ]),
         EntityDescription(
             name: "Player",
@@ -34,6 +35,14 @@ final class PredicateTests: XCTestCase {
                 AttributeDescription(name: "name", type: .string),
                 AttributeDescription(name: "age", type: .integer, optional: true),
             ], relationships: [RelationshipDescription(name: "team", destination: "Team", inverse: "players")]),
+        // Many-to-many: a team has many tags, a tag many teams.
+        EntityDescription(
+            name: "Tag",
+            attributes: [
+                AttributeDescription(name: "name", type: .string),
+                AttributeDescription(name: "weight", type: .integer, optional: true),
+            ],
+            relationships: [RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "tags")]),
     ]
 
     private var seeded: Store?
@@ -87,6 +96,23 @@ final class PredicateTests: XCTestCase {
                 player("Drogba", 35, "B"),
                 player("Honda", 31, "C"), player("Kagawa", 28, "C"), player("Nakata", .null, "C"),
                 player("Éric", 22, "E"),
+                InsertedObject(
+                    entity: "Tag", tempId: "red", values: ["name": "red", "weight": 1, "teams": ["A", "B"]]),
+                InsertedObject(entity: "Tag", tempId: "blue", values: ["name": "blue", "weight": 5]),
+                InsertedObject(entity: "Tag", tempId: "green", values: ["name": "Grün", "teams": ["E"]]),
+                InsertedObject(entity: "Tag", values: ["name": "unused", "weight": 2, "teams": []]),
+            ]))
+        // The other side sets pairs too: C gets red and Grün, A gets blue (and keeps red).
+        let tags = try store.fetch(FetchRequest(entity: "Tag", sort: [SortDescriptor(key: "name")], resultType: .ids))
+        let teams = try store.fetch(
+            FetchRequest(
+                entity: "Team", predicate: "teamName IN {'Étoile', 'Samurai 100%'}",
+                sort: [SortDescriptor(key: "teamName")], resultType: .ids))
+        let (blue, green, red) = (tags.ids![1], tags.ids![0], tags.ids![2])
+        _ = try store.save(
+            StoreSave.Parameters(updated: [
+                UpdatedObject(id: teams.ids![0], values: ["tags": [.string(red), .string(green)]]),
+                UpdatedObject(id: blue, values: ["teams": [.string(teams.ids![1])]]),
             ]))
         seeded = store
         return store
@@ -216,6 +242,15 @@ final class PredicateTests: XCTestCase {
         // Keywords are case-insensitive; #escapes keys.
         ("wins Between {3, 3}", nil, "AF"), ("zone In {'Asia'}", nil, "C"), ("teamName beginswith 'Z'", nil, "E"),
         ("any players.age > 34", nil, "B"), ("#wins == 0", nil, "C"),
+        // Many-to-many (Team.tags ↔ Tag.teams, a join table): red A B C, blue A, Grün C E, unused none.
+        ("ANY tags.name == 'red'", nil, "ABC"), ("tags.name == 'blue'", nil, "A"), ("tags.@count == 0", nil, "DF"),
+        ("tags.@count == 2", nil, "AC"), ("ALL tags.name == 'red'", nil, "BDF"),
+        ("NONE tags.name == 'red'", nil, "DEF"),
+        ("ANY tags.name ==[cd] 'grun'", nil, "CE"), ("tags.@sum.weight == 6", nil, "A"),
+        ("tags.@max.weight == 1", nil, "BC"), ("tags.@avg.weight == nil", nil, "DEF"),
+        ("SUBQUERY(tags, $t, $t.weight > 0).@count == 1", nil, "BC"), ("'blue' IN tags.name", nil, "A"),
+        ("ANY tags == %@", ["Tag/2"], "A"), ("ANY tags.name IN 'red and blue'", nil, "ABC"),
+        ("ANY tags.weight > 1 OR players.@count == 0", nil, "ADF"), ("NOT ANY tags.name BEGINSWITH 'r'", nil, "DEF"),
     ]
 
     /// The same cases through the in-memory evaluator.
@@ -225,9 +260,16 @@ final class PredicateTests: XCTestCase {
         let players = try store.fetch(FetchRequest(entity: "Player")).objects ?? []
         let countries = try store.fetch(FetchRequest(entity: "Country")).objects ?? []
         var byID: [String: [String: JSONValue]] = [:]
-        for object in teams + players + countries { byID[object["id"]!.stringValue!] = object.objectValue! }
+        for object in teams + players + countries + (try store.fetch(FetchRequest(entity: "Tag")).objects ?? []) {
+            byID[object["id"]!.stringValue!] = object.objectValue!
+        }
+        let tagsOfTeams = try store.fetch(FetchRequest(entity: "Team", properties: ["tags"])).objects ?? []
         let evaluator = PredicateEvaluator(model: Self.model, object: { byID[$0] }) { owner, key in
             let id = owner["id"]?.stringValue
+            if key == "tags" {
+                let tags = tagsOfTeams.first { $0["id"]?.stringValue == id }?["tags"]?.arrayValue ?? []
+                return tags.compactMap { $0.stringValue.flatMap { byID[$0] } }
+            }
             return (key == "players" ? players : teams).filter {
                 $0[key == "players" ? "team" : "country"]?.stringValue == id
             }.map { $0.objectValue! }

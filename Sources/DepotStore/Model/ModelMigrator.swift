@@ -63,6 +63,7 @@ enum ModelMigrator {
             try migrateColumns(db, from: previous.description, to: entity, changes: &changes)
         }
         let schema = Schema(version: old.version + (changes.isEmpty ? 0 : 1), entities: merged.map(EntitySchema.init))
+        try migrateJoinTables(db, from: old, to: schema, named: named)
         for entity in schema.entities {
             try syncIndexes(db, for: entity, changes: &changes)
         }
@@ -144,6 +145,45 @@ enum ModelMigrator {
             columns.append(entity.column(key) + (entity.toOne[key] != nil ? " INTEGER" : ""))
         }
         try db.execute(sql: "CREATE TABLE \(entity.table) (\(columns.joined(separator: ", ")))")
+    }
+
+    /// Creates the join table of every many-to-many relationship that is new,
+    /// and moves the pairs of one whose entity or relationship was renamed.
+    private static func migrateJoinTables(
+        _ db: Database, from old: Schema, to new: Schema, named: [EntityDescription]
+    ) throws {
+        let renamedFrom = Dictionary(
+            named.compactMap { entity in
+                entity.renamedFrom.flatMap {
+                    old.entity(named: $0) != nil && $0 != entity.name ? (entity.name, $0) : nil
+                }
+            }, uniquingKeysWith: { first, _ in first })
+        for entity in new.entities {
+            for (name, join) in entity.joins.sorted(by: { $0.key < $1.key }) where join.isFirstSide {
+                let relationship = entity.toMany[name]!
+                let oldEntity = old.entity(named: renamedFrom[entity.name] ?? entity.name)
+                let oldName =
+                    relationship.renamedFrom.flatMap { oldEntity?.toMany[$0] != nil ? $0 : nil } ?? relationship.name
+                guard let previous = oldEntity?.joins[oldName] else {
+                    try db.execute(
+                        sql: """
+                            CREATE TABLE \(join.table) (a INTEGER NOT NULL, b INTEGER NOT NULL, PRIMARY KEY (a, b)) WITHOUT ROWID;
+                            CREATE INDEX \(EntitySchema.quote("r_" + join.name)) ON \(join.table) (b, a);
+                            """)
+                    continue
+                }
+                if previous.name == join.name && previous.isFirstSide { continue }
+                // Renamed: copy the pairs into the new table, turned around when the other side now names it.
+                let (a, b) = previous.isFirstSide ? ("a", "b") : ("b", "a")
+                try db.execute(
+                    sql: """
+                        CREATE TABLE \(join.table) (a INTEGER NOT NULL, b INTEGER NOT NULL, PRIMARY KEY (a, b)) WITHOUT ROWID;
+                        INSERT INTO \(join.table) (a, b) SELECT \(a), \(b) FROM \(previous.table);
+                        DROP TABLE \(previous.table);
+                        CREATE INDEX \(EntitySchema.quote("r_" + join.name)) ON \(join.table) (b, a);
+                        """)
+            }
+        }
     }
 
     private static func migrateColumns(

@@ -85,7 +85,7 @@ enum ModelValidator {
         guard let inverseName = relationship.inverse else {
             if relationship.toMany {
                 throw .invalidParams(
-                    "to-many relationship \(name) needs an inverse to-one relationship on \(destination.name)",
+                    "to-many relationship \(name) needs an inverse relationship on \(destination.name) (to-one, or to-many for many-to-many)",
                     field: "\(field).inverse")
             }
             return
@@ -99,10 +99,11 @@ enum ModelValidator {
             throw .invalidParams(
                 "\(destination.name).\(inverseName) does not point back to \(name)", field: "\(field).inverse")
         }
-        if relationship.toMany && inverse.toMany {
+        if relationship.toMany && inverse.toMany && destination.name == entity.name && inverseName == relationship.name
+        {
             throw .invalidParams(
-                "many-to-many relationship \(name) is not supported yet: model it with an intermediate entity",
-                field: field)
+                "many-to-many relationship \(name) is its own inverse, which is not supported: declare two relationships, each the other's inverse (e.g. followers and following)",
+                field: "\(field).inverse")
         }
         if !relationship.toMany && !inverse.toMany {
             throw .invalidParams(

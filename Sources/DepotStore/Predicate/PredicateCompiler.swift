@@ -9,6 +9,8 @@ public enum PredicateDependency: Hashable, Sendable {
     case toOne(entity: String, path: [String])
     /// Objects whose to-many relationship holds a changed `entity` row: the row's `inverse` column names the owner.
     case toMany(entity: String, inverse: String)
+    /// Objects whose many-to-many `relationship` (of the fetched entity) holds a changed `entity` row.
+    case joined(entity: String, relationship: String)
     /// Any object may be affected by a change to `entity` (the fallback for deeper paths).
     case any(entity: String)
 }
@@ -114,7 +116,9 @@ struct PredicateCompiler {
                 continue
             }
             if let relationship = entity.toMany[key], let destination = schema.entity(named: relationship.destination) {
-                if let path = pathFromRoot, path.isEmpty, let inverse = relationship.inverse {
+                if let path = pathFromRoot, path.isEmpty, entity.joins[key] != nil {
+                    dependencies.insert(.joined(entity: destination.name, relationship: key))
+                } else if let path = pathFromRoot, path.isEmpty, let inverse = relationship.inverse {
                     dependencies.insert(.toMany(entity: destination.name, inverse: inverse))
                 } else {
                     dependencies.insert(.any(entity: destination.name))
@@ -171,9 +175,7 @@ struct PredicateCompiler {
                 path, in: scope)
         {
             let alias = makeAlias()
-            guard let inverse = relationship.inverse else {
-                throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate")
-            }
+            let from = try members(of: relationship, destination: destination, alias: alias, owner: owner)
             let inner = Scope(entity: destination, alias: alias, pathFromRoot: nil, variables: scope.variables)
             var element = comparison
             element.modifier = nil
@@ -181,7 +183,6 @@ struct PredicateCompiler {
             var innerScope = inner
             innerScope.variables["$__self"] = (destination, alias)
             let condition = try compileScalar(element, in: innerScope)
-            let from = "FROM \(destination.table) AS \(alias) WHERE \(alias).\(destination.column(inverse)) = \(owner)"
             switch comparison.modifier ?? .any {
             case .any: return "EXISTS (SELECT 1 \(from) AND \(condition))"
             case .all: return "(NOT EXISTS (SELECT 1 \(from) AND NOT \(condition)))"
@@ -228,6 +229,23 @@ struct PredicateCompiler {
             position: comparison.position)
     }
 
+    /// `FROM … WHERE …` over the related rows of a to-many `relationship` of the
+    /// row `owner`, aliased `alias`: the destination rows whose inverse column
+    /// names the owner, or, for a many-to-many, those paired with it in its join table.
+    private func members(
+        of relationship: RelationshipDescription, destination: EntitySchema, alias: String, owner: String
+    ) throws(RPCError) -> String {
+        guard let inverse = relationship.inverse else {
+            throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate")
+        }
+        if let join = destination.joins[inverse] {
+            // Seen from the destination: its rows are the owner column of its side, ours the member column.
+            return
+                "FROM \(join.table) AS \(alias)j JOIN \(destination.table) AS \(alias) ON \(alias).id = \(alias)j.\(join.ownerColumn) WHERE \(alias)j.\(join.memberColumn) = \(owner)"
+        }
+        return "FROM \(destination.table) AS \(alias) WHERE \(alias).\(destination.column(inverse)) = \(owner)"
+    }
+
     /// An operand as SQL, with its type when known.
     private struct Operand {
         var sql: String
@@ -263,12 +281,8 @@ struct PredicateCompiler {
                     "@\(function.rawValue) needs a to-many key path, got '\(collection.joined(separator: "."))'",
                     field: "predicate")
             }
-            guard let inverse = relationship.inverse else {
-                throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate")
-            }
             let alias = makeAlias()
-            let from =
-                "FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner)"
+            let from = try members(of: relationship, destination: destinationEntity, alias: alias, owner: owner)
             if function == .count { return Operand(sql: "(SELECT COUNT(*) \(from))", type: .integer) }
             let inner = Scope(entity: destinationEntity, alias: alias, pathFromRoot: nil)
             guard case .scalar(let valueSQL, let valueType?, _) = try resolve(key, in: inner),
@@ -287,20 +301,17 @@ struct PredicateCompiler {
         case .subqueryCount(let collection, let variable, let predicate):
             guard
                 case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(
-                    collection, in: scope), remainder.isEmpty,
-                let inverse = relationship.inverse
+                    collection, in: scope), remainder.isEmpty
             else {
                 throw .invalidParams(
                     "SUBQUERY needs a to-many key path, got '\(collection.joined(separator: "."))'", field: "predicate")
             }
             let alias = makeAlias()
+            let from = try members(of: relationship, destination: destinationEntity, alias: alias, owner: owner)
             var inner = scope
             inner.variables[variable] = (destinationEntity, alias)
             let condition = try compile(predicate, in: inner)
-            return Operand(
-                sql:
-                    "(SELECT COUNT(*) FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner) AND \(condition))",
-                type: .integer)
+            return Operand(sql: "(SELECT COUNT(*) \(from) AND \(condition))", type: .integer)
         case .list:
             throw .invalidParams(
                 "a list {…} can only follow IN or BETWEEN, at character \(position)", field: "predicate")

@@ -46,6 +46,13 @@ extension SaveOperation {
         throws -> [Int64]
     {
         guard let destination = schema.entity(named: relationship.destination) else { return [] }
+        if let join = entity.joins[relationship.name] {
+            return try Int64.fetchAllCached(
+                db,
+                sql:
+                    "SELECT \(join.memberColumn) FROM \(join.table) WHERE \(join.ownerColumn) = ? ORDER BY \(join.memberColumn)",
+                arguments: [id.row])
+        }
         if relationship.toMany {
             guard let inverse = relationship.inverse else { return [] }
             return try Int64.fetchAllCached(
@@ -65,6 +72,13 @@ extension SaveOperation {
                 guard let destination = schema.entity(named: relationship.destination) else { continue }
                 let related = try relatedRows(db, of: id, entity: entity, relationship: relationship)
                     .filter { !doomed.contains(ObjectID(entity: destination.name, row: $0)) }
+                if let join = entity.joins[relationship.name], let inverse = relationship.inverse {
+                    // The pairs are the relationship itself: they go, whatever the rule (deny already passed).
+                    try db.executeCached(
+                        sql: "DELETE FROM \(join.table) WHERE \(join.ownerColumn) = ?", arguments: [id.row])
+                    for row in related { recorder.update(destination.name, row, key: inverse) }
+                    continue
+                }
                 guard let inverse = relationship.inverse, !related.isEmpty else { continue }
                 if relationship.toMany {
                     guard relationship.deleteRule == .nullify || relationship.deleteRule == .cascade else { continue }
@@ -232,6 +246,11 @@ extension SaveOperation {
             let destination = schema.entity(named: relationship.destination)
         else { return }
         let desired = Set(references.compactMap { resolve($0)?.row })
+        if let join = entity.joins[key] {
+            try setPairs(
+                db, join, owner: row, to: desired, entity: entity, key: key, destination: destination, inverse: inverse)
+            return
+        }
         let current = Set(
             try Int64.fetchAllCached(
                 db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?",
@@ -255,6 +274,31 @@ extension SaveOperation {
             recorder.update(destination.name, added, key: inverse)
         }
         if desired != current { recorder.update(entity.name, row, key: key) }
+    }
+
+    /// Makes the many-to-many `key` of `owner` hold exactly the rows `desired`,
+    /// by deleting and inserting pairs; both sides of every changed pair are recorded.
+    mutating func setPairs(
+        _ db: Database, _ join: JoinTable, owner: Int64, to desired: Set<Int64>, entity: EntitySchema, key: String,
+        destination: EntitySchema, inverse: String
+    ) throws {
+        let current = Set(
+            try Int64.fetchAllCached(
+                db, sql: "SELECT \(join.memberColumn) FROM \(join.table) WHERE \(join.ownerColumn) = ?",
+                arguments: [owner]))
+        for removed in current.subtracting(desired).sorted() {
+            try db.executeCached(
+                sql: "DELETE FROM \(join.table) WHERE \(join.ownerColumn) = ? AND \(join.memberColumn) = ?",
+                arguments: [owner, removed])
+            recorder.update(destination.name, removed, key: inverse)
+        }
+        for added in desired.subtracting(current).sorted() {
+            try db.executeCached(
+                sql: "INSERT INTO \(join.table) (\(join.ownerColumn), \(join.memberColumn)) VALUES (?, ?)",
+                arguments: [owner, added])
+            recorder.update(destination.name, added, key: inverse)
+        }
+        if desired != current { recorder.update(entity.name, owner, key: key) }
     }
 
     /// Bumps versions, records the transaction and builds the result.
