@@ -107,12 +107,26 @@ enum ModelMigrator {
                 fields.append("entities[\(index)]")
             }
         }
+        // Relationships renamed by the call, so that stored inverses can follow: (entity, old name) -> new name.
+        var renamedRelationships: [String: String] = [:]
+        for entity in named {
+            for relationship in entity.relationships {
+                if let old = relationship.renamedFrom, old != relationship.name {
+                    renamedRelationships["\(entity.name).\(old)"] = relationship.name
+                }
+            }
+        }
         let namedNames = Set(named.map(\.name))
         for position in merged.indices where !namedNames.contains(merged[position].name) {
-            for relationship in merged[position].relationships.indices {
-                if let name = renamed[merged[position].relationships[relationship].destination] {
-                    merged[position].relationships[relationship].destination = name
+            for index in merged[position].relationships.indices {
+                var relationship = merged[position].relationships[index]
+                if let name = renamed[relationship.destination] { relationship.destination = name }
+                if let inverse = relationship.inverse,
+                    let name = renamedRelationships["\(relationship.destination).\(inverse)"]
+                {
+                    relationship.inverse = name
                 }
+                merged[position].relationships[index] = relationship
             }
         }
         return (merged, fields)
