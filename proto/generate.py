@@ -59,7 +59,8 @@ SCHEMAS: Dict[str, Any] = {
                               "null; to-many ones, many-to-many included (arrays of ids, ascending), only when named in `properties`. With `properties`, "
                               "only id, entity and the named keys (no version)."),
     "Values": {"description": "Attribute and relationship values by key: a to-one as an id (or tempId) or null, "
-                          "a to-many as an array of ids and tempIds that replaces the whole set.",
+                          "a to-many as an array of ids and tempIds that replaces the whole set, or "
+                          "{\"add\": [ids], \"remove\": [ids]} that changes it.",
                "type": "object"},
     "ImplementationInfo": obj({"name": STRING, "version": STRING}),
     "SortDescriptor": obj({"key": STRING}, {"ascending": BOOL}),

@@ -302,6 +302,65 @@ final class ManyToManyTests: XCTestCase {
                 == true)
     }
 
+    /// `{add, remove}` changes a set as it is when the save commits: two
+    /// processes tagging one post at once lose nothing, without versions.
+    func testAddAndRemoveForms() async throws {
+        let daemon = try Daemon()
+        let first = try await daemon.connect(name: "first")
+        let second = try await daemon.connect(name: "second")
+        _ = try await first.call(ModelDefine.self, .init(entities: [Self.post, Self.tag]))
+        let saved = try await first.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(entity: "Tag", tempId: "a", values: ["name": "a"]),
+                InsertedObject(entity: "Tag", tempId: "b", values: ["name": "b"]),
+                InsertedObject(entity: "Tag", tempId: "c", values: ["name": "c"]),
+                InsertedObject(entity: "Post", tempId: "p", values: ["title": "p", "tags": ["a"]]),
+            ]))
+        let id = saved.ids
+        let post = id["p"]!
+        async let one = first.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: post, values: ["tags": ["add": [.string(id["b"]!)]]])]))
+        async let two = second.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: post, values: ["tags": ["add": [.string(id["c"]!)]]])]))
+        let (resultOne, resultTwo) = try await (one, two)
+        XCTAssertGreaterThan(resultOne.transaction, 0)
+        XCTAssertGreaterThan(resultTwo.transaction, 0)
+        var tags = try await values(first, [post], ["tags"])[0]["tags"]
+        XCTAssertEqual(tags, .array(["a", "b", "c"].map { .string(id[$0]!) }))
+
+        // Add and remove at once, from the tag's side too; a tempId of the same save works.
+        let changed = try await second.call(
+            StoreSave.self,
+            .init(
+                inserted: [InsertedObject(entity: "Tag", tempId: "d", values: ["name": "d"])],
+                updated: [
+                    UpdatedObject(id: post, values: ["tags": ["add": ["d"], "remove": [.string(id["a"]!)]]]),
+                    UpdatedObject(id: id["b"]!, values: ["posts": ["remove": [.string(post)]]]),
+                ]))
+        tags = try await values(first, [post], ["tags"])[0]["tags"]
+        XCTAssertEqual(tags, .array([.string(id["c"]!), .string(changed.ids["d"]!)]))
+        // Adding a member that is there and removing one that is not changes nothing.
+        let unchanged = try await first.call(
+            StoreSave.self,
+            .init(updated: [
+                UpdatedObject(id: post, values: ["tags": ["add": [.string(id["c"]!)], "remove": [.string(id["a"]!)]]])
+            ]))
+        XCTAssertEqual(unchanged.transaction, 0)
+        // Any other shape is refused, naming the key and both forms; nothing changes.
+        for bad: JSONValue in [["add": .string(id["a"]!)], ["put": []], [:], 3] {
+            let error = await assertServerError(.validationFailed) {
+                try await first.call(StoreSave.self, .init(updated: [UpdatedObject(id: post, values: ["tags": bad])]))
+            }
+            XCTAssertEqual(error?.data?["errors"]?.arrayValue?.first?["key"], "tags")
+            XCTAssertTrue(
+                error?.data?["errors"]?.arrayValue?.first?["message"]?.stringValue?.contains("\"remove\"") == true,
+                error?.message ?? "")
+        }
+        tags = try await values(first, [post], ["tags"])[0]["tags"]
+        XCTAssertEqual(tags, .array([.string(id["c"]!), .string(changed.ids["d"]!)]))
+    }
+
     /// Fetched results whose predicate goes through a many-to-many relationship
     /// follow pair changes from either side and changes to the related objects; the delta oracle holds.
     func testFetchedResultsFollowPairs() async throws {

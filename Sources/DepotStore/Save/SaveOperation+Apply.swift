@@ -185,8 +185,8 @@ extension SaveOperation {
                     arguments: [target.row, row])
                 noteInverse(insert.entity, key: key, destinationRow: target.row)
             }
-            for (key, references) in insert.toMany {
-                try setToMany(db, entity: insert.entity, row: row, key: key, to: references)
+            for (key, value) in insert.toMany {
+                try setToMany(db, entity: insert.entity, row: row, key: key, to: value)
             }
         }
     }
@@ -231,30 +231,48 @@ extension SaveOperation {
                         message: "updating \(update.id) violates a uniqueness constraint: \(error.message ?? "")")
                 }
             }
-            for (key, references) in update.toMany {
-                try setToMany(db, entity: update.entity, row: update.id.row, key: key, to: references)
+            for (key, value) in update.toMany {
+                try setToMany(db, entity: update.entity, row: update.id.row, key: key, to: value)
             }
             try tick()
         }
     }
 
-    /// Makes the to-many `key` of `row` hold exactly `references`, by moving the destinations' inverse column.
-    mutating func setToMany(_ db: Database, entity: EntitySchema, row: Int64, key: String, to references: [Reference])
+    /// Makes the to-many `key` of `row` hold `value` (the whole set, or the
+    /// current one with members added and removed): by moving the destinations'
+    /// inverse column, or, for a many-to-many, by changing pairs in its join table.
+    mutating func setToMany(_ db: Database, entity: EntitySchema, row: Int64, key: String, to value: ToManyValue)
         throws
     {
         guard let relationship = entity.toMany[key], let inverse = relationship.inverse,
             let destination = schema.entity(named: relationship.destination)
         else { return }
-        let desired = Set(references.compactMap { resolve($0)?.row })
-        if let join = entity.joins[key] {
+        let join = entity.joins[key]
+        let current: Set<Int64>
+        if let join {
+            current = Set(
+                try Int64.fetchAllCached(
+                    db, sql: "SELECT \(join.memberColumn) FROM \(join.table) WHERE \(join.ownerColumn) = ?",
+                    arguments: [row]))
+        } else {
+            current = Set(
+                try Int64.fetchAllCached(
+                    db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?",
+                    arguments: [row]))
+        }
+        let desired: Set<Int64>
+        switch value {
+        case .replace(let references): desired = Set(references.compactMap { resolve($0)?.row })
+        case .change(let add, let remove):
+            desired = current.union(add.compactMap { resolve($0)?.row }).subtracting(
+                remove.compactMap { resolve($0)?.row })
+        }
+        if let join {
             try setPairs(
-                db, join, owner: row, to: desired, entity: entity, key: key, destination: destination, inverse: inverse)
+                db, join, owner: row, from: current, to: desired, entity: entity, key: key, destination: destination,
+                inverse: inverse)
             return
         }
-        let current = Set(
-            try Int64.fetchAllCached(
-                db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?",
-                arguments: [row]))
         for removed in current.subtracting(desired).sorted() {
             try db.executeCached(
                 sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?",
@@ -276,16 +294,13 @@ extension SaveOperation {
         if desired != current { recorder.update(entity.name, row, key: key) }
     }
 
-    /// Makes the many-to-many `key` of `owner` hold exactly the rows `desired`,
-    /// by deleting and inserting pairs; both sides of every changed pair are recorded.
+    /// Makes the many-to-many `key` of `owner`, which holds the rows `current`,
+    /// hold exactly the rows `desired`, by deleting and inserting pairs; both
+    /// sides of every changed pair are recorded.
     mutating func setPairs(
-        _ db: Database, _ join: JoinTable, owner: Int64, to desired: Set<Int64>, entity: EntitySchema, key: String,
-        destination: EntitySchema, inverse: String
+        _ db: Database, _ join: JoinTable, owner: Int64, from current: Set<Int64>, to desired: Set<Int64>,
+        entity: EntitySchema, key: String, destination: EntitySchema, inverse: String
     ) throws {
-        let current = Set(
-            try Int64.fetchAllCached(
-                db, sql: "SELECT \(join.memberColumn) FROM \(join.table) WHERE \(join.ownerColumn) = ?",
-                arguments: [owner]))
         for removed in current.subtracting(desired).sorted() {
             try db.executeCached(
                 sql: "DELETE FROM \(join.table) WHERE \(join.ownerColumn) = ? AND \(join.memberColumn) = ?",

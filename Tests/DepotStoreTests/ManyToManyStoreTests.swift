@@ -7,7 +7,8 @@ import XCTest
 /// Many-to-many pairs survive migrations that rename either side (the join
 /// table is renamed, or turned around when the other side now names it) and
 /// a reopened store; a cardinality change is refused with nothing changed.
-final class ManyToManyMigrationTests: XCTestCase {
+/// The `{add, remove}` form works on one-to-many relationships too.
+final class ManyToManyStoreTests: XCTestCase {
     private func tags(_ store: Store, _ entity: String, _ key: String) throws -> [String: [String]] {
         let objects = try store.fetch(FetchRequest(entity: entity, properties: [key])).objects ?? []
         var result: [String: [String]] = [:]
@@ -93,5 +94,35 @@ final class ManyToManyMigrationTests: XCTestCase {
         assertRPCError(.migrationRefused) { try store.defineModel([manyPlayers]) }
         XCTAssertEqual(store.model().version, version + 1)
         XCTAssertEqual(store.model().entities.first { $0.name == "Player" }, player)
+    }
+
+    func testAddAndRemoveOnOneToMany() throws {
+        let (store, _) = try makeStore()
+        let (saved, _) = try store.save(
+            StoreSave.Parameters(inserted: [
+                InsertedObject(
+                    entity: "Team", tempId: "t", values: ["teamName": "Peru", "qualifyingZone": "CONMEBOL"]),
+                InsertedObject(
+                    entity: "Team", tempId: "u", values: ["teamName": "Chile", "qualifyingZone": "CONMEBOL"]),
+                InsertedObject(entity: "Player", tempId: "a", values: ["name": "A", "team": "t"]),
+                InsertedObject(entity: "Player", tempId: "b", values: ["name": "B", "team": "u"]),
+                InsertedObject(entity: "Player", tempId: "c", values: ["name": "C"]),
+            ]))
+        let id = saved.ids
+        let (_, transaction) = try store.save(
+            StoreSave.Parameters(updated: [
+                UpdatedObject(
+                    id: id["t"]!,
+                    values: [
+                        "players": ["add": [.string(id["b"]!), .string(id["c"]!)], "remove": [.string(id["a"]!)]]
+                    ])
+            ]))
+        XCTAssertEqual(try tags(store, "Team", "players")[id["t"]!], [id["b"]!, id["c"]!])
+        XCTAssertEqual(try tags(store, "Team", "players")[id["u"]!], [])
+        // Chile lost B: recorded with its key, as Peru and the three players are.
+        XCTAssertEqual(transaction?.changes["Team"]?.updated.map(\.row).sorted(), [1, 2])
+        XCTAssertEqual(Set(transaction?.changes["Player"]?.updated.map(\.row) ?? []), [1, 2, 3])
+        let player = try store.objects(ids: [id["a"]!])[0]
+        XCTAssertEqual(player["team"], .null)
     }
 }
