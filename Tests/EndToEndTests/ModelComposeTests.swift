@@ -77,6 +77,30 @@ final class ModelComposeTests: XCTestCase {
         XCTAssertEqual(again.version, after.version)
     }
 
+    /// `depotd --model` at start-up defines its entities beside those other processes brought earlier.
+    func testModelFileAtStartKeepsOtherEntities() async throws {
+        let daemon = try Daemon()
+        let client = try await daemon.connect()
+        let package = try JSONCoding.decode(
+            [EntityDescription].self, from: try JSONParser.parse(Self.package)["entities"]!)
+        _ = try await client.call(ModelDefine.self, .init(entities: package))
+        _ = try await client.call(
+            StoreSave.self,
+            .init(inserted: [InsertedObject(entity: "Package", values: ["name": "zmq", "release": "4.3"])]))
+        XCTAssertEqual(daemon.stop(), 0)
+        let model = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("examples/worldcup-model.json").path
+        let restarted = try Daemon(dataDirectory: daemon.dataDirectory, arguments: ["--model", model])
+        defer { restarted.removeData() }
+        let again = try await restarted.connect()
+        let names = try await again.call(ModelGet.self, Empty()).entities.map(\.name)
+        XCTAssertEqual(Set(names), ["Package", "Team", "Item"])
+        let packages = try await again.call(StoreCount.self, FetchRequest(entity: "Package"))
+        XCTAssertEqual(packages.count, 1)
+        let teams = try await again.call(StoreCount.self, FetchRequest(entity: "Team"))
+        XCTAssertEqual(teams.count, 0)
+    }
+
     func testInvalidSecondDefineChangesNothing() async throws {
         let daemon = try Daemon()
         let first = try await daemon.connect(name: "first")
