@@ -456,4 +456,93 @@ final class ManyToManyTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(delivered, 20)
         for mirror in mirrors { try await mirror.assertMatchesFreshFetch(client) }
     }
+
+    /// Random pair edits from either side, member renames, inserts and deletes:
+    /// after each, every subscription through the relationship equals a fresh fetch.
+    func testRandomPairEditsKeepTheOracle() async throws {
+        let daemon = try Daemon()
+        let client = try await daemon.connect()
+        _ = try await client.call(ModelDefine.self, .init(entities: [Self.post, Self.tag]))
+        var inserted: [InsertedObject] = []
+        for index in 0..<6 {
+            inserted.append(
+                InsertedObject(entity: "Tag", tempId: "t\(index)", values: ["name": .string("n\(index % 3)")]))
+        }
+        for index in 0..<10 {
+            inserted.append(
+                InsertedObject(
+                    entity: "Post", tempId: "p\(index)",
+                    values: ["title": .string("T\(index)"), "tags": .array([.string("t\(index % 6)")])]))
+        }
+        let saved = try await client.call(StoreSave.self, .init(inserted: inserted))
+        var posts = (0..<10).map { saved.ids["p\($0)"]! }
+        var tags = (0..<6).map { saved.ids["t\($0)"]! }
+        let collector = ChangeCollector(client)
+        let requests = [
+            FetchRequest(entity: "Post", predicate: "ANY tags.name == 'n1'", sort: [SortDescriptor(key: "title")]),
+            FetchRequest(
+                entity: "Post", predicate: "tags.@count >= 2", sort: [SortDescriptor(key: "title")],
+                properties: ["title", "tags"]),
+            FetchRequest(
+                entity: "Tag", predicate: "SUBQUERY(posts, $p, $p.title BEGINSWITH 'T').@count BETWEEN {1, 3}",
+                sort: [SortDescriptor(key: "name")],
+                properties: ["name", "posts"]),
+        ]
+        var mirrors: [ResultsMirror] = []
+        for request in requests {
+            let result = try await client.call(ResultsSubscribe.self, .init(request: request, include: .all))
+            mirrors.append(ResultsMirror(result, request: request, sectionKeyPath: nil))
+        }
+        var random = SystemRandomNumberGenerator()
+        var counter = 0
+        for _ in 0..<40 {
+            counter += 1
+            let post = posts.randomElement(using: &random)!
+            let tag = tags.randomElement(using: &random)!
+            let some = JSONValue.array(
+                tags.shuffled(using: &random).prefix(Int.random(in: 0...3, using: &random)).map { .string($0) })
+            let params: StoreSave.Parameters
+            switch Int.random(in: 0..<8, using: &random) {
+            case 0: params = .init(updated: [UpdatedObject(id: post, values: ["tags": some])])
+            case 1: params = .init(updated: [UpdatedObject(id: post, values: ["tags": ["add": [.string(tag)]]])])
+            case 2: params = .init(updated: [UpdatedObject(id: tag, values: ["posts": ["remove": [.string(post)]]])])
+            case 3:
+                params = .init(updated: [
+                    UpdatedObject(
+                        id: tag, values: ["posts": .array(posts.shuffled(using: &random).prefix(3).map { .string($0) })]
+                    )
+                ])
+            case 4:
+                params = .init(updated: [
+                    UpdatedObject(id: tag, values: ["name": .string("n\(Int.random(in: 0..<3, using: &random))")])
+                ])
+            case 5 where tags.count > 2:
+                tags.removeAll { $0 == tag }
+                params = .init(deleted: [DeletedObject(id: tag)])
+            case 6 where posts.count > 3:
+                posts.removeAll { $0 == post }
+                params = .init(deleted: [DeletedObject(id: post)])
+            default:
+                params = .init(inserted: [
+                    InsertedObject(entity: "Tag", tempId: "nt", values: ["name": "n1"]),
+                    InsertedObject(
+                        entity: "Post", tempId: "np",
+                        values: ["title": .string("T\(counter)x"), "tags": ["nt", .string(tag)]]),
+                ])
+            }
+            let result = try await client.call(StoreSave.self, params)
+            if let id = result.ids["nt"] { tags.append(id) }
+            if let id = result.ids["np"] { posts.append(id) }
+            for index in mirrors.indices {
+                if try await mirrors[index].matchesFreshFetch(client) { continue }
+                let change = try await collector.expect(for: mirrors[index].subscription)
+                XCTAssertEqual(change.transaction, result.transaction)
+                mirrors[index].apply(change)
+                try await mirrors[index].assertMatchesFreshFetch(client)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        XCTAssertEqual(collector.drain().compactMap { $0.decode(ResultsDidChange.self)?.subscription }, [])
+        XCTAssertGreaterThan(mirrors.map(\.seq).reduce(0, +), 10)
+    }
 }
