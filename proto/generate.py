@@ -56,9 +56,12 @@ SCHEMAS: Dict[str, Any] = {
     "Object": obj({"id": ref("ObjectId"), "entity": STRING}, {"version": {"type": "integer", "minimum": 1}},
                   closed=False,
                   description="A stored object: id, entity, version, attributes, to-one relationships as an id or "
-                              "null; to-many ones (arrays of ids) only when named in `properties`. With `properties`, "
+                              "null; to-many ones, many-to-many included (arrays of ids, ascending), only when named in `properties`. With `properties`, "
                               "only id, entity and the named keys (no version)."),
-    "Values": {"description": "Attribute and relationship values by key.", "type": "object"},
+    "Values": {"description": "Attribute and relationship values by key: a to-one as an id (or tempId) or null, "
+                          "a to-many as an array of ids and tempIds that replaces the whole set, or "
+                          "{\"add\": [ids], \"remove\": [ids]} that changes it.",
+               "type": "object"},
     "ImplementationInfo": obj({"name": STRING, "version": STRING}),
     "SortDescriptor": obj({"key": STRING}, {"ascending": BOOL}),
     "FetchRequest": obj(
@@ -80,7 +83,9 @@ SCHEMAS: Dict[str, Any] = {
         {"name": STRING, "destination": STRING},
         {"toMany": BOOL, "inverse": nullable(STRING),
          "deleteRule": {"enum": ["nullify", "cascade", "deny", "noAction"]},
-         "optional": BOOL, "renamedFrom": nullable(STRING)}),
+         "optional": BOOL, "renamedFrom": nullable(STRING)},
+        description="A relationship: to-one, to-many with a to-one inverse, or many-to-many (a to-many whose "
+                    "inverse is to-many, kept in a join table). A to-many needs an inverse."),
     "EntityDescription": obj(
         {"name": STRING},
         {"attributes": {"type": "array", "items": ref("AttributeDescription")},
@@ -212,8 +217,11 @@ METHODS = [
                                          "maxMessageSize": INT}, closed=False)})),
     method("ping", "Answers {}; also keeps the session alive.", EMPTY, EMPTY),
     method("disconnect", "Ends the session and frees its subscriptions.", EMPTY, NULL),
-    method("model/define", "Defines or lightly migrates the model (DESIGN.md §4).",
-           obj({"entities": {"type": "array", "items": ref("EntityDescription")}}),
+    method("model/define", "Defines or lightly migrates the entities it names; the model's other entities stay as "
+           "they are (DESIGN.md §4). One call is one migration: all of it or none. Naming entities in `remove` is "
+           "refused (-32016): removal is not a lightweight migration.",
+           obj({"entities": {"type": "array", "items": ref("EntityDescription")}},
+               {"remove": nullable({"type": "array", "items": STRING})}),
            obj({"version": NONNEG, "changes": {"type": "array", "items": STRING}}), errors=[-32016]),
     method("model/get", "The current model.", EMPTY,
            obj({"version": NONNEG, "entities": {"type": "array", "items": ref("EntityDescription")}})),

@@ -63,22 +63,14 @@ struct ModelCommand: AsyncParsableCommand {
     /// `depot model apply FILE`.
     struct Apply: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Define the model from a file ({\"entities\": [...]}); lightweight migrations only.",
-            discussion: """
-                The file is the whole model: an entity it leaves out would be removed (which is refused).
-                With --add, its entities are added to the current model, or replace those of the same name.
-                """)
+            abstract:
+                "Define or lightly migrate the entities a file names ({\"entities\": [...]}); the model's other entities stay as they are."
+        )
 
         @OptionGroup var connection: ConnectionOptions
 
         @Argument(help: "The model file, or - for standard input.")
         var file: String
-
-        @Flag(
-            help:
-                "Add the file's entities to the current model (replacing those of the same name) instead of replacing the model."
-        )
-        var add = false
 
         @Flag(help: "Print the result as JSON ({version, changes}).")
         var json = false
@@ -93,25 +85,12 @@ struct ModelCommand: AsyncParsableCommand {
                 }
                 text = String(decoding: data, as: UTF8.self)
             }
-            var model = try parseJSONArgument(text, what: "model file '\(file)'")
-            guard let entities = model["entities"]?.arrayValue else {
+            let model = try parseJSONArgument(text, what: "model file '\(file)'")
+            guard model["entities"]?.arrayValue != nil else {
                 throw CLIError("model file '\(file)' must be an object with an \"entities\" array")
             }
             let client = try await connection.connect()
             defer { client.abort() }
-            if add {
-                let current: JSONValue
-                do {
-                    current = try await client.call(method: ModelGet.name, params: nil)
-                } catch {
-                    throw describe(error, calling: ModelGet.name)
-                }
-                let added = Set(entities.compactMap { $0["name"]?.stringValue })
-                let kept = (current["entities"]?.arrayValue ?? []).filter {
-                    !added.contains($0["name"]?.stringValue ?? "")
-                }
-                model = .object(["entities": .array(kept + entities)])
-            }
             let result: JSONValue
             do {
                 result = try await client.call(method: ModelDefine.name, params: model)

@@ -53,6 +53,19 @@ final class PredicateDifferentialTests: XCTestCase {
                         "team": .string("t\(Int.random(in: 0..<35, using: &random))"),
                     ]))
         }
+        // Many-to-many: each tag holds a random set of teams (the join table), some none.
+        for index in 0..<12 {
+            let teams = (0..<Int.random(in: 0...6, using: &random)).map { _ in
+                JSONValue.string("t\(Int.random(in: 0..<38, using: &random))")
+            }
+            inserted.append(
+                InsertedObject(
+                    entity: "Tag",
+                    values: [
+                        "name": .string(words.randomElement(using: &random)! + String(index % 3)),
+                        "weight": maybe(.int(Int64.random(in: 0...4, using: &random))), "teams": .array(teams),
+                    ]))
+        }
         _ = try store.save(StoreSave.Parameters(inserted: inserted))
 
         // The object graph the evaluator reads.
@@ -61,6 +74,15 @@ final class PredicateDifferentialTests: XCTestCase {
         let countries = try store.fetch(FetchRequest(entity: "Country")).objects ?? []
         var byID: [String: [String: JSONValue]] = [:]
         for object in teams + players + countries { byID[object["id"]!.stringValue!] = object.objectValue! }
+        for tag in try store.fetch(FetchRequest(entity: "Tag")).objects ?? [] {
+            byID[tag["id"]!.stringValue!] = tag.objectValue!
+        }
+        var tagsOfTeam: [String: [[String: JSONValue]]] = [:]
+        for team in try store.fetch(FetchRequest(entity: "Team", properties: ["tags"])).objects ?? [] {
+            tagsOfTeam[team["id"]!.stringValue!] = (team["tags"]?.arrayValue ?? []).compactMap {
+                $0.stringValue.flatMap { byID[$0] }
+            }
+        }
         var playersOfTeam: [String: [[String: JSONValue]]] = [:]
         for player in players {
             if let team = player["team"]?.stringValue { playersOfTeam[team, default: []].append(player.objectValue!) }
@@ -73,6 +95,7 @@ final class PredicateDifferentialTests: XCTestCase {
         }
         let evaluator = PredicateEvaluator(model: PredicateTests.model, object: { byID[$0] }) { owner, key in
             let id = owner["id"]?.stringValue ?? ""
+            if key == "tags" { return tagsOfTeam[id] ?? [] }
             return key == "players" ? playersOfTeam[id] ?? [] : teamsOfCountry[id] ?? []
         }
 
@@ -128,7 +151,7 @@ final class PredicateDifferentialTests: XCTestCase {
             "'e'", "'É'", "'et'", "'ile'", "'eu'", "'*o*'", "'?t*'", "'zè*'", "''", "'100%'", "'_'", "'a*b'", "'日'",
             "'ÉT*'", "nil",
         ]
-        switch Int.random(in: 0..<18, using: &random) {
+        switch Int.random(in: 0..<23, using: &random) {
         case 0: return "wins \(pick(ordering)) \(pick(["nil", "-1", "0", "2", "3", "6", "2.5"]))"
         case 1: return "rating \(pick(ordering)) \(pick(["nil", "0", "1.5", "-1", "2"]))"
         case 2: return "\(pick(["teamName", "zone"])) \(pick(stringOps))\(pick(options)) \(pick(patterns))"
@@ -151,10 +174,25 @@ final class PredicateDifferentialTests: XCTestCase {
         case 12: return "zone IN {\(pick(patterns)), \(pick(patterns))}"
         case 13: return "\(pick(["TRUEPREDICATE", "FALSEPREDICATE"]))"
         case 14: return "rating \(pick(ordering)) wins"
+        case 15:
+            return
+                "\(pick(["teamName", "zone", "country.name", "ANY players.name", "ALL players.name"])) IN\(pick(options)) \(pick(["'Étoile Zebra eu'", "'under_score 100% 日本'", "'Samurai ETOILE'", "''"]))"
+        case 17:
+            return
+                "\(pick(["ANY", "ALL", "NONE"])) tags.\(pick(["name \(pick(stringOps))\(pick(options)) \(pick(patterns))", "weight \(pick(ordering)) \(pick(["0", "2", "nil"]))"]))"
+        case 18:
+            return
+                "\(pick(["tags.@count", "tags.@sum.weight", "tags.@max.weight", "tags.@avg.weight"])) \(pick(ordering)) \(pick(["0", "1", "3", "nil"]))"
+        case 19:
+            return
+                "SUBQUERY(tags, $t, $t.weight >= \(pick(["1", "3"])) OR $t.name BEGINSWITH[cd] 'e').@count \(pick(ordering)) \(pick(["0", "1"]))"
         case 16:
+            return
+                "\(pick(patterns + ["zone", "teamName"])) IN\(pick(options)) \(pick(["teamName", "zone", "'zèbre etoile eu'"]))"
+        case 20:
             let id = "'Team/\(Int.random(in: 1...42, using: &random))'"
             return "\(pick(["id", "SELF", "self"])) \(pick(["==", "!="])) \(id)"
-        case 17:
+        case 21:
             func ids(_ entity: String, _ upper: Int) -> String {
                 "{'\(entity)/\(Int.random(in: 1...upper, using: &random))', '\(entity)/\(Int.random(in: 1...upper, using: &random))'}"
             }

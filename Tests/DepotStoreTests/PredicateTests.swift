@@ -27,6 +27,7 @@ final class PredicateTests: XCTestCase {
                 RelationshipDescription(name: "country", destination: "Country", inverse: "teams"),
                 RelationshipDescription(
                     name: "players", destination: "Player", toMany: true, inverse: "team", deleteRule: .cascade),
+                RelationshipDescription(name: "tags", destination: "Tag", toMany: true, inverse: "teams"),
             ]),
         EntityDescription(
             name: "Player",
@@ -34,6 +35,14 @@ final class PredicateTests: XCTestCase {
                 AttributeDescription(name: "name", type: .string),
                 AttributeDescription(name: "age", type: .integer, optional: true),
             ], relationships: [RelationshipDescription(name: "team", destination: "Team", inverse: "players")]),
+        // Many-to-many: a team has many tags, a tag many teams.
+        EntityDescription(
+            name: "Tag",
+            attributes: [
+                AttributeDescription(name: "name", type: .string),
+                AttributeDescription(name: "weight", type: .integer, optional: true),
+            ],
+            relationships: [RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "tags")]),
     ]
 
     private var seeded: Store?
@@ -87,6 +96,23 @@ final class PredicateTests: XCTestCase {
                 player("Drogba", 35, "B"),
                 player("Honda", 31, "C"), player("Kagawa", 28, "C"), player("Nakata", .null, "C"),
                 player("Éric", 22, "E"),
+                InsertedObject(
+                    entity: "Tag", tempId: "red", values: ["name": "red", "weight": 1, "teams": ["A", "B"]]),
+                InsertedObject(entity: "Tag", tempId: "blue", values: ["name": "blue", "weight": 5]),
+                InsertedObject(entity: "Tag", tempId: "green", values: ["name": "Grün", "teams": ["E"]]),
+                InsertedObject(entity: "Tag", values: ["name": "unused", "weight": 2, "teams": []]),
+            ]))
+        // The other side sets pairs too: C gets red and Grün, A gets blue (and keeps red).
+        let tags = try store.fetch(FetchRequest(entity: "Tag", sort: [SortDescriptor(key: "name")], resultType: .ids))
+        let teams = try store.fetch(
+            FetchRequest(
+                entity: "Team", predicate: "teamName IN {'Étoile', 'Samurai 100%'}",
+                sort: [SortDescriptor(key: "teamName")], resultType: .ids))
+        let (blue, green, red) = (tags.ids![1], tags.ids![0], tags.ids![2])
+        _ = try store.save(
+            StoreSave.Parameters(updated: [
+                UpdatedObject(id: teams.ids![0], values: ["tags": [.string(red), .string(green)]]),
+                UpdatedObject(id: blue, values: ["teams": [.string(teams.ids![1])]]),
             ]))
         seeded = store
         return store
@@ -129,6 +155,18 @@ final class PredicateTests: XCTestCase {
         ("zone IN {'Asia', nil}", nil, "CD"), ("wins IN $list", ["list": [3, 5]], "ABF"),
         ("wins IN %@", [[0, 5]], "BC"),
         ("NOT wins IN {3}", nil, "BCDE"), ("zone IN[c] {'EUROPE'}", nil, "AEF"),
+        // IN with a string on the right: a substring test, as in NSPredicate.
+        ("'BBB' IN 'AABBBAA'", nil, "ABCDEF"), ("'BBB' IN 'AABBAA'", nil, ""), ("'' IN 'x'", nil, "ABCDEF"),
+        ("zone IN 'Europe and Asia'", nil, "ACE"), ("zone IN[c] 'EUROPE, ASIA'", nil, "ACEF"),
+        ("zone IN[cd] $text", ["text": "africa-asia"], "BC"), ("zone IN %@", ["Africa"], "B"),
+        ("teamName IN 'xx etoile yy'", nil, "B"), ("teamName IN[d] 'Etoile!'", nil, "A"),
+        ("teamName IN[cd] 'the ETOILE rouge team'", nil, "ABF"), ("'oil' IN teamName", nil, "AB"),
+        ("'OIL' IN[c] teamName", nil, "ABF"), ("zone IN zone", nil, "ABCEF"), ("NOT zone IN 'Europe'", nil, "BCDF"),
+        ("zone IN ''", nil, ""), ("country.name IN 'La France'", nil, "AE"),
+        ("ANY players.name IN 'Zidane and Drogba'", nil, "AB"),
+        ("ALL players.name IN[c] 'HONDA KAGAWA NAKATA'", nil, "CDF"),
+        ("SUBQUERY(players, $p, $p.name IN[cd] 'eric, henry').@count == 1", nil, "AE"),
+        ("'Zidane' IN players.name", nil, "A"), ("wins IN {3} OR zone IN 'Asia'", nil, "ACF"),
         // Strings: BEGINSWITH, ENDSWITH, CONTAINS, LIKE, MATCHES, with [c], [d], [cd].
         ("teamName BEGINSWITH 'Ét'", nil, "A"), ("teamName BEGINSWITH[c] 'ét'", nil, "AF"),
         ("teamName BEGINSWITH[d] 'Et'", nil, "A"),
@@ -210,6 +248,15 @@ final class PredicateTests: XCTestCase {
         ("SELF.wins == 5", nil, "B"), ("country.id == 'Country/1'", nil, "AE"),
         ("country.SELF == %@", ["Country/3"], "C"), ("ANY players.SELF == %@", ["Player/3"], "B"),
         ("ANY players.id IN {'Player/1', 'Player/4'}", nil, "AC"), ("id == nil", nil, ""),
+        // Many-to-many (Team.tags ↔ Tag.teams, a join table): red A B C, blue A, Grün C E, unused none.
+        ("ANY tags.name == 'red'", nil, "ABC"), ("tags.name == 'blue'", nil, "A"), ("tags.@count == 0", nil, "DF"),
+        ("tags.@count == 2", nil, "AC"), ("ALL tags.name == 'red'", nil, "BDF"),
+        ("NONE tags.name == 'red'", nil, "DEF"),
+        ("ANY tags.name ==[cd] 'grun'", nil, "CE"), ("tags.@sum.weight == 6", nil, "A"),
+        ("tags.@max.weight == 1", nil, "BC"), ("tags.@avg.weight == nil", nil, "DEF"),
+        ("SUBQUERY(tags, $t, $t.weight > 0).@count == 1", nil, "BC"), ("'blue' IN tags.name", nil, "A"),
+        ("ANY tags == %@", ["Tag/2"], "A"), ("ANY tags.name IN 'red and blue'", nil, "ABC"),
+        ("ANY tags.weight > 1 OR players.@count == 0", nil, "ADF"), ("NOT ANY tags.name BEGINSWITH 'r'", nil, "DEF"),
     ]
 
     /// The same cases through the in-memory evaluator.
@@ -219,9 +266,16 @@ final class PredicateTests: XCTestCase {
         let players = try store.fetch(FetchRequest(entity: "Player")).objects ?? []
         let countries = try store.fetch(FetchRequest(entity: "Country")).objects ?? []
         var byID: [String: [String: JSONValue]] = [:]
-        for object in teams + players + countries { byID[object["id"]!.stringValue!] = object.objectValue! }
+        for object in teams + players + countries + (try store.fetch(FetchRequest(entity: "Tag")).objects ?? []) {
+            byID[object["id"]!.stringValue!] = object.objectValue!
+        }
+        let tagsOfTeams = try store.fetch(FetchRequest(entity: "Team", properties: ["tags"])).objects ?? []
         let evaluator = PredicateEvaluator(model: Self.model, object: { byID[$0] }) { owner, key in
             let id = owner["id"]?.stringValue
+            if key == "tags" {
+                let tags = tagsOfTeams.first { $0["id"]?.stringValue == id }?["tags"]?.arrayValue ?? []
+                return tags.compactMap { $0.stringValue.flatMap { byID[$0] } }
+            }
             return (key == "players" ? players : teams).filter {
                 $0[key == "players" ? "team" : "country"]?.stringValue == id
             }.map { $0.objectValue! }
@@ -284,6 +338,9 @@ final class PredicateTests: XCTestCase {
             ("founded > 'yesterday'", nil, "ISO 8601"),
             ("country == 'Team/1'", nil, "Country"), ("zone == $z", ["z"], "arguments"),
             ("id.wins == 1", nil, "id has no key 'wins'"), ("id == 'Country/1'", nil, "Team"),
+            ("wins IN 'abc'", nil, "substring test"), ("3 IN 'a3'", nil, "substring test"),
+            ("country IN 'France'", nil, "substring test"), ("zone IN 3", nil, "or a string"),
+            ("zone IN $z", ["z": nil], "or a string"),
         ]
         for (predicate, arguments, fragment) in invalid {
             let error = assertRPCError(.invalidParams) { try self.matches(predicate, arguments) }

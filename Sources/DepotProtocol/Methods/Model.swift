@@ -1,14 +1,23 @@
-/// `model/define`: defines or migrates the model (DESIGN.md §4).
+/// `model/define`: defines or migrates the entities it names; the model's
+/// other entities stay as they are (DESIGN.md §4).
 public enum ModelDefine: Method {
     public static let name = "model/define"
 
-    /// The whole new model.
+    /// The entities to define or migrate.
     public struct Parameters: Codable, Hashable, Sendable {
-        /// Every entity of the model.
+        /// The entities to define (new names) or migrate (existing names, or `renamedFrom`); all in one migration.
         public var entities: [EntityDescription]
+        /// Entities to remove. Removal is not a lightweight migration: naming any is refused (-32016).
+        public var remove: [String]?
 
         /// Creates the params.
         public init(entities: [EntityDescription]) { self.entities = entities }
+
+        /// Creates the params with entities to remove (refused, -32016).
+        public init(entities: [EntityDescription], remove: [String]?) {
+            self.entities = entities
+            self.remove = remove
+        }
     }
 
     /// What the definition changed.

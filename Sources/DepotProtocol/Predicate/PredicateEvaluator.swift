@@ -191,6 +191,10 @@ public struct PredicateEvaluator {
 
     private func evaluate(_ comparison: Comparison, _ scope: Scope) throws(RPCError) -> Bool {
         var comparison = comparison
+        // `x IN 'text'`: a substring test, as in NSPredicate.
+        if comparison.op == .in, let substring = try substringTest(comparison, scope) {
+            return try compareScalars(substring, scope)
+        }
         if case .value = comparison.lhs, case .keyPath = comparison.rhs {
             if comparison.op == .in {
                 comparison = Comparison(
@@ -221,6 +225,37 @@ public struct PredicateEvaluator {
             }
         }
         return try compareScalars(comparison, scope)
+    }
+
+    /// `x IN s` where `s` is a string (a constant, an argument or a string key
+    /// path), as `s CONTAINS x`; nil when the right side is a list or a to-many key path.
+    private func substringTest(_ comparison: Comparison, _ scope: Scope) throws(RPCError) -> Comparison? {
+        switch comparison.rhs {
+        case .value(.string): break
+        case .keyPath(let path):
+            guard case .scalar(_, let type, let destination) = try resolve(path, in: scope),
+                type == .string || (type == nil && destination == nil)  // nil beyond a nil to-one
+            else { return nil }
+        default: return nil
+        }
+        let isString: Bool
+        switch comparison.lhs {
+        case .value(.string), .value(.null): isString = true
+        case .keyPath(let path):
+            switch try resolve(path, in: scope) {
+            case .scalar(_, let type, let destination):
+                isString = type == .string || (type == nil && destination == nil)  // nil beyond a nil to-one
+            case .collection: return nil  // ANY/ALL/NONE compare each element.
+            }
+        default: isString = false
+        }
+        guard isString else {
+            throw .invalidParams(
+                "IN with a string on the right is a substring test and needs a string on the left", field: "predicate")
+        }
+        return Comparison(
+            lhs: comparison.rhs, op: .contains, rhs: comparison.lhs, options: comparison.options,
+            position: comparison.position)
     }
 
     private func operand(_ expression: PredicateExpression, _ scope: Scope, type: AttributeType?, destination: String?)
@@ -294,6 +329,9 @@ public struct PredicateEvaluator {
         let left = fold(leftRaw, options, type: type)
         if comparison.op == .in || comparison.op == .between {
             guard case .list(let elements) = comparison.rhs else {
+                if comparison.op == .in, let substring = try substringTest(comparison, scope) {
+                    return try compareScalars(substring, scope)
+                }
                 throw .invalidParams("\(comparison.op.rawValue) needs a list", field: "predicate")
             }
             var values: [Scalar] = []

@@ -36,7 +36,7 @@ extension DepotServer {
     static func registerModelHandlers(_ handlers: inout HandlerRegistry) {
         handlers.register(ModelGet.self, .inline) { _, context in context.store.model() }
         handlers.register(ModelDefine.self, .write) { (params, context) throws(RPCError) in
-            try context.store.defineModel(params.entities)
+            try context.store.defineModel(params.entities, removing: params.remove ?? [])
         }
     }
 }

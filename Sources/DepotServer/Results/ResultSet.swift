@@ -56,12 +56,14 @@ final class ResultSet: @unchecked Sendable {
         case path(entity: String, path: [String])
         /// A change to a row of `entity` affects the object its `inverse` column names (a to-many's owner).
         case owner(entity: String, inverse: String)
+        /// A change to a row of `entity` affects the objects whose many-to-many `relationship` holds it.
+        case joined(entity: String, relationship: String)
         /// A change to `entity` may affect any object (re-evaluate all: the slow fallback).
         case any(entity: String)
 
         var entity: String {
             switch self {
-            case .path(let entity, _), .owner(let entity, _), .any(let entity): entity
+            case .path(let entity, _), .owner(let entity, _), .joined(let entity, _), .any(let entity): entity
             }
         }
     }

@@ -67,6 +67,8 @@ struct ResultsDefinition: Sendable {
             switch dependency {
             case .toOne(let name, let path): dependencies.append(.path(entity: name, path: path))
             case .toMany(let name, let inverse): dependencies.append(.owner(entity: name, inverse: inverse))
+            case .joined(let name, let relationship):
+                dependencies.append(.joined(entity: name, relationship: relationship))
             case .any(let name): dependencies.append(.any(entity: name))
             }
         }

@@ -183,6 +183,8 @@ final class ResultsEngine: Sendable {
             case .owner(let name, let inverse):
                 guard let destination = store.schema.entity(named: name) else { continue }
                 candidates.formUnion(try store.owners(of: Array(changed), in: destination, through: inverse))
+            case .joined(_, let relationship):
+                candidates.formUnion(try store.rows(of: entity, holding: Array(changed), through: relationship))
             case .any:
                 // Every row now in the table; rows that left it were deleted, so they are in `changedRows`.
                 candidates.formUnion(try store.allRows(of: entity))

@@ -50,6 +50,12 @@ public struct ObjectShape: Sendable {
         var columns = ["t0.id", "t0._version"]
         columns += keys.map { "t0." + entity.column($0) }
         for key in toManyKeys {
+            if let join = entity.joins[key] {
+                columns.append(
+                    "(SELECT group_concat(d.m) FROM (SELECT \(join.memberColumn) AS m FROM \(join.table) WHERE \(join.ownerColumn) = t0.id ORDER BY \(join.memberColumn)) AS d)"
+                )
+                continue
+            }
             guard let relationship = entity.toMany[key], let inverse = relationship.inverse,
                 let destination = schema.entity(named: relationship.destination)
             else { continue }

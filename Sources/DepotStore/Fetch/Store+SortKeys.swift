@@ -123,6 +123,16 @@ extension Store {
         return try read { db in try Int64.fetchAll(db, sql: sql, arguments: [Self.jsonArray(rows)]) }
     }
 
+    /// The rows of `entity` whose many-to-many `relationship` holds any of `members`.
+    public func rows(of entity: EntitySchema, holding members: [Int64], through relationship: String)
+        throws(RPCError) -> [Int64]
+    {
+        guard !members.isEmpty, let join = entity.joins[relationship] else { return [] }
+        let sql =
+            "SELECT DISTINCT \(join.ownerColumn) FROM \(join.table) WHERE \(join.memberColumn) IN (SELECT value FROM json_each(?))"
+        return try read { db in try Int64.fetchAll(db, sql: sql, arguments: [Self.jsonArray(members)]) }
+    }
+
     /// Every row of `entity` (the fallback when a change's reach cannot be narrowed).
     public func allRows(of entity: EntitySchema) throws(RPCError) -> [Int64] {
         try read { db in try Int64.fetchAll(db, sql: "SELECT id FROM \(entity.table)") }

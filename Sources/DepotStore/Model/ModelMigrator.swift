@@ -20,36 +20,56 @@ enum ModelMigrator {
         return Schema(version: version, entities: entities.map(EntitySchema.init))
     }
 
-    /// Migrates from `old` to `entities` inside the caller's transaction.
-    static func migrate(_ db: Database, from old: Schema, to entities: [EntityDescription]) throws -> (Schema, [String])
-    {
-        try ModelValidator.validate(entities)
+    /// Defines or migrates the entities of `named` inside the caller's
+    /// transaction, leaving the model's other entities as they are (DESIGN.md §4):
+    /// separate processes can each bring their own entities. All of it applies, or none.
+    ///
+    /// - Parameter removing: entities the caller asked to remove explicitly;
+    ///   removal is not a lightweight migration, so any name here is refused.
+    static func migrate(
+        _ db: Database, from old: Schema, to named: [EntityDescription], removing: [String] = []
+    ) throws -> (Schema, [String]) {
+        for (index, name) in removing.enumerated() {
+            guard old.entity(named: name) != nil else {
+                let known = old.entities.map(\.name).joined(separator: ", ")
+                throw RPCError.invalidParams(
+                    "cannot remove unknown entity '\(name)' (the model has: \(known.isEmpty ? "no entities" : known))",
+                    field: "remove[\(index)]")
+            }
+            throw refused("removing entity \(name)")
+        }
+        let (merged, fields) = try compose(old, with: named)
+        // A key left out of a named entity would be a removal: refuse it before anything else.
+        for entity in named {
+            guard let previous = old.entity(named: entity.renamedFrom ?? entity.name) ?? old.entity(named: entity.name)
+            else { continue }
+            if let key = removedKey(from: previous.description, in: entity) {
+                throw refused("removing \(previous.name).\(key)")
+            }
+        }
+        try ModelValidator.validate(merged, fields: fields)
         var changes: [String] = []
-        var kept = Set<String>()
-        for entity in entities {
+        for entity in merged where named.contains(where: { $0.name == entity.name }) {
             let previous = old.entity(named: entity.renamedFrom ?? entity.name) ?? old.entity(named: entity.name)
             guard let previous else {
                 try createTable(db, for: EntitySchema(entity))
                 changes.append("added entity \(entity.name)")
                 continue
             }
-            kept.insert(previous.name)
             if previous.name != entity.name {
                 try db.execute(sql: "ALTER TABLE \(previous.table) RENAME TO \(EntitySchema.quote("e_" + entity.name))")
                 changes.append("renamed entity \(previous.name) to \(entity.name)")
             }
             try migrateColumns(db, from: previous.description, to: entity, changes: &changes)
         }
-        for entity in old.entities where !kept.contains(entity.name) {
-            throw refused("removing entity \(entity.name)")
-        }
-        let schema = Schema(version: old.version + (changes.isEmpty ? 0 : 1), entities: entities.map(EntitySchema.init))
+        let schema = Schema(version: old.version + (changes.isEmpty ? 0 : 1), entities: merged.map(EntitySchema.init))
+        try migrateJoinTables(db, from: old, to: schema, named: named)
         for entity in schema.entities {
             try syncIndexes(db, for: entity, changes: &changes)
         }
         if changes.isEmpty && !old.entities.isEmpty { return (old, []) }
         let finalSchema = Schema(version: max(old.version + (changes.isEmpty ? 0 : 1), 1), entities: schema.entities)
-        let json = try JSONEncoder().encode(entities)
+        let json = try JSONEncoder().encode(merged)
         try db.execute(
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('model', ?)",
             arguments: [String(decoding: json, as: UTF8.self)])
@@ -57,6 +77,74 @@ enum ModelMigrator {
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)",
             arguments: [String(finalSchema.version)])
         return (finalSchema, changes)
+    }
+
+    /// The whole model after defining `named`: the stored entities in their
+    /// order, each named one replacing its previous version (by name or
+    /// `renamedFrom`), new ones appended; relationships of the other entities
+    /// follow a renamed destination. Returns the field prefix of each entity
+    /// for error messages (`entities[i]` for the call's, `model.Name` for the others).
+    private static func compose(_ old: Schema, with named: [EntityDescription]) throws(RPCError) -> (
+        [EntityDescription], [String]
+    ) {
+        var merged = old.descriptions
+        var fields = merged.map { "model.\($0.name)" }
+        var renamed: [String: String] = [:]
+        var seen = Set<String>()
+        for (index, entity) in named.enumerated() {
+            guard seen.insert(entity.name).inserted else {
+                throw .invalidParams("entity '\(entity.name)' is defined twice", field: "entities[\(index)].name")
+            }
+            let previous =
+                merged.firstIndex { $0.name == (entity.renamedFrom ?? entity.name) }
+                ?? merged.firstIndex { $0.name == entity.name }
+            if let previous {
+                if merged[previous].name != entity.name { renamed[merged[previous].name] = entity.name }
+                merged[previous] = entity
+                fields[previous] = "entities[\(index)]"
+            } else {
+                merged.append(entity)
+                fields.append("entities[\(index)]")
+            }
+        }
+        // Relationships renamed by the call, so that stored inverses can follow: (entity, old name) -> new name.
+        var renamedRelationships: [String: String] = [:]
+        for entity in named {
+            for relationship in entity.relationships {
+                if let old = relationship.renamedFrom, old != relationship.name {
+                    renamedRelationships["\(entity.name).\(old)"] = relationship.name
+                }
+            }
+        }
+        let namedNames = Set(named.map(\.name))
+        for position in merged.indices where !namedNames.contains(merged[position].name) {
+            for index in merged[position].relationships.indices {
+                var relationship = merged[position].relationships[index]
+                if let name = renamed[relationship.destination] { relationship.destination = name }
+                if let inverse = relationship.inverse,
+                    let name = renamedRelationships["\(relationship.destination).\(inverse)"]
+                {
+                    relationship.inverse = name
+                }
+                merged[position].relationships[index] = relationship
+            }
+        }
+        return (merged, fields)
+    }
+
+    /// The first key of `old` that `new` leaves out (neither kept nor renamed), if any.
+    private static func removedKey(from old: EntityDescription, in new: EntityDescription) -> String? {
+        var kept = Set<String>()
+        for attribute in new.attributes { kept.insert(attribute.renamedFrom ?? attribute.name) }
+        for attribute in new.attributes where old.attribute(named: attribute.renamedFrom ?? attribute.name) == nil {
+            kept.insert(attribute.name)
+        }
+        for relationship in new.relationships { kept.insert(relationship.renamedFrom ?? relationship.name) }
+        for relationship in new.relationships
+        where old.relationship(named: relationship.renamedFrom ?? relationship.name) == nil {
+            kept.insert(relationship.name)
+        }
+        return (old.attributes.map(\.name) + old.relationships.map(\.name)).first { !kept.contains($0) }
     }
 
     private static func refused(_ what: String) -> RPCError {
@@ -71,6 +159,45 @@ enum ModelMigrator {
             columns.append(entity.column(key) + (entity.toOne[key] != nil ? " INTEGER" : ""))
         }
         try db.execute(sql: "CREATE TABLE \(entity.table) (\(columns.joined(separator: ", ")))")
+    }
+
+    /// Creates the join table of every many-to-many relationship that is new,
+    /// and moves the pairs of one whose entity or relationship was renamed.
+    private static func migrateJoinTables(
+        _ db: Database, from old: Schema, to new: Schema, named: [EntityDescription]
+    ) throws {
+        let renamedFrom = Dictionary(
+            named.compactMap { entity in
+                entity.renamedFrom.flatMap {
+                    old.entity(named: $0) != nil && $0 != entity.name ? (entity.name, $0) : nil
+                }
+            }, uniquingKeysWith: { first, _ in first })
+        for entity in new.entities {
+            for (name, join) in entity.joins.sorted(by: { $0.key < $1.key }) where join.isFirstSide {
+                let relationship = entity.toMany[name]!
+                let oldEntity = old.entity(named: renamedFrom[entity.name] ?? entity.name)
+                let oldName =
+                    relationship.renamedFrom.flatMap { oldEntity?.toMany[$0] != nil ? $0 : nil } ?? relationship.name
+                guard let previous = oldEntity?.joins[oldName] else {
+                    try db.execute(
+                        sql: """
+                            CREATE TABLE \(join.table) (a INTEGER NOT NULL, b INTEGER NOT NULL, PRIMARY KEY (a, b)) WITHOUT ROWID;
+                            CREATE INDEX \(EntitySchema.quote("r_" + join.name)) ON \(join.table) (b, a);
+                            """)
+                    continue
+                }
+                if previous.name == join.name && previous.isFirstSide { continue }
+                // Renamed: copy the pairs into the new table, turned around when the other side now names it.
+                let (a, b) = previous.isFirstSide ? ("a", "b") : ("b", "a")
+                try db.execute(
+                    sql: """
+                        CREATE TABLE \(join.table) (a INTEGER NOT NULL, b INTEGER NOT NULL, PRIMARY KEY (a, b)) WITHOUT ROWID;
+                        INSERT INTO \(join.table) (a, b) SELECT \(a), \(b) FROM \(previous.table);
+                        DROP TABLE \(previous.table);
+                        CREATE INDEX \(EntitySchema.quote("r_" + join.name)) ON \(join.table) (b, a);
+                        """)
+            }
+        }
     }
 
     private static func migrateColumns(
@@ -183,9 +310,16 @@ enum ModelMigrator {
 }
 
 extension Store {
-    /// `model/define`: validates and applies the model in one transaction.
-    public func defineModel(_ entities: [EntityDescription]) throws(RPCError) -> ModelDefine.Result {
-        let (schema, changes) = try write { db in try ModelMigrator.migrate(db, from: self.schema, to: entities) }
+    /// `model/define`: validates and applies the named entities in one
+    /// transaction; the model's other entities stay as they are.
+    ///
+    /// - Parameter removing: entities the caller explicitly asks to remove (refused, -32016).
+    public func defineModel(_ entities: [EntityDescription], removing: [String] = []) throws(RPCError)
+        -> ModelDefine.Result
+    {
+        let (schema, changes) = try write { db in
+            try ModelMigrator.migrate(db, from: self.schema, to: entities, removing: removing)
+        }
         replaceSchema(schema)
         return ModelDefine.Result(version: schema.version, changes: changes)
     }

@@ -15,12 +15,14 @@ enum ModelValidator {
         }
     }
 
-    /// Validates `entities`; throws -32602 naming the first problem.
-    static func validate(_ entities: [EntityDescription]) throws(RPCError) {
+    /// Validates the whole model `entities`; throws -32602 naming the first problem.
+    ///
+    /// - Parameter fields: the field prefix of each entity in errors (default `entities[i]`).
+    static func validate(_ entities: [EntityDescription], fields: [String]? = nil) throws(RPCError) {
         var names = Set<String>()
         let byName = Dictionary(entities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         for (index, entity) in entities.enumerated() {
-            let field = "entities[\(index)]"
+            let field = fields?[index] ?? "entities[\(index)]"
             guard isIdentifier(entity.name) else {
                 throw .invalidParams(
                     "entity name '\(entity.name)' must be an identifier (letters, digits, _)", field: "\(field).name")
@@ -83,7 +85,7 @@ enum ModelValidator {
         guard let inverseName = relationship.inverse else {
             if relationship.toMany {
                 throw .invalidParams(
-                    "to-many relationship \(name) needs an inverse to-one relationship on \(destination.name)",
+                    "to-many relationship \(name) needs an inverse relationship on \(destination.name) (to-one, or to-many for many-to-many)",
                     field: "\(field).inverse")
             }
             return
@@ -97,10 +99,11 @@ enum ModelValidator {
             throw .invalidParams(
                 "\(destination.name).\(inverseName) does not point back to \(name)", field: "\(field).inverse")
         }
-        if relationship.toMany && inverse.toMany {
+        if relationship.toMany && inverse.toMany && destination.name == entity.name && inverseName == relationship.name
+        {
             throw .invalidParams(
-                "many-to-many relationship \(name) is not supported yet: model it with an intermediate entity",
-                field: field)
+                "many-to-many relationship \(name) is its own inverse, which is not supported: declare two relationships, each the other's inverse (e.g. followers and following)",
+                field: "\(field).inverse")
         }
         if !relationship.toMany && !inverse.toMany {
             throw .invalidParams(

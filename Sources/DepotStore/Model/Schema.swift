@@ -5,8 +5,9 @@ import DepotProtocol
 /// Each entity is a table `"e_<Entity>"` with `id INTEGER PRIMARY KEY AUTOINCREMENT`
 /// (ids are never reused), `_version`, one column per attribute and one per
 /// to-one relationship (the destination's row number). A to-many relationship
-/// has no column: it is the set of destination rows whose inverse to-one
-/// column points back.
+/// has no column: when its inverse is to-one, it is the set of destination
+/// rows whose inverse column points back; when its inverse is to-many too
+/// (many-to-many), its pairs live in a ``JoinTable`` of their own.
 public struct Schema: Sendable {
     /// The model's version; grows with every definition that changed something.
     public let version: Int64
@@ -19,7 +20,8 @@ public struct Schema: Sendable {
 
     init(version: Int64, entities: [EntitySchema]) {
         self.version = version
-        self.entities = entities
+        let model = Dictionary(entities.map { ($0.name, $0.description) }, uniquingKeysWith: { first, _ in first })
+        self.entities = entities.map { EntitySchema($0.description, model: model) }
         self.byName = Dictionary(uniqueKeysWithValues: entities.enumerated().map { ($1.name, $0) })
     }
 
@@ -54,13 +56,31 @@ public struct EntitySchema: Sendable {
     public let toMany: [String: RelationshipDescription]
     /// Names of stored columns besides `id` and `_version`, in order: attributes, then to-one relationships.
     public let columnKeys: [String]
+    /// The join tables of the many-to-many relationships (to-many with a to-many inverse), by relationship name.
+    public let joins: [String: JoinTable]
 
+    /// The entity alone; its many-to-many relationships are known once it is part of a ``Schema``.
     init(_ description: EntityDescription) {
+        self.init(description, model: [:])
+    }
+
+    /// The entity within `model` (entities by name), which tells which to-many relationships are many-to-many.
+    init(_ description: EntityDescription, model: [String: EntityDescription]) {
         self.description = description
         attributes = Dictionary(uniqueKeysWithValues: description.attributes.map { ($0.name, $0) })
         toOne = Dictionary(uniqueKeysWithValues: description.relationships.filter { !$0.toMany }.map { ($0.name, $0) })
         toMany = Dictionary(uniqueKeysWithValues: description.relationships.filter(\.toMany).map { ($0.name, $0) })
         columnKeys = description.attributes.map(\.name) + description.relationships.filter { !$0.toMany }.map(\.name)
+        var joins: [String: JoinTable] = [:]
+        for relationship in description.relationships where relationship.toMany {
+            guard let inverse = relationship.inverse,
+                model[relationship.destination]?.relationship(named: inverse)?.toMany == true
+            else { continue }
+            joins[relationship.name] = JoinTable(
+                entity: description.name, relationship: relationship.name, destination: relationship.destination,
+                inverse: inverse)
+        }
+        self.joins = joins
     }
 
     /// The entity's name.
@@ -90,4 +110,34 @@ public struct EntitySchema: Sendable {
     public static func quote(_ identifier: String) -> String {
         "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
+}
+
+/// The table holding the pairs of one many-to-many relationship and its inverse.
+///
+/// One table serves both sides: `"j_<Entity>.<relationship>"` named after the
+/// side that sorts first by (entity, relationship), with column `a` holding
+/// that side's rows and `b` the other side's; primary key (a, b), and an index
+/// on (b, a). Seen from either side, ``ownerColumn`` holds the side's own rows
+/// and ``memberColumn`` the related ones.
+public struct JoinTable: Sendable, Hashable {
+    /// The table's unquoted name.
+    public let name: String
+    /// The column holding the rows of the entity whose relationship this is (`a` or `b`).
+    public let ownerColumn: String
+    /// The column holding the related rows (`b` or `a`).
+    public let memberColumn: String
+
+    /// The join table of `entity.relationship`, whose inverse is `destination.inverse`.
+    public init(entity: String, relationship: String, destination: String, inverse: String) {
+        let first = (entity, relationship) <= (destination, inverse)
+        name = first ? "j_\(entity).\(relationship)" : "j_\(destination).\(inverse)"
+        ownerColumn = first ? "a" : "b"
+        memberColumn = first ? "b" : "a"
+    }
+
+    /// The table's quoted name.
+    public var table: String { EntitySchema.quote(name) }
+
+    /// Whether the owner's rows are in column `a` (the side the table is named after).
+    public var isFirstSide: Bool { ownerColumn == "a" }
 }

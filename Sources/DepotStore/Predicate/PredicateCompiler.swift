@@ -9,6 +9,8 @@ public enum PredicateDependency: Hashable, Sendable {
     case toOne(entity: String, path: [String])
     /// Objects whose to-many relationship holds a changed `entity` row: the row's `inverse` column names the owner.
     case toMany(entity: String, inverse: String)
+    /// Objects whose many-to-many `relationship` (of the fetched entity) holds a changed `entity` row.
+    case joined(entity: String, relationship: String)
     /// Any object may be affected by a change to `entity` (the fallback for deeper paths).
     case any(entity: String)
 }
@@ -124,7 +126,9 @@ struct PredicateCompiler {
                 continue
             }
             if let relationship = entity.toMany[key], let destination = schema.entity(named: relationship.destination) {
-                if let path = pathFromRoot, path.isEmpty, let inverse = relationship.inverse {
+                if let path = pathFromRoot, path.isEmpty, entity.joins[key] != nil {
+                    dependencies.insert(.joined(entity: destination.name, relationship: key))
+                } else if let path = pathFromRoot, path.isEmpty, let inverse = relationship.inverse {
                     dependencies.insert(.toMany(entity: destination.name, inverse: inverse))
                 } else {
                     dependencies.insert(.any(entity: destination.name))
@@ -159,6 +163,10 @@ struct PredicateCompiler {
     /// A comparison whose left side may be a collection: ANY / ALL / NONE become EXISTS subqueries.
     private mutating func compile(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> String {
         var comparison = comparison
+        // `x IN 'text'`: a substring test, as in NSPredicate.
+        if comparison.op == .in, let substring = try substringTest(comparison, in: scope) {
+            return try compileScalar(substring, in: scope)
+        }
         // `value op keyPath`: put the key path on the left.
         if case .value = comparison.lhs, case .keyPath = comparison.rhs {
             if comparison.op == .in {
@@ -177,9 +185,7 @@ struct PredicateCompiler {
                 path, in: scope)
         {
             let alias = makeAlias()
-            guard let inverse = relationship.inverse else {
-                throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate")
-            }
+            let from = try members(of: relationship, destination: destination, alias: alias, owner: owner)
             let inner = Scope(entity: destination, alias: alias, pathFromRoot: nil, variables: scope.variables)
             var element = comparison
             element.modifier = nil
@@ -187,7 +193,6 @@ struct PredicateCompiler {
             var innerScope = inner
             innerScope.variables["$__self"] = (destination, alias)
             let condition = try compileScalar(element, in: innerScope)
-            let from = "FROM \(destination.table) AS \(alias) WHERE \(alias).\(destination.column(inverse)) = \(owner)"
             switch comparison.modifier ?? .any {
             case .any: return "EXISTS (SELECT 1 \(from) AND \(condition))"
             case .all: return "(NOT EXISTS (SELECT 1 \(from) AND NOT \(condition)))"
@@ -200,6 +205,55 @@ struct PredicateCompiler {
                 field: "predicate")
         }
         return try compileScalar(comparison, in: scope)
+    }
+
+    /// `x IN s` where `s` is a string (a constant, an argument or a string key
+    /// path), as `s CONTAINS x`; nil when the right side is a list or a to-many key path.
+    private mutating func substringTest(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> Comparison? {
+        switch comparison.rhs {
+        case .value(.string): break
+        case .keyPath(let path):
+            guard case .scalar(_, .string?, _) = try resolve(path, in: scope) else { return nil }
+        default: return nil
+        }
+        let leftType: String?
+        switch comparison.lhs {
+        case .value(.string), .value(.null): leftType = nil
+        case .value(let value): leftType = value.excerpt()
+        case .keyPath(let path):
+            switch try resolve(path, in: scope) {
+            case .scalar(_, .string?, _): leftType = nil
+            case .scalar(_, let type, let destination):
+                leftType = type?.rawValue ?? destination.map { "a relationship to \($0.name)" } ?? "not a string"
+            case .collection: return nil  // ANY/ALL/NONE compare each element.
+            }
+        default: leftType = "not a string"
+        }
+        if let leftType {
+            throw .invalidParams(
+                "IN with a string on the right is a substring test and needs a string on the left, got \(leftType), at character \(comparison.position)",
+                field: "predicate")
+        }
+        return Comparison(
+            lhs: comparison.rhs, op: .contains, rhs: comparison.lhs, options: comparison.options,
+            position: comparison.position)
+    }
+
+    /// `FROM … WHERE …` over the related rows of a to-many `relationship` of the
+    /// row `owner`, aliased `alias`: the destination rows whose inverse column
+    /// names the owner, or, for a many-to-many, those paired with it in its join table.
+    private func members(
+        of relationship: RelationshipDescription, destination: EntitySchema, alias: String, owner: String
+    ) throws(RPCError) -> String {
+        guard let inverse = relationship.inverse else {
+            throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate")
+        }
+        if let join = destination.joins[inverse] {
+            // Seen from the destination: its rows are the owner column of its side, ours the member column.
+            return
+                "FROM \(join.table) AS \(alias)j JOIN \(destination.table) AS \(alias) ON \(alias).id = \(alias)j.\(join.ownerColumn) WHERE \(alias)j.\(join.memberColumn) = \(owner)"
+        }
+        return "FROM \(destination.table) AS \(alias) WHERE \(alias).\(destination.column(inverse)) = \(owner)"
     }
 
     /// An operand as SQL, with its type when known.
@@ -237,12 +291,8 @@ struct PredicateCompiler {
                     "@\(function.rawValue) needs a to-many key path, got '\(collection.joined(separator: "."))'",
                     field: "predicate")
             }
-            guard let inverse = relationship.inverse else {
-                throw .invalidParams("to-many relationship \(relationship.name) has no inverse", field: "predicate")
-            }
             let alias = makeAlias()
-            let from =
-                "FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner)"
+            let from = try members(of: relationship, destination: destinationEntity, alias: alias, owner: owner)
             if function == .count { return Operand(sql: "(SELECT COUNT(*) \(from))", type: .integer) }
             let inner = Scope(entity: destinationEntity, alias: alias, pathFromRoot: nil)
             guard case .scalar(let valueSQL, let valueType?, _) = try resolve(key, in: inner),
@@ -261,20 +311,17 @@ struct PredicateCompiler {
         case .subqueryCount(let collection, let variable, let predicate):
             guard
                 case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(
-                    collection, in: scope), remainder.isEmpty,
-                let inverse = relationship.inverse
+                    collection, in: scope), remainder.isEmpty
             else {
                 throw .invalidParams(
                     "SUBQUERY needs a to-many key path, got '\(collection.joined(separator: "."))'", field: "predicate")
             }
             let alias = makeAlias()
+            let from = try members(of: relationship, destination: destinationEntity, alias: alias, owner: owner)
             var inner = scope
             inner.variables[variable] = (destinationEntity, alias)
             let condition = try compile(predicate, in: inner)
-            return Operand(
-                sql:
-                    "(SELECT COUNT(*) FROM \(destinationEntity.table) AS \(alias) WHERE \(alias).\(destinationEntity.column(inverse)) = \(owner) AND \(condition))",
-                type: .integer)
+            return Operand(sql: "(SELECT COUNT(*) \(from) AND \(condition))", type: .integer)
         case .list:
             throw .invalidParams(
                 "a list {…} can only follow IN or BETWEEN, at character \(position)", field: "predicate")
@@ -284,12 +331,15 @@ struct PredicateCompiler {
     /// A comparison of single values, as 0/1.
     private mutating func compileScalar(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> String {
         let position = comparison.position
+        if comparison.op == .in, let substring = try substringTest(comparison, in: scope) {
+            return try compileScalar(substring, in: scope)
+        }
         let left = try operand(comparison.lhs, in: scope, expecting: nil, destination: nil, position: position)
         let options = comparison.options
         if comparison.op == .in || comparison.op == .between {
             guard case .list(let elements) = comparison.rhs else {
                 throw .invalidParams(
-                    "\(comparison.op.rawValue) needs a list {…} or an array argument on the right, at character \(position)",
+                    "\(comparison.op.rawValue) needs a list {…}, an array argument\(comparison.op == .in ? " or a string" : "") on the right, at character \(position)",
                     field: "predicate")
             }
             var values: [Operand] = []

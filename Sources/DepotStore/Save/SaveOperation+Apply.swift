@@ -46,6 +46,13 @@ extension SaveOperation {
         throws -> [Int64]
     {
         guard let destination = schema.entity(named: relationship.destination) else { return [] }
+        if let join = entity.joins[relationship.name] {
+            return try Int64.fetchAllCached(
+                db,
+                sql:
+                    "SELECT \(join.memberColumn) FROM \(join.table) WHERE \(join.ownerColumn) = ? ORDER BY \(join.memberColumn)",
+                arguments: [id.row])
+        }
         if relationship.toMany {
             guard let inverse = relationship.inverse else { return [] }
             return try Int64.fetchAllCached(
@@ -65,6 +72,13 @@ extension SaveOperation {
                 guard let destination = schema.entity(named: relationship.destination) else { continue }
                 let related = try relatedRows(db, of: id, entity: entity, relationship: relationship)
                     .filter { !doomed.contains(ObjectID(entity: destination.name, row: $0)) }
+                if let join = entity.joins[relationship.name], let inverse = relationship.inverse {
+                    // The pairs are the relationship itself: they go, whatever the rule (deny already passed).
+                    try db.executeCached(
+                        sql: "DELETE FROM \(join.table) WHERE \(join.ownerColumn) = ?", arguments: [id.row])
+                    for row in related { recorder.update(destination.name, row, key: inverse) }
+                    continue
+                }
                 guard let inverse = relationship.inverse, !related.isEmpty else { continue }
                 if relationship.toMany {
                     guard relationship.deleteRule == .nullify || relationship.deleteRule == .cascade else { continue }
@@ -171,8 +185,8 @@ extension SaveOperation {
                     arguments: [target.row, row])
                 noteInverse(insert.entity, key: key, destinationRow: target.row)
             }
-            for (key, references) in insert.toMany {
-                try setToMany(db, entity: insert.entity, row: row, key: key, to: references)
+            for (key, value) in insert.toMany {
+                try setToMany(db, entity: insert.entity, row: row, key: key, to: value)
             }
         }
     }
@@ -217,25 +231,48 @@ extension SaveOperation {
                         message: "updating \(update.id) violates a uniqueness constraint: \(error.message ?? "")")
                 }
             }
-            for (key, references) in update.toMany {
-                try setToMany(db, entity: update.entity, row: update.id.row, key: key, to: references)
+            for (key, value) in update.toMany {
+                try setToMany(db, entity: update.entity, row: update.id.row, key: key, to: value)
             }
             try tick()
         }
     }
 
-    /// Makes the to-many `key` of `row` hold exactly `references`, by moving the destinations' inverse column.
-    mutating func setToMany(_ db: Database, entity: EntitySchema, row: Int64, key: String, to references: [Reference])
+    /// Makes the to-many `key` of `row` hold `value` (the whole set, or the
+    /// current one with members added and removed): by moving the destinations'
+    /// inverse column, or, for a many-to-many, by changing pairs in its join table.
+    mutating func setToMany(_ db: Database, entity: EntitySchema, row: Int64, key: String, to value: ToManyValue)
         throws
     {
         guard let relationship = entity.toMany[key], let inverse = relationship.inverse,
             let destination = schema.entity(named: relationship.destination)
         else { return }
-        let desired = Set(references.compactMap { resolve($0)?.row })
-        let current = Set(
-            try Int64.fetchAllCached(
-                db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?",
-                arguments: [row]))
+        let join = entity.joins[key]
+        let current: Set<Int64>
+        if let join {
+            current = Set(
+                try Int64.fetchAllCached(
+                    db, sql: "SELECT \(join.memberColumn) FROM \(join.table) WHERE \(join.ownerColumn) = ?",
+                    arguments: [row]))
+        } else {
+            current = Set(
+                try Int64.fetchAllCached(
+                    db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?",
+                    arguments: [row]))
+        }
+        let desired: Set<Int64>
+        switch value {
+        case .replace(let references): desired = Set(references.compactMap { resolve($0)?.row })
+        case .change(let add, let remove):
+            desired = current.union(add.compactMap { resolve($0)?.row }).subtracting(
+                remove.compactMap { resolve($0)?.row })
+        }
+        if let join {
+            try setPairs(
+                db, join, owner: row, from: current, to: desired, entity: entity, key: key, destination: destination,
+                inverse: inverse)
+            return
+        }
         for removed in current.subtracting(desired).sorted() {
             try db.executeCached(
                 sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?",
@@ -255,6 +292,28 @@ extension SaveOperation {
             recorder.update(destination.name, added, key: inverse)
         }
         if desired != current { recorder.update(entity.name, row, key: key) }
+    }
+
+    /// Makes the many-to-many `key` of `owner`, which holds the rows `current`,
+    /// hold exactly the rows `desired`, by deleting and inserting pairs; both
+    /// sides of every changed pair are recorded.
+    mutating func setPairs(
+        _ db: Database, _ join: JoinTable, owner: Int64, from current: Set<Int64>, to desired: Set<Int64>,
+        entity: EntitySchema, key: String, destination: EntitySchema, inverse: String
+    ) throws {
+        for removed in current.subtracting(desired).sorted() {
+            try db.executeCached(
+                sql: "DELETE FROM \(join.table) WHERE \(join.ownerColumn) = ? AND \(join.memberColumn) = ?",
+                arguments: [owner, removed])
+            recorder.update(destination.name, removed, key: inverse)
+        }
+        for added in desired.subtracting(current).sorted() {
+            try db.executeCached(
+                sql: "INSERT INTO \(join.table) (\(join.ownerColumn), \(join.memberColumn)) VALUES (?, ?)",
+                arguments: [owner, added])
+            recorder.update(destination.name, added, key: inverse)
+        }
+        if desired != current { recorder.update(entity.name, owner, key: key) }
     }
 
     /// Bumps versions, records the transaction and builds the result.

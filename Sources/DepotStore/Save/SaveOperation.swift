@@ -15,13 +15,19 @@ struct SaveOperation {
         case temporary(String)
     }
 
+    /// A to-many value: the whole new set (an array), or members to add and remove (`{add, remove}`).
+    enum ToManyValue {
+        case replace([Reference])
+        case change(add: [Reference], remove: [Reference])
+    }
+
     struct Insert {
         var index: Int
         var entity: EntitySchema
         var tempId: String?
         var values: [String: DatabaseValue]
         var toOne: [String: Reference?]
-        var toMany: [String: [Reference]]
+        var toMany: [String: ToManyValue]
         /// The existing row this insert became an update of (upsert), or the row it was inserted as.
         var row: Int64?
         /// Set when the insert folded into an existing row instead of inserting.
@@ -37,7 +43,7 @@ struct SaveOperation {
         var original: [String: JSONValue]?
         var values: [String: DatabaseValue]
         var toOne: [String: Reference?]
-        var toMany: [String: [Reference]]
+        var toMany: [String: ToManyValue]
         var keys: Set<String> { Set(values.keys).union(toOne.keys).union(toMany.keys) }
     }
 
@@ -207,7 +213,7 @@ extension SaveOperation {
     mutating func resolveValues(
         _ db: Database, _ values: [String: JSONValue], entity: EntitySchema, object: String, tempIds: [String: String],
         into attributes: inout [String: DatabaseValue], _ toOne: inout [String: Reference?],
-        _ toMany: inout [String: [Reference]]
+        _ toMany: inout [String: ToManyValue]
     ) {
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             if let attribute = entity.attributes[key] {
@@ -226,14 +232,26 @@ extension SaveOperation {
                     toOne[key] = reference
                 }
             } else if let relationship = entity.toMany[key] {
-                guard case .array(let elements) = value else {
+                func references(_ elements: [JSONValue]) -> [Reference] {
+                    elements.compactMap {
+                        reference(
+                            db, $0, destination: relationship.destination, object: object, key: key, tempIds: tempIds)
+                    }
+                }
+                switch value {
+                case .array(let elements):
+                    toMany[key] = .replace(references(elements))
+                case .object(let members)
+                where !members.isEmpty
+                    && members.allSatisfy({ ["add", "remove"].contains($0.key) && $0.value.arrayValue != nil }):
+                    toMany[key] = .change(
+                        add: references(members["add"]?.arrayValue ?? []),
+                        remove: references(members["remove"]?.arrayValue ?? []))
+                default:
                     problem(
                         object, key, "type",
-                        "\(entity.name).\(key) is to-many and must be an array of ids, got \(value.excerpt())")
-                    continue
-                }
-                toMany[key] = elements.compactMap {
-                    reference(db, $0, destination: relationship.destination, object: object, key: key, tempIds: tempIds)
+                        "\(entity.name).\(key) is to-many and must be an array of ids (the whole set) or {\"add\": [ids], \"remove\": [ids]}, got \(value.excerpt())"
+                    )
                 }
             } else {
                 problem(object, key, "unknownKey", "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))")

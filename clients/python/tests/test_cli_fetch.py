@@ -117,13 +117,11 @@ def test_shell_completion_scripts() -> None:
         assert marker in done.stdout and "fetch" in done.stdout and "export" in done.stdout
 
 
-def test_model_apply_add_keeps_the_current_entities(daemon: Daemon, tmp_path: pathlib.Path) -> None:
+def test_model_apply_keeps_the_current_entities(daemon: Daemon, tmp_path: pathlib.Path) -> None:
     extra = tmp_path / "extra.json"
     extra.write_text(json.dumps({"entities": [{"name": "CliExtra", "attributes": [
         {"name": "label", "type": "string"}]}]}))
-    alone = run_depot("--connect", daemon.endpoint, "model", "apply", str(extra))
-    assert alone.returncode == 1 and "not a lightweight migration" in alone.stderr, alone.stderr
-    added = run_depot("--connect", daemon.endpoint, "model", "apply", "--add", str(extra), "--json")
+    added = run_depot("--connect", daemon.endpoint, "model", "apply", str(extra), "--json")
     assert added.returncode == 0, added.stderr
     assert "added entity CliExtra" in json.loads(added.stdout)["changes"]
     shown = json.loads(run_depot("--connect", daemon.endpoint, "model", "show", "--json").stdout)
