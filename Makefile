@@ -12,7 +12,7 @@ SWIFT_TEST_FLAGS ?=
 # e.g. BENCH_FLAGS="--quick" or BENCH_FLAGS="--filter ping --filter save"
 BENCH_FLAGS ?=
 
-.PHONY: setup setup-system setup-python build run test test-swift test-python test-consumer bench format clean
+.PHONY: setup setup-system setup-python build run test test-swift test-python test-consumer soak bench format clean
 
 setup: setup-system setup-python
 
@@ -72,6 +72,13 @@ test-consumer: setup-system
 	elif grep -q "main actor-isolated property 'delegate'" Tests/Consumer/.build/misuse.log; then \
 		echo "Tests/Consumer: Misuse refused as it should be (main actor-isolated delegate)"; \
 	else cat Tests/Consumer/.build/misuse.log; echo "Tests/Consumer: Misuse failed for another reason"; exit 1; fi
+
+# A soak run against a real daemon (scripts/soak.py): mixed load from many processes, every delta and
+# answer checked; fails on any anomaly, lost notification or RSS growth. CI runs it for 60 seconds.
+SOAK_SECONDS ?= 600
+soak: setup
+	$(SWIFT) build --product depotd
+	$(VENV_PYTHON) scripts/soak.py --depotd .build/debug/depotd --duration $(SOAK_SECONDS)
 
 bench: setup-system
 	$(SWIFT) build -c release --product depotd
