@@ -103,3 +103,52 @@ final class MessageTests: XCTestCase {
         XCTAssertEqual(progress["total"], .null, "begin always carries total")
     }
 }
+
+final class JSONStreamReaderTests: XCTestCase {
+    /// Members and elements read one at a time equal a whole parse; skipping counts elements.
+    func testReadsMembersAndElementsAndSkips() throws {
+        let text = #"{"entity":"Item","objects":[{"a":1,"s":"x,]}\"y"},[1,[2]],"s",3.5,null,{}],"n":-2e3,"t":true}"#
+        let bytes = Array(text.utf8)
+        let whole = try JSONParser.parse(bytes)
+        let (members, skipped) = try JSONStreamReader.read(bytes) { reader in
+            var members: [String: JSONValue] = [:]
+            var skipped: (range: Range<Int>, elements: Int?)?
+            try reader.beginObject()
+            while let key = try reader.nextKey() {
+                if key == "objects" {
+                    skipped = try reader.skipValue()
+                } else {
+                    members[key] = try reader.value()
+                }
+            }
+            try reader.end()
+            return (members, skipped)
+        }
+        XCTAssertEqual(members["entity"], whole["entity"])
+        XCTAssertEqual(members["n"], whole["n"])
+        XCTAssertEqual(members["t"], .bool(true))
+        XCTAssertEqual(skipped?.elements, 6)
+        let range = try XCTUnwrap(skipped?.range)
+        let elements = try JSONStreamReader.read(bytes, range: range) { reader in
+            var elements: [JSONValue] = []
+            try reader.beginArray()
+            while try reader.nextElement() { elements.append(try reader.value()) }
+            try reader.end()
+            return elements
+        }
+        XCTAssertEqual(.array(elements), whole["objects"])
+    }
+
+    /// Broken input fails with an offset, as a whole parse does.
+    func testRefusesBrokenInput() {
+        for text in [#"{"a" 1}"#, #"{"a":1,}"#, #"[1 2]"#, #"{"a":[1,2}"#, #"{"a":"unterminated"#] {
+            let bytes = Array(text.utf8)
+            XCTAssertThrowsError(
+                try JSONStreamReader.read(bytes) { reader in
+                    try reader.beginObject()
+                    while let _ = try reader.nextKey() { _ = try reader.skipValue() }
+                    try reader.end()
+                }, text)
+        }
+    }
+}

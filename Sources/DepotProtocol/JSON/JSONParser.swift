@@ -16,11 +16,11 @@ public struct JSONParser {
     /// The deepest nesting of arrays and objects accepted.
     public static let maximumDepth = 512
 
-    private let bytes: UnsafeBufferPointer<UInt8>
-    private var index = 0
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
     private var depth = 0
 
-    private init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     /// Parses one JSON text (surrounding white space allowed, nothing else).
     public static func parse(_ bytes: some Collection<UInt8>) throws(Failure) -> JSONValue {
@@ -45,9 +45,9 @@ public struct JSONParser {
         return value
     }
 
-    private func fail(_ reason: String) -> Failure { Failure(offset: index, reason: reason) }
+    func fail(_ reason: String) -> Failure { Failure(offset: index, reason: reason) }
 
-    private mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         while index < bytes.count {
             switch bytes[index] {
             case 0x20, 0x09, 0x0A, 0x0D: index += 1
@@ -56,7 +56,7 @@ public struct JSONParser {
         }
     }
 
-    private mutating func parseValue() throws(Failure) -> JSONValue {
+    mutating func parseValue() throws(Failure) -> JSONValue {
         guard index < bytes.count else { throw fail("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try parseObject()
@@ -145,7 +145,7 @@ public struct JSONParser {
         }
     }
 
-    private mutating func parseString() throws(Failure) -> String {
+    mutating func parseString() throws(Failure) -> String {
         index += 1
         let start = index
         // Fast path: no escapes, so the bytes are the string.

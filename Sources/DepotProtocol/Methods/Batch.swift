@@ -38,6 +38,70 @@ public enum BatchInsert: Method {
         }
     }
 
+    /// The params of a large request read without parsing `objects`: every
+    /// other member decoded and checked as usual, and where the objects are,
+    /// to be read one at a time with ``forEachObject(_:)`` (bounded memory
+    /// for a million-object batch).
+    public struct StreamedParameters: Sendable {
+        /// The params with `objects` left empty.
+        public let header: Parameters
+        /// How many objects the array holds.
+        public let count: Int
+        private let bytes: [UInt8]
+        private let objects: Range<Int>
+
+        /// Reads `bytes[range]`, a params object.
+        ///
+        /// - Throws: -32700 for broken JSON, -32602 for a bad member (as the parsed path reports it).
+        public init(bytes: [UInt8], range: Range<Int>) throws(RPCError) {
+            var members: [String: JSONValue] = [:]
+            var objects: (range: Range<Int>, elements: Int?)?
+            do {
+                try JSONStreamReader.read(bytes, range: range) { reader in
+                    try reader.beginObject()
+                    while let key = try reader.nextKey() {
+                        if key == "objects" {
+                            objects = try reader.skipValue()
+                        } else {
+                            members[key] = try reader.value()
+                        }
+                    }
+                    try reader.end()
+                }
+            } catch let failure as JSONParser.Failure {
+                throw RPCError(
+                    code: .parseError, message: "parse error in params: \(failure)",
+                    data: ["offset": .int(Int64(range.lowerBound + failure.offset))])
+            } catch {
+                throw RPCError.internalError("\(error)")
+            }
+            guard let objects, let count = objects.elements else {
+                // Missing, or not an array: the ordinary decoding names the problem.
+                members["objects"] = objects.map { _ in .string("not an array") }
+                _ = try JSONCoding.decode(Parameters.self, from: .object(members), field: "params")
+                throw RPCError.invalidParams("objects must be an array of objects", field: "params.objects")
+            }
+            members["objects"] = .array([])
+            header = try JSONCoding.decode(Parameters.self, from: .object(members), field: "params")
+            self.count = count
+            self.bytes = bytes
+            self.objects = (range.lowerBound + objects.range.lowerBound)..<(range.lowerBound + objects.range.upperBound)
+        }
+
+        /// Calls `body` with each object in order and its index, parsing one at a time.
+        public func forEachObject(_ body: (Int, JSONValue) throws -> Void) throws {
+            try JSONStreamReader.read(bytes, range: objects) { reader in
+                try reader.beginArray()
+                var index = 0
+                while try reader.nextElement() {
+                    try body(index, try reader.value())
+                    index += 1
+                }
+                try reader.end()
+            }
+        }
+    }
+
     /// What the batch did.
     public struct Result: Codable, Hashable, Sendable {
         /// Objects inserted.

@@ -53,6 +53,15 @@ final class Dispatcher: Sendable {
 
     /// Parses and dispatches one message.
     private func handle(_ payload: [UInt8], from routingID: [UInt8]) {
+        // A large request whose method reads raw params (a big batchInsert) is not parsed whole:
+        // its handler reads the params a piece at a time, in bounded memory.
+        if payload.count >= Self.largeMessage, let raw = RawRequest(payload), let handler = handlers[raw.method],
+            handler.runRaw != nil, server.sessions.session(for: routingID) != nil
+        {
+            return dispatch(
+                id: raw.id, method: raw.method, input: .raw(RawParams(bytes: payload, range: raw.params)),
+                handler: handler, routingID: routingID)
+        }
         let json: JSONValue
         do {
             json = try JSONParser.parse(payload)
@@ -68,23 +77,34 @@ final class Dispatcher: Sendable {
         case .respond(let bytes):
             server.send(bytes, to: routingID)
         case .run(let id, let method, let params, let handler):
-            // Registered now, not when a worker picks it up: a $/cancelRequest for a
-            // request still queued behind others must find it.
-            let cancellation = server.sessions.begin(id, routingID: routingID)
-            let run: @Sendable () -> Void = { [self] in
-                let slot = ResponseSlot()
-                let bytes = execute(
-                    id: id, method: method, params: params, handler: handler, routingID: routingID,
-                    cancellation: cancellation, responseSlot: slot)
-                if !slot.isSent { server.send(bytes, to: routingID) }
-            }
-            switch handler.execution {
-            case .inline: run()
-            case .read: readers.async(execute: run)
-            case .write: writer.async(execute: run)
-            }
+            dispatch(id: id, method: method, input: .parsed(params), handler: handler, routingID: routingID)
         case .none:
             break
+        }
+    }
+
+    /// What a handler runs on: parsed params, or the raw bytes of a large request.
+    private enum Input: Sendable {
+        case parsed(JSONValue?)
+        case raw(RawParams)
+    }
+
+    /// Runs one request where its ``Execution`` says and sends its response.
+    private func dispatch(id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8]) {
+        // Registered now, not when a worker picks it up: a $/cancelRequest for a
+        // request still queued behind others must find it.
+        let cancellation = server.sessions.begin(id, routingID: routingID)
+        let run: @Sendable () -> Void = { [self] in
+            let slot = ResponseSlot()
+            let bytes = execute(
+                id: id, method: method, input: input, handler: handler, routingID: routingID,
+                cancellation: cancellation, responseSlot: slot)
+            if !slot.isSent { server.send(bytes, to: routingID) }
+        }
+        switch handler.execution {
+        case .inline: run()
+        case .read: readers.async(execute: run)
+        case .write: writer.async(execute: run)
         }
     }
 
@@ -134,7 +154,7 @@ final class Dispatcher: Sendable {
 
     /// Runs one request and returns its response bytes.
     private func execute(
-        id: RequestID, method: String, params: JSONValue?, handler: Handler, routingID: [UInt8],
+        id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8],
         cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil
     ) -> [UInt8] {
         let cancellation = cancellation ?? server.sessions.begin(id, routingID: routingID)
@@ -145,7 +165,11 @@ final class Dispatcher: Sendable {
             if server.isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")
             }
-            let result = try handler.run(params, context)
+            let result: [UInt8]
+            switch input {
+            case .parsed(let params): result = try handler.run(params, context)
+            case .raw(let params): result = try handler.runRaw!(params, context)
+            }
             return MessageEncoder.response(id: id, resultJSON: result)
         } catch {
             if error.code == .internalError {
@@ -171,7 +195,8 @@ final class Dispatcher: Sendable {
                 case .respond(let bytes): responses.append(bytes)
                 case .run(let id, let method, let params, let handler):
                     responses.append(
-                        execute(id: id, method: method, params: params, handler: handler, routingID: routingID))
+                        execute(
+                            id: id, method: method, input: .parsed(params), handler: handler, routingID: routingID))
                 case .none: break
                 }
             }

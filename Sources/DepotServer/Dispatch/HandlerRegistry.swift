@@ -15,6 +15,16 @@ enum Execution: Sendable {
 struct Handler: Sendable {
     let execution: Execution
     let run: @Sendable (JSONValue?, RequestContext) throws(RPCError) -> [UInt8]
+    /// For methods whose large requests are read lazily (``RawRequest``): runs on the raw params.
+    var runRaw: (@Sendable (RawParams, RequestContext) throws(RPCError) -> [UInt8])?
+}
+
+/// A request's params left unparsed: the whole message and the params object's range in it.
+struct RawParams: Sendable {
+    /// The message.
+    let bytes: [UInt8]
+    /// Where the params object is.
+    let range: Range<Int>
 }
 
 /// The methods the server answers, by name, each typed by its ``Method``.
@@ -39,6 +49,19 @@ struct HandlerRegistry: Sendable {
     ) {
         handlers[M.name] = Handler(execution: execution) { (params, context) throws(RPCError) in
             try body(try Self.decode(M.Parameters.self, from: params), context)
+        }
+    }
+
+    /// Registers `body` for `method`, and `raw` for large requests of it read
+    /// lazily (``RawRequest``): both end in the same result type.
+    mutating func register<M: Method>(
+        _ method: M.Type, _ execution: Execution,
+        _ body: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> M.Result,
+        raw: @escaping @Sendable (RawParams, RequestContext) throws(RPCError) -> M.Result
+    ) {
+        register(method, execution, body)
+        handlers[M.name]?.runRaw = { (params, context) throws(RPCError) in
+            try JSONCoding.encodeBytes(try raw(params, context))
         }
     }
 

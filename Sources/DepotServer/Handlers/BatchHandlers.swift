@@ -3,17 +3,21 @@ import DepotStore
 
 extension DepotServer {
     static func registerBatchHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.register(BatchInsert.self, .write) { (params, context) throws(RPCError) in
-            let progress = context.progress(token: params.workDoneToken)
-            progress?.begin(
-                title: "Inserting \(params.objects.count) \(params.entity)", total: Int64(params.objects.count))
-            return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
-                let (result, transaction) = try context.store.batchInsert(
-                    params, cancellation: context.cancellation, progress: progressCallback)
-                context.server.publish(transaction)
-                return (result, Int64(result.inserted + result.updated + result.ignored))
-            }
-        }
+        handlers.register(
+            BatchInsert.self, .write,
+            { (params, context) throws(RPCError) in
+                try batchInsert(params, count: params.objects.count, context: context) { progress throws(RPCError) in
+                    try context.store.batchInsert(params, cancellation: context.cancellation, progress: progress)
+                }
+            },
+            raw: { (raw, context) throws(RPCError) in
+                // A large request: the objects are read one at a time from the message's bytes.
+                let params = try BatchInsert.StreamedParameters(bytes: raw.bytes, range: raw.range)
+                return try batchInsert(params.header, count: params.count, context: context) {
+                    progress throws(RPCError) in
+                    try context.store.batchInsert(params, cancellation: context.cancellation, progress: progress)
+                }
+            })
         handlers.register(BatchUpdate.self, .write) { (params, context) throws(RPCError) in
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Updating \(params.entity)", total: nil)
@@ -35,6 +39,20 @@ extension DepotServer {
                 context.server.publish(transaction)
                 return (result, Int64(result.count))
             }
+        }
+    }
+
+    /// Runs a batch insert of `count` objects with progress, and publishes it.
+    private static func batchInsert(
+        _ params: BatchInsert.Parameters, count: Int, context: RequestContext,
+        _ body: (((Int) -> Void)?) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?)
+    ) throws(RPCError) -> BatchInsert.Result {
+        let progress = context.progress(token: params.workDoneToken)
+        progress?.begin(title: "Inserting \(count) \(params.entity)", total: Int64(count))
+        return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
+            let (result, transaction) = try body(progressCallback)
+            context.server.publish(transaction)
+            return (result, Int64(result.inserted + result.updated + result.ignored))
         }
     }
 

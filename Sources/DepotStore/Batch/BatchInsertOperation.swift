@@ -7,7 +7,9 @@ import GRDB
 /// Unlike a save it keeps per-object work to the minimum a million rows can
 /// afford: values are checked and converted once, rows go through one cached
 /// prepared INSERT, and a row is looked up only when the entity has
-/// uniqueness constraints. Everything is validated before anything is written.
+/// uniqueness constraints. Objects come one at a time (``add(_:at:_:)``), so a
+/// streamed request never holds them all; every problem is reported at once
+/// and the transaction rolls back, so the batch is all or nothing.
 struct BatchInsertOperation {
     let schema: Schema
     let entity: EntitySchema
@@ -20,151 +22,122 @@ struct BatchInsertOperation {
     /// One object's converted values by column key; `nil` where the object gave none.
     private typealias Row = [DatabaseValue?]
 
-    func run(_ db: Database, objects: [[String: JSONValue]]) throws -> (BatchInsert.Result, CommittedTransaction?) {
-        let columns = entity.columnKeys
-        let rows = try convert(db, objects, columns: columns)
-        var recorder = ChangeRecorder()
-        var inserted = 0
-        var updated = 0
-        var ignored = 0
-        // Rows this batch wrote, by constraint values: later duplicates within the batch find them.
-        var written: [[DatabaseValue]: Int64] = [:]
-        let constraints = entity.description.uniquenessConstraints.map { keys in
-            keys.compactMap { columns.firstIndex(of: $0) }
+    private let columns: [String]
+    private let positions: [String: Int]
+    private let defaults: [DatabaseValue?]
+    /// Per uniqueness constraint, its column positions.
+    private let constraints: [[Int]]
+    private let insertSQL: String
+
+    // What the batch has done so far.
+    private var recorder = ChangeRecorder()
+    private var inserted = 0
+    private var updated = 0
+    private var ignored = 0
+    private var count = 0
+    /// Rows this batch wrote, by constraint values: later duplicates within the batch find them.
+    private var written: [[DatabaseValue]: Int64] = [:]
+    /// Referenced rows by destination entity, checked once at the end.
+    private var references: [String: Set<Int64>] = [:]
+    private var problems: [JSONValue] = []
+    private var problemCount = 0
+
+    init(schema: Schema, entity: EntitySchema, onConflict: ConflictResolution, author: String?) {
+        self.schema = schema
+        self.entity = entity
+        self.onConflict = onConflict
+        self.author = author
+        columns = entity.columnKeys
+        positions = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, $0) })
+        defaults = entity.columnKeys.map { key in
+            guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
+                let type = entity.attributes[key]?.type
+            else { return nil }
+            return try? ValueCoding.databaseValue(value, type: type)
         }
-        let insertSQL =
+        constraints = entity.description.uniquenessConstraints.map { keys in
+            keys.compactMap { entity.columnKeys.firstIndex(of: $0) }
+        }
+        insertSQL =
             "INSERT INTO \(entity.table) (_version, \(columns.map(entity.column).joined(separator: ", "))) VALUES (1\(String(repeating: ", ?", count: columns.count)))"
-        let insert = try db.cachedStatement(sql: insertSQL)
-        let defaults = self.defaults
-        for (index, row) in rows.enumerated() {
-            if index % 1000 == 999 {
-                try cancellation?.check()
-                progress?(index + 1)
+    }
+
+    /// Inserts `objects` and commits the transaction's history (inside `db`'s transaction).
+    mutating func run(_ db: Database, objects: [[String: JSONValue]]) throws -> (
+        BatchInsert.Result, CommittedTransaction?
+    ) {
+        for (index, object) in objects.enumerated() { try add(object, at: index, db) }
+        return try finish(db)
+    }
+
+    /// Checks, converts and writes one object. Every object is checked; once
+    /// one has a problem nothing more is written, and ``finish(_:)`` reports
+    /// every problem at once (the caller's transaction then rolls back).
+    mutating func add(_ object: [String: JSONValue], at index: Int, _ db: Database) throws {
+        count = index + 1
+        if index % 1000 == 999 {
+            try cancellation?.check()
+            progress?(index + 1)
+        }
+        let row = convert(object, at: index)
+        guard problemCount == 0 else { return }
+        var existing: Int64?
+        var signatures: [[DatabaseValue]] = []
+        for (number, constraint) in constraints.enumerated() {
+            let values = constraint.map { row[$0] ?? .null }
+            if values.contains(.null) { continue }
+            let signature = [number.databaseValue] + values
+            signatures.append(signature)
+            if existing == nil {
+                existing = try written[signature] ?? find(db, constraint: constraint, values: values, columns: columns)
             }
-            var existing: Int64?
-            var signatures: [[DatabaseValue]] = []
-            for (number, constraint) in constraints.enumerated() {
-                let values = constraint.map { row[$0] ?? .null }
-                if values.contains(.null) { continue }
-                let signature = [number.databaseValue] + values
-                signatures.append(signature)
-                if existing == nil {
-                    existing =
-                        try written[signature] ?? find(db, constraint: constraint, values: values, columns: columns)
-                }
-            }
-            if let existing {
-                switch onConflict {
-                case .error:
-                    throw RPCError(
-                        code: .uniqueConstraint,
-                        message:
-                            "objects[\(index)] collides with \(entity.name)/\(existing) on a uniqueness constraint of \(entity.name); nothing was inserted (use onConflict update or ignore)",
-                        data: [
-                            "entity": .string(entity.name),
-                            "objects": [.string("objects[\(index)]"), .string("\(entity.name)/\(existing)")],
-                        ])
-                case .ignore:
-                    ignored += 1
-                case .update:
-                    if try update(db, row: existing, with: row, columns: columns, recorder: &recorder) {
-                        updated += 1
-                    } else {
-                        ignored += 1
-                    }
-                }
-                continue
-            }
-            do {
-                try insert.execute(
-                    arguments: StatementArguments(
-                        row.indices.map { position in
-                            if let value = row[position], value != .null || defaults[position] == nil { return value }
-                            return defaults[position] ?? .null
-                        }))
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+        }
+        if let existing {
+            switch onConflict {
+            case .error:
                 throw RPCError(
                     code: .uniqueConstraint,
                     message:
-                        "objects[\(index)] violates a uniqueness constraint of \(entity.name): \(error.message ?? "")")
+                        "objects[\(index)] collides with \(entity.name)/\(existing) on a uniqueness constraint of \(entity.name); nothing was inserted (use onConflict update or ignore)",
+                    data: [
+                        "entity": .string(entity.name),
+                        "objects": [.string("objects[\(index)]"), .string("\(entity.name)/\(existing)")],
+                    ])
+            case .ignore:
+                ignored += 1
+            case .update:
+                if try update(db, row: existing, with: row, columns: columns, recorder: &recorder) {
+                    updated += 1
+                } else {
+                    ignored += 1
+                }
             }
-            let rowID = db.lastInsertedRowID
-            recorder.insert(entity.name, rowID)
-            noteInverses(of: row, columns: columns, old: nil, recorder: &recorder, row: rowID)
-            for signature in signatures { written[signature] = rowID }
-            inserted += 1
+            return
         }
-        try cancellation?.check()
-        progress?(rows.count)
-        let committed = try recorder.commit(db, schema: schema, author: author, retention: retention)?.0
-        return (
-            BatchInsert.Result(
-                inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed
-        )
+        do {
+            try db.cachedStatement(sql: insertSQL).execute(
+                arguments: StatementArguments(
+                    row.indices.map { position in
+                        if let value = row[position], value != .null || defaults[position] == nil { return value }
+                        return defaults[position] ?? .null
+                    }))
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw RPCError(
+                code: .uniqueConstraint,
+                message: "objects[\(index)] violates a uniqueness constraint of \(entity.name): \(error.message ?? "")")
+        }
+        let rowID = db.lastInsertedRowID
+        recorder.insert(entity.name, rowID)
+        noteInverses(of: row, columns: columns, old: nil, recorder: &recorder, row: rowID)
+        for signature in signatures { written[signature] = rowID }
+        inserted += 1
     }
 
-    /// Checks and converts every object; reports every problem at once (-32010).
-    private func convert(_ db: Database, _ objects: [[String: JSONValue]], columns: [String]) throws -> [Row] {
-        var problems: [JSONValue] = []
-        var problemCount = 0
-        func problem(_ index: Int, _ key: String?, _ code: String, _ message: String) {
-            problemCount += 1
-            guard problems.count < 100 else { return }
-            problems.append([
-                "object": .string("objects[\(index)]"), "key": key.map { .string($0) } ?? .null, "code": .string(code),
-                "message": .string(message),
-            ])
-        }
-        let positions = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, $0) })
-        let defaults = self.defaults
-        var references: [String: Set<Int64>] = [:]
-        var rows: [Row] = []
-        rows.reserveCapacity(objects.count)
-        for (index, object) in objects.enumerated() {
-            var row = Row(repeating: nil, count: columns.count)
-            for (key, value) in object {
-                guard let position = positions[key] else {
-                    let why =
-                        entity.toMany[key] != nil
-                        ? "to-many relationships cannot be set by batchInsert"
-                        : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
-                    problem(index, key, "unknownKey", why)
-                    continue
-                }
-                if let attribute = entity.attributes[key] {
-                    do {
-                        row[position] = try ValueCoding.databaseValue(value, type: attribute.type)
-                    } catch {
-                        problem(
-                            index, key, "type",
-                            "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
-                    }
-                } else if let relationship = entity.toOne[key] {
-                    if value.isNull {
-                        row[position] = .null
-                    } else if let text = value.stringValue, let id = ObjectID(text),
-                        id.entity == relationship.destination
-                    {
-                        row[position] = id.row.databaseValue
-                        references[relationship.destination, default: []].insert(id.row)
-                    } else {
-                        problem(
-                            index, key, "badReference",
-                            "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
-                    }
-                }
-            }
-            for attribute in entity.description.attributes where !attribute.optional {
-                guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull,
-                    defaults[position] == nil
-                else { continue }
-                problem(index, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
-            }
-            rows.append(row)
-        }
+    /// Reports the problems found, if any (-32010), else records the transaction.
+    mutating func finish(_ db: Database) throws -> (BatchInsert.Result, CommittedTransaction?) {
         for (name, rowsReferenced) in references {
             guard let destination = schema.entity(named: name) else { continue }
-            for row in rowsReferenced
+            for row in rowsReferenced.sorted()
             where try
                 !(Bool.fetchOneCached(db, sql: "SELECT 1 FROM \(destination.table) WHERE id = ?", arguments: [row])
                 ?? false)
@@ -180,7 +153,63 @@ struct BatchInsertOperation {
                     "the batch is invalid (\(problemCount) problem\(problemCount == 1 ? "" : "s")\(problemCount > problems.count ? ", the first \(problems.count) listed" : "")): \(first)",
                 data: ["errors": .array(problems), "count": .int(Int64(problemCount))])
         }
-        return rows
+        try cancellation?.check()
+        progress?(count)
+        let committed = try recorder.commit(db, schema: schema, author: author, retention: retention)?.0
+        return (
+            BatchInsert.Result(
+                inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed
+        )
+    }
+
+    private mutating func problem(_ index: Int, _ key: String?, _ code: String, _ message: String) {
+        problemCount += 1
+        guard problems.count < 100 else { return }
+        problems.append([
+            "object": index < 0 ? .null : .string("objects[\(index)]"), "key": key.map { .string($0) } ?? .null,
+            "code": .string(code), "message": .string(message),
+        ])
+    }
+
+    /// Checks and converts one object, noting its problems.
+    private mutating func convert(_ object: [String: JSONValue], at index: Int) -> Row {
+        var row = Row(repeating: nil, count: columns.count)
+        for (key, value) in object {
+            guard let position = positions[key] else {
+                let why =
+                    entity.toMany[key] != nil
+                    ? "to-many relationships cannot be set by batchInsert"
+                    : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
+                problem(index, key, "unknownKey", why)
+                continue
+            }
+            if let attribute = entity.attributes[key] {
+                do {
+                    row[position] = try ValueCoding.databaseValue(value, type: attribute.type)
+                } catch {
+                    problem(
+                        index, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
+                }
+            } else if let relationship = entity.toOne[key] {
+                if value.isNull {
+                    row[position] = .null
+                } else if let text = value.stringValue, let id = ObjectID(text), id.entity == relationship.destination {
+                    row[position] = id.row.databaseValue
+                    references[relationship.destination, default: []].insert(id.row)
+                } else {
+                    problem(
+                        index, key, "badReference",
+                        "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
+                }
+            }
+        }
+        for attribute in entity.description.attributes where !attribute.optional {
+            guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull,
+                defaults[position] == nil
+            else { continue }
+            problem(index, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
+        }
+        return row
     }
 
     /// The existing row whose `constraint` columns hold `values`.
@@ -231,16 +260,6 @@ struct BatchInsertOperation {
             if let previous = old?[position].flatMap(Int64.fromDatabaseValue) {
                 recorder.update(relationship.destination, previous, key: inverse)
             }
-        }
-    }
-
-    /// The default of each column, where the attribute has one.
-    private var defaults: [DatabaseValue?] {
-        entity.columnKeys.map { key in
-            guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
-                let type = entity.attributes[key]?.type
-            else { return nil }
-            return try? ValueCoding.databaseValue(value, type: type)
         }
     }
 }

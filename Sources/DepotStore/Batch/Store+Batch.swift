@@ -22,6 +22,38 @@ extension Store {
         }
     }
 
+    /// `store/batchInsert` of a large request read one object at a time from
+    /// its bytes, so that memory follows one object, not the batch.
+    public func batchInsert(
+        _ params: BatchInsert.StreamedParameters, cancellation: Cancellation? = nil,
+        progress: ((Int) -> Void)? = nil
+    ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
+        let schema = schema
+        let header = params.header
+        let entity = try schema.entity(header.entity, field: "params.entity")
+        return try write { db in
+            var operation = BatchInsertOperation(
+                schema: schema, entity: entity, onConflict: header.onConflict ?? .error, author: header.author)
+            operation.cancellation = cancellation
+            operation.progress = progress
+            operation.retention = historyRetention
+            do {
+                try params.forEachObject { index, value in
+                    guard case .object(let object) = value else {
+                        throw RPCError.invalidParams(
+                            "params.objects[\(index)] must be an object, got \(value.excerpt())",
+                            field: "params.objects[\(index)]")
+                    }
+                    try operation.add(object, at: index, db)
+                }
+            } catch let failure as JSONParser.Failure {
+                // Found only now: the request was read lazily. Nothing was committed.
+                throw RPCError(code: .parseError, message: "parse error in params.objects: \(failure)")
+            }
+            return try operation.finish(db)
+        }
+    }
+
     /// `store/batchUpdate`: sets `values` on every object matching the predicate, in one transaction.
     ///
     /// Runs as one save of all matching objects, so validation, uniqueness,
