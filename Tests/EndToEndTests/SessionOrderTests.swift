@@ -248,6 +248,8 @@ final class SharedFlag<Value: Sendable>: @unchecked Sendable {
     init(_ value: Value) { stored = value }
     var value: Value { lock.withLock { stored } }
     func set(_ value: Value) { lock.withLock { stored = value } }
+    /// Changes the value under the lock.
+    func mutate(_ body: (inout Value) -> Void) { lock.withLock { body(&stored) } }
 }
 
 /// No silent desync: when the engine fails to follow a transaction, the

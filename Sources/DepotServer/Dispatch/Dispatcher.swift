@@ -14,7 +14,10 @@ final class Dispatcher: Sendable {
     private let handlers: HandlerRegistry
     private unowned let server: DepotServer
     private let readers = DispatchQueue(label: "depot.reader", attributes: .concurrent)
-    let writer = DispatchQueue(label: "depot.writer")
+    /// The single writer (group commit of queued saves).
+    let writes = WriteQueue()
+    /// The writer's serial queue: commits and publishing run on it.
+    var writer: DispatchQueue { writes.queue }
     private let parser = DispatchQueue(label: "depot.parser")
     /// Peers with messages waiting on the parser queue, and how many.
     private let deferredPeers = Mutex<[[UInt8]: Int]>([:])
@@ -104,7 +107,20 @@ final class Dispatcher: Sendable {
         switch handler.execution {
         case .inline: run()
         case .read: readers.async(execute: run)
-        case .write: writer.async(execute: run)
+        case .write:
+            let server = server
+            let entry = WriteQueue.Entry(
+                groupable: handler.groupable, runAlone: run,
+                runInGroup: { [self] group in
+                    let slot = ResponseSlot()
+                    let bytes = execute(
+                        id: id, method: method, input: input, handler: handler, routingID: routingID,
+                        cancellation: cancellation, responseSlot: slot, writeGroup: group)
+                    return (bytes, slot.isSent)
+                },
+                send: { server.send($0, to: routingID) },
+                failure: { MessageEncoder.response(id: id, error: $0) })
+            writes.enqueue(entry, store: server.store) { server.publish($0) }
         }
     }
 
@@ -155,12 +171,13 @@ final class Dispatcher: Sendable {
     /// Runs one request and returns its response bytes.
     private func execute(
         id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8],
-        cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil
+        cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil, writeGroup: WriteGroupSlot? = nil
     ) -> [UInt8] {
         let cancellation = cancellation ?? server.sessions.begin(id, routingID: routingID)
         defer { server.sessions.end(id, routingID: routingID) }
-        let context = RequestContext(
+        var context = RequestContext(
             server: server, routingID: routingID, requestID: id, cancellation: cancellation, responseSlot: responseSlot)
+        context.writeGroupSlot = writeGroup
         do throws(RPCError) {
             if server.isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")
@@ -210,7 +227,11 @@ final class Dispatcher: Sendable {
             writer.writeRaw("]")
             server.send(writer.bytes, to: routingID)
         }
-        needsWriter ? writer.async(execute: run) : readers.async(execute: run)
+        if needsWriter {
+            writes.enqueue(WriteQueue.alone(run), store: server.store) { [server] in server.publish($0) }
+        } else {
+            readers.async(execute: run)
+        }
     }
 
     /// Waits until every queued write and read has finished.

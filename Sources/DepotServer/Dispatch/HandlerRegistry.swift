@@ -17,6 +17,8 @@ struct Handler: Sendable {
     let run: @Sendable (JSONValue?, RequestContext) throws(RPCError) -> [UInt8]
     /// For methods whose large requests are read lazily (``RawRequest``): runs on the raw params.
     var runRaw: (@Sendable (RawParams, RequestContext) throws(RPCError) -> [UInt8])?
+    /// Whether queued requests of this write may commit together (group commit, ``WriteQueue``).
+    var groupable = false
 }
 
 /// A request's params left unparsed: the whole message and the params object's range in it.
@@ -63,6 +65,11 @@ struct HandlerRegistry: Sendable {
         handlers[M.name]?.runRaw = { (params, context) throws(RPCError) in
             try JSONCoding.encodeBytes(try raw(params, context))
         }
+    }
+
+    /// Marks `method`'s requests as committing together when they queue up (``WriteQueue``).
+    mutating func allowGroupCommit<M: Method>(_ method: M.Type) {
+        handlers[M.name]?.groupable = true
     }
 
     /// The handler for `name`.

@@ -24,6 +24,18 @@ struct RequestContext: Sendable {
     let cancellation: Cancellation
     /// Where an early response is recorded; `nil` inside a JSON-RPC batch, whose answers go out together.
     let responseSlot: ResponseSlot?
+    /// The group commit this request runs in, if any.
+    var writeGroupSlot: WriteGroupSlot? = nil
+
+    /// The group commit's transaction to join (``Store/save(_:in:)``), when the request runs in one.
+    var writeGroup: WriteGroup? { writeGroupSlot?.group }
+
+    /// Publishes what the request committed: now, or once its group commits.
+    func publish(_ transaction: CommittedTransaction?) {
+        guard let transaction else { return }
+        if let writeGroupSlot { return writeGroupSlot.publishAfterCommit(transaction) }
+        server.publish(transaction)
+    }
 
     /// The store.
     var store: Store { server.store }

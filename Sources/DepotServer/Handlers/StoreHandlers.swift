@@ -13,10 +13,11 @@ extension DepotServer {
             StoreGet.Result(objects: try context.store.objects(ids: params.ids, properties: params.properties))
         }
         handlers.register(StoreSave.self, .write) { (params, context) throws(RPCError) in
-            let (result, transaction) = try context.store.save(params)
-            context.server.publish(transaction)
+            let (result, transaction) = try context.store.save(params, in: context.writeGroup)
+            context.publish(transaction)
             return result
         }
+        handlers.allowGroupCommit(StoreSave.self)
         handlers.register(StoreObserve.self, .inline) { (params, context) throws(RPCError) in
             let schema = context.store.schema
             for (index, name) in (params.entities ?? []).enumerated() {

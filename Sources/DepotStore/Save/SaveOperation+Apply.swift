@@ -341,9 +341,12 @@ extension Store {
     ///
     /// - Returns: the result for the client and, when anything changed, the
     ///   committed transaction for notifications.
-    public func save(_ params: StoreSave.Parameters) throws(RPCError) -> (StoreSave.Result, CommittedTransaction?) {
+    /// - Parameter group: a group commit to join (in a savepoint of its own); its own transaction when `nil`.
+    public func save(_ params: StoreSave.Parameters, in group: WriteGroup? = nil) throws(RPCError) -> (
+        StoreSave.Result, CommittedTransaction?
+    ) {
         let schema = schema
-        return try write { db in
+        return try write(in: group) { db in
             var operation = SaveOperation(schema: schema, policy: params.mergePolicy ?? .error, author: params.author)
             operation.retention = historyRetention
             return try operation.run(db, params: params)
