@@ -46,7 +46,7 @@ build: setup-system
 
 run: setup-system build
 	@echo "depotd on $(DATA_DIR) — try, in another terminal: .build/debug/depot ping"
-	.build/debug/depotd --data-dir $(DATA_DIR) --model examples/worldcup-model.json
+	.build/debug/depotd --data-dir $(DATA_DIR) --model Examples/worldcup-model.json
 
 test: setup
 	$(SWIFT) build --build-tests

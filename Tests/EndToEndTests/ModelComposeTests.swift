@@ -89,7 +89,7 @@ final class ModelComposeTests: XCTestCase {
             .init(inserted: [InsertedObject(entity: "Package", values: ["name": "zmq", "release": "4.3"])]))
         XCTAssertEqual(daemon.stop(), 0)
         let model = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("examples/worldcup-model.json").path
+            .deletingLastPathComponent().appendingPathComponent("Examples/worldcup-model.json").path
         let restarted = try Daemon(dataDirectory: daemon.dataDirectory, arguments: ["--model", model])
         defer { restarted.removeData() }
         let again = try await restarted.connect()
