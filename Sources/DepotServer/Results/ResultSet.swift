@@ -39,6 +39,8 @@ final class ResultSet: @unchecked Sendable {
     let window: Window?
     /// Milliseconds of transactions folded into one notification (`coalesceMs`); `nil`: one per transaction.
     let coalesceMilliseconds: Int?
+    /// How to evaluate changed rows without a query, when the request allows it.
+    let inMemory: InMemoryFollow?
     /// The transactions applied but not yet announced, when coalescing.
     var coalescing: CoalescingWindow?
 
@@ -70,9 +72,10 @@ final class ResultSet: @unchecked Sendable {
 
     init(
         key: String, plan: FetchPlan, shape: ObjectShape, sectioned: Bool, dependencies: [Dependency], rows: [KeyedRow],
-        transaction: Int64, coalesceMilliseconds: Int? = nil
+        transaction: Int64, coalesceMilliseconds: Int? = nil, inMemory: InMemoryFollow? = nil
     ) {
         self.coalesceMilliseconds = coalesceMilliseconds
+        self.inMemory = inMemory
         self.key = key
         self.plan = plan
         self.shape = shape

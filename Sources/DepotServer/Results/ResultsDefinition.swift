@@ -10,6 +10,9 @@ struct ResultsDefinition: Sendable {
     let dependencies: [ResultSet.Dependency]
     /// `coalesceMs` when positive: subscriptions coalescing alike share a set, others do not.
     let coalesceMilliseconds: Int?
+    /// How to follow a transaction without asking the database per set, when
+    /// the request reads only the entity's own keys (``InMemoryFollow``).
+    let inMemory: InMemoryFollow?
 
     init(_ params: ResultsSubscribe.Parameters, schema: Schema) throws(RPCError) {
         let request = params.request
@@ -73,5 +76,44 @@ struct ResultsDefinition: Sendable {
             }
         }
         self.dependencies = dependencies
+        inMemory = InMemoryFollow(request: request, sort: sort, entity: entity, dependencies: dependencies)
+    }
+}
+
+/// A result set's predicate and sort, ready to be evaluated on a changed row
+/// held in memory: the committed values are in hand (one read per entity and
+/// transaction), and the in-memory evaluator agrees with the SQL the store
+/// runs (the predicate table and the differential test check both), so a save
+/// pays for the sets of its entity without one query each.
+///
+/// Only for requests that read the entity's own keys: no relationship in the
+/// predicate or the sort (those follow through SQL, targeted by their dependencies).
+struct InMemoryFollow: Sendable {
+    let predicate: PredicateNode?
+    /// The sort descriptors' keys, in order (`id`/`SELF` is the row).
+    let sortKeys: [String]
+
+    init?(request: FetchRequest, sort: [SortDescriptor], entity: EntitySchema, dependencies: [ResultSet.Dependency]) {
+        guard dependencies.isEmpty else { return nil }
+        let plainKeys = Set(entity.columnKeys).union(["id", "SELF", "self"])
+        guard sort.allSatisfy({ plainKeys.contains($0.key) }) else { return nil }
+        if let text = request.predicate {
+            guard let node = try? PredicateParser.parse(text, arguments: request.arguments) else { return nil }
+            predicate = node
+        } else {
+            predicate = nil
+        }
+        sortKeys = sort.map(\.key)
+    }
+
+    /// The row's sort key when it matches, else `nil`.
+    func evaluate(_ row: EvaluationRow, id: Int64, entity: String, evaluator: PredicateEvaluator) throws(RPCError)
+        -> SortKey?
+    {
+        if let predicate, try !evaluator.evaluate(predicate, on: row.object, entity: entity) { return nil }
+        return SortKey(
+            values: sortKeys.map { key in
+                ["id", "SELF", "self"].contains(key) ? .integer(id) : row.sortValues[key] ?? .null
+            })
     }
 }

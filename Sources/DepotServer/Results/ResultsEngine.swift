@@ -61,7 +61,7 @@ final class ResultsEngine: Sendable {
                 key: definition.key, plan: definition.plan, shape: definition.plan.shape,
                 sectioned: definition.sectioned,
                 dependencies: definition.dependencies, rows: [], transaction: 0,
-                coalesceMilliseconds: definition.coalesceMilliseconds)
+                coalesceMilliseconds: definition.coalesceMilliseconds, inMemory: definition.inMemory)
             if let name = params.cacheName, let cached = try store.loadResultsCache(name),
                 cached.requestKey == definition.key
             {
@@ -397,9 +397,10 @@ final class ResultsEngine: Sendable {
             }
         }
         let changedRows = transaction.changes.mapValues { Set($0.allRows) }
+        var memory = InMemoryRows(store: server.store, changedRows: changedRows)
         for set in sets {
             do {
-                try follow(set, transaction: transaction, changedRows: changedRows, server: server)
+                try follow(set, transaction: transaction, changedRows: changedRows, memory: &memory, server: server)
             } catch {
                 // Never a silent desync: the set is rebuilt and its subscribers told to resync.
                 server.logger.error(
@@ -412,7 +413,8 @@ final class ResultsEngine: Sendable {
 
     /// Applies `transaction` to one set and notifies its subscribers.
     private func follow(
-        _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>], server: DepotServer
+        _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>],
+        memory: inout InMemoryRows, server: DepotServer
     ) throws(RPCError) {
         if let fault = server.configuration.failDeltasAtTransaction, fault == transaction.number {
             throw .internalError("injected failure at transaction \(fault) (DEPOTD_FAIL_DELTAS_AT)")
@@ -421,7 +423,12 @@ final class ResultsEngine: Sendable {
         let entity = set.plan.entity
         let candidates = try candidateRows(
             entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
-        let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
+        let evaluated: [Int64: SortKey]
+        if let inMemory = set.inMemory {
+            evaluated = try memory.evaluate(inMemory, entity: entity, rows: candidates)
+        } else {
+            evaluated = try store.keyedRows(set.plan, among: Array(candidates))
+        }
         var touched: [Int64: Set<String>] = [:]
         for update in transaction.changes[entity.name]?.updated ?? [] { touched[update.row] = update.keys }
         // Applied under the lock: a reader may be paging the set.
@@ -594,5 +601,43 @@ extension ResultsEngine {
             }
         }
         try store.deleteResultsCache(name)
+    }
+}
+
+/// The changed rows of one transaction, read once per entity for every set
+/// that evaluates in memory (``InMemoryFollow``).
+struct InMemoryRows {
+    let store: Store
+    let changedRows: [String: Set<Int64>]
+    private var rows: [String: [Int64: EvaluationRow]] = [:]
+    private var evaluator: PredicateEvaluator?
+
+    init(store: Store, changedRows: [String: Set<Int64>]) {
+        self.store = store
+        self.changedRows = changedRows
+    }
+
+    /// The sort keys of the `rows` of `entity` that match, evaluated without a query per set.
+    mutating func evaluate(_ follow: InMemoryFollow, entity: EntitySchema, rows candidates: Set<Int64>) throws(RPCError)
+        -> [Int64: SortKey]
+    {
+        if rows[entity.name] == nil {
+            rows[entity.name] = try store.evaluationRows(
+                of: entity, ids: Array(changedRows[entity.name] ?? []).sorted())
+        }
+        let read = rows[entity.name] ?? [:]
+        // Relationships are never followed here: such requests are not evaluated in memory.
+        let evaluator =
+            self.evaluator
+            ?? PredicateEvaluator(model: store.schema.descriptions, object: { _ in nil }, toMany: { _, _ in [] })
+        self.evaluator = evaluator
+        var result: [Int64: SortKey] = [:]
+        for id in candidates {
+            guard let row = read[id] else { continue }
+            if let key = try follow.evaluate(row, id: id, entity: entity.name, evaluator: evaluator) {
+                result[id] = key
+            }
+        }
+        return result
     }
 }

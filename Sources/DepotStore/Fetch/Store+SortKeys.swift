@@ -192,3 +192,38 @@ public struct SnapshotReader {
         try store.objects(rows: ids, shape: shape, in: db)
     }
 }
+
+/// A changed row as the fetched-results engine evaluates it in memory: the
+/// wire object (for the predicate evaluator) and each key's stored value as
+/// SQL sorts it.
+public struct EvaluationRow: Sendable {
+    /// The wire object, every attribute and to-one id included.
+    public let object: [String: JSONValue]
+    /// Each attribute and to-one key's stored value, ordered as `ORDER BY` orders it.
+    public let sortValues: [String: SortValue]
+}
+
+extension Store {
+    /// The rows among `ids` of `entity` that still exist, read once for every
+    /// result set of the entity to evaluate in memory (one query per entity and
+    /// transaction, not one per result set).
+    public func evaluationRows(of entity: EntitySchema, ids: [Int64]) throws(RPCError) -> [Int64: EvaluationRow] {
+        guard !ids.isEmpty else { return [:] }
+        let shape = try ObjectShape(entity: entity, properties: nil)
+        let schema = schema
+        return try read { db in
+            let sql =
+                "SELECT \(shape.selectList(schema: schema)) FROM \(entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
+            var result: [Int64: EvaluationRow] = [:]
+            for row in try Row.fetchAll(db, sql: sql, arguments: [Self.jsonArray(ids)]) {
+                guard case .object(let object) = shape.object(from: row) else { continue }
+                var sortValues: [String: SortValue] = [:]
+                for (index, key) in shape.keys.enumerated() {
+                    sortValues[key] = SortValue(row[index + 2] as DatabaseValue)
+                }
+                result[row[0]] = EvaluationRow(object: object, sortValues: sortValues)
+            }
+            return result
+        }
+    }
+}
