@@ -29,7 +29,7 @@ FIXTURES = REPO / "Tests" / "Fixtures"
 DEPOTD = os.environ.get("DEPOTD", str(REPO / ".build" / "debug" / "depotd"))
 DEPOT = os.environ.get("DEPOT", str(REPO / ".build" / "debug" / "depot"))
 
-WORLDCUP_MODEL = json.loads((REPO / "examples" / "worldcup-model.json").read_text())
+WORLDCUP_MODEL = json.loads((REPO / "Examples" / "worldcup-model.json").read_text())
 
 #: The tests' model: the World Cup entities, a deny rule to trip, and the catalogue's Package.
 TEST_MODEL = {"entities": WORLDCUP_MODEL["entities"] + [
