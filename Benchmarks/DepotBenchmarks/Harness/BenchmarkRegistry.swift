@@ -12,6 +12,7 @@ enum BenchmarkRegistry {
         BatchInsertBenchmark.self,
         HistoryBenchmark.self,
         SaveBehindBatchBenchmark.self,
+        SubscriptionCostBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

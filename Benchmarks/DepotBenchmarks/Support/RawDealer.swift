@@ -6,14 +6,18 @@ import Foundation
 /// for the raw echo alike, so that only the server differs.
 final class RawDealer {
     private let context: UnsafeMutableRawPointer
+    /// Whether the context is this socket's own (terminated with it).
+    private let ownsContext: Bool
     private let socket: UnsafeMutableRawPointer
     private var message = zmq_msg_t()
 
-    /// Connects to `endpoint`. Receives give up after `timeoutMilliseconds`.
-    init(endpoint: String, timeoutMilliseconds: Int32 = 30_000) throws {
-        guard let context = zmq_ctx_new() else { throw BenchmarkError("zmq_ctx_new failed") }
+    /// Connects to `endpoint`, in `sharedContext` (many sessions, one I/O thread) or a context of its own.
+    /// Receives give up after `timeoutMilliseconds`.
+    init(endpoint: String, timeoutMilliseconds: Int32 = 30_000, sharedContext: UnsafeMutableRawPointer? = nil) throws {
+        guard let context = sharedContext ?? zmq_ctx_new() else { throw BenchmarkError("zmq_ctx_new failed") }
+        ownsContext = sharedContext == nil
         guard let socket = zmq_socket(context, ZMQ_DEALER) else {
-            zmq_ctx_term(context)
+            if sharedContext == nil { zmq_ctx_term(context) }
             throw BenchmarkError("zmq_socket failed")
         }
         self.context = context
@@ -31,7 +35,7 @@ final class RawDealer {
     deinit {
         zmq_msg_close(&message)
         zmq_close(socket)
-        zmq_ctx_term(context)
+        if ownsContext { zmq_ctx_term(context) }
     }
 
     /// Sends one single-frame message.

@@ -16,8 +16,8 @@ final class RawRPCClient {
     private var nextID: Int64 = 1
 
     /// Connects to `endpoint` (no session yet: call ``initialize()``).
-    init(endpoint: String) throws {
-        dealer = try RawDealer(endpoint: endpoint)
+    init(endpoint: String, sharedContext: UnsafeMutableRawPointer? = nil) throws {
+        dealer = try RawDealer(endpoint: endpoint, sharedContext: sharedContext)
     }
 
     /// Opens the session.

@@ -1,0 +1,88 @@
+import CZeroMQ
+import DepotProtocol
+import Foundation
+
+/// What live subscriptions cost a save that they do not (or barely) concern:
+/// the round trip of a one-object `store/save` with many subscriptions live,
+/// against the same save with none, in the same run (issue 12's rows):
+///
+/// - 100 subscriptions with distinct predicates, none matching the saved row (target ≤ 1.5×);
+/// - 1,000 sessions each holding one distinct `score == k` subscription, none matching (≤ 2×);
+/// - 10,000 distinct equality subscriptions, one of which matches the saved row (≤ 2×).
+struct SubscriptionCostBenchmark: Benchmark {
+    static let name = "subscription-cost"
+    static let summary =
+        "save p50 with 100 / 1,000-session / 10,000 live subscriptions vs none (targets ≤ 1.5×, ≤ 2×, ≤ 2×)"
+
+    static let model = """
+        {"entities":[{"name":"Item","attributes":[
+          {"name":"name","type":"string"},{"name":"score","type":"integer","indexed":true}]}]}
+        """
+
+    func run(_ suite: SuiteRun) async throws {
+        let quick = suite.options.quick
+        let saves = quick ? 100 : 400
+        // Raise the descriptor limit: a thousand sessions are a thousand sockets.
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+
+        for (label, sessions, perSession, matching, target) in [
+            ("100-subscriptions", 1, 100, false, 1.5), ("1000-sessions", quick ? 200 : 1_000, 1, false, 2.0),
+            ("10000-subscriptions", 10, quick ? 200 : 1_000, true, 2.0),
+        ] {
+            let daemon = try DaemonProcess(
+                executable: suite.options.depotd, dataDirectory: suite.directory.appendingPathComponent(label),
+                transport: .ipc, extraArguments: suite.options.daemonArguments + ["--max-sessions", "5000"])
+            defer { daemon.stop() }
+            let writer = try RawRPCClient(endpoint: daemon.endpoint)
+            try writer.initialize()
+            _ = try writer.call("model/define", params: Self.model)
+            let seed = (0..<1_000).map { #"{"name":"item \#($0)","score":\#($0 + 1_000_000)}"# }
+            _ = try writer.call(
+                "store/batchInsert", params: #"{"entity":"Item","objects":[\#(seed.joined(separator: ","))]}"#)
+
+            func p50() throws -> Double {
+                var latencies: [Double] = []
+                for index in 0..<saves {
+                    // Item/1 moves between two scores: with `matching`, the second is one subscription's.
+                    let score = matching && index % 2 == 1 ? 7 : 1_000_000 + index % 2
+                    let start = ContinuousClock.now
+                    _ = try writer.call(
+                        "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(score)}}]}"#)
+                    let elapsed = ContinuousClock.now - start
+                    latencies.append(
+                        Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+                }
+                return latencies.sorted()[latencies.count / 2]
+            }
+            let alone = try p50()
+
+            let context = zmq_ctx_new()
+            defer { zmq_ctx_term(context) }
+            var clients: [RawRPCClient] = []
+            for session in 0..<sessions {
+                let client = try RawRPCClient(endpoint: daemon.endpoint, sharedContext: context)
+                try client.initialize(name: "subscriber \(session)")
+                for number in 0..<perSession {
+                    let k = session * perSession + number
+                    let predicate =
+                        label == "100-subscriptions" ? #""name CONTAINS 'zz\#(k)'""# : #""score == \#(k)""#
+                    _ = try client.call(
+                        "results/subscribe",
+                        params:
+                            #"{"request":{"entity":"Item","predicate":\#(predicate),"sort":[{"key":"score"}]},"include":"none"}"#
+                    )
+                }
+                clients.append(client)
+            }
+            let live = try p50()
+            suite.check(
+                "subscriptions.\(label).p50-ratio", live / alone, target: target, .atMost,
+                of: "save p50 with \(sessions * perSession) live", over: "none")
+            suite.note("\(label).p50-us", ["none": .double(alone), "live": .double(live)])
+            withExtendedLifetime(clients) {}
+        }
+    }
+}
