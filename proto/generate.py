@@ -273,7 +273,9 @@ METHODS = [
                 "author": nullable(STRING), "workDoneToken": nullable(ref("Token"))}),
            obj({"count": NONNEG, "transaction": ref("Transaction")}),
            errors=[-32014, -32015, -32800]),
-    method("results/subscribe", "A live, sorted, sectioned fetch (DESIGN.md §7).",
+    method("results/subscribe", "A live, sorted, sectioned fetch (DESIGN.md §7). `request.limit`/`offset` keep a live "
+           "window (deltas, count, snapshot and objects are the window's); `coalesceMs` > 0 folds the transactions of "
+           "that many milliseconds into one results/didChange carrying `transactions: [first, last]`.",
            obj({"request": ref("FetchRequest")},
                {"sectionKeyPath": nullable(STRING), "cacheName": nullable(STRING),
                 "include": nullable({"enum": ["firstBatch", "all", "none"]}),
@@ -314,7 +316,13 @@ NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
                                         {"transactions": nullable({"type": "array", "items": ref("Transaction"),
                                                                    "minItems": 2, "maxItems": 2})})},
     "results/didInvalidate": {"direction": "server to client",
-                              "params": obj({"subscription": STRING, "reason": STRING})},
+                              "params": obj({"subscription": STRING,
+                                             "reason": {"type": "string", "description":
+                                                        "overflow (the session's queue overflowed), largeTransaction "
+                                                        "(one transaction changed more than 10,000 objects), error "
+                                                        "(the daemon could not follow a transaction; the set was "
+                                                        "rebuilt, or dropped when that failed too): resync with "
+                                                        "results/snapshot"}})},
 }
 
 
