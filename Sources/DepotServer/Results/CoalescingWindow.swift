@@ -48,8 +48,8 @@ struct CoalescingWindow: Sendable {
         var removed: [Int] = []
         var inserted: [Int] = []
         for change in delta.objects {
-            let old = change.old.map { Self.flat($0, in: oldSections) }
-            let new = change.new.map { Self.flat($0, in: newSections) }
+            let old = change.old.map { SectionPaths.flat($0, in: oldSections) }
+            let new = change.new.map { SectionPaths.flat($0, in: newSections) }
             if origins[change.id] == nil {
                 origins[change.id] = (
                     old.map { mapBack($0) }, old == nil ? nil : oldKeys[change.id] ?? currentKey(change.id)
@@ -105,9 +105,9 @@ struct CoalescingWindow: Sendable {
             delta.sections.append(SectionChange(type: .insert, index: index, name: section.value.sectionName))
         }
         for (id, origin) in origins.sorted(by: { $0.key < $1.key }) {
-            let old = origin.position.map { Self.path($0, in: startSections) }
+            let old = origin.position.map { SectionPaths.path($0, in: startSections) }
             let now = position(id)
-            let new = now.map { Self.path($0, in: sections) }
+            let new = now.map { SectionPaths.path($0, in: sections) }
             switch (old, new) {
             case (nil, nil): continue
             case (nil, let new?): delta.objects.append((.insert, id, nil, new))
@@ -122,7 +122,10 @@ struct CoalescingWindow: Sendable {
         }
         return delta
     }
+}
 
+/// Index paths and flat positions over a list of sections with their counts.
+enum SectionPaths {
     /// The flat position of an index path.
     static func flat(_ path: [Int], in sections: [(value: SortValue, count: Int)]) -> Int {
         sections.prefix(path[0]).reduce(0) { $0 + $1.count } + path[1]

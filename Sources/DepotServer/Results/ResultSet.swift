@@ -257,18 +257,8 @@ final class ResultSet: @unchecked Sendable {
         let oldSections = sectioned ? Self.sections(of: before) : [(SortValue.null, before.count)]
         let newSections = sectioned ? Self.sections(of: after) : [(SortValue.null, after.count)]
         func paths(_ entries: [OrderedIndex.Entry], _ sections: [(value: SortValue, count: Int)]) -> [Int64: [Int]] {
-            var result: [Int64: [Int]] = [:]
-            var section = 0
-            var row = 0
-            for entry in entries {
-                while section < sections.count, row >= sections[section].count {
-                    section += 1
-                    row = 0
-                }
-                result[entry.id] = [section, row]
-                row += 1
-            }
-            return result
+            Dictionary(
+                uniqueKeysWithValues: entries.enumerated().map { ($1.id, SectionPaths.path($0, in: sections)) })
         }
         let oldPaths = paths(before, oldSections)
         let newPaths = paths(after, newSections)

@@ -10,16 +10,22 @@ extension Store {
     public func batchInsert(
         _ params: BatchInsert.Parameters, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
+        var operation = try batchInsertOperation(params, cancellation: cancellation, progress: progress)
+        return try write { db in try operation.run(db, objects: params.objects) }
+    }
+
+    /// A batch insert as `params` (its `objects` aside) asks for it.
+    private func batchInsertOperation(
+        _ params: BatchInsert.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?
+    ) throws(RPCError) -> BatchInsertOperation {
         let schema = schema
-        let entity = try schema.entity(params.entity, field: "params.entity")
-        return try write { db in
-            var operation = BatchInsertOperation(
-                schema: schema, entity: entity, onConflict: params.onConflict ?? .error, author: params.author)
-            operation.cancellation = cancellation
-            operation.progress = progress
-            operation.retention = historyRetention
-            return try operation.run(db, objects: params.objects)
-        }
+        var operation = BatchInsertOperation(
+            schema: schema, entity: try schema.entity(params.entity, field: "params.entity"),
+            onConflict: params.onConflict ?? .error, author: params.author)
+        operation.cancellation = cancellation
+        operation.progress = progress
+        operation.retention = historyRetention
+        return operation
     }
 
     /// `store/batchInsert` of a large request read one object at a time from
@@ -28,15 +34,8 @@ extension Store {
         _ params: BatchInsert.StreamedParameters, cancellation: Cancellation? = nil,
         progress: ((Int) -> Void)? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
-        let schema = schema
-        let header = params.header
-        let entity = try schema.entity(header.entity, field: "params.entity")
+        var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
         return try write { db in
-            var operation = BatchInsertOperation(
-                schema: schema, entity: entity, onConflict: header.onConflict ?? .error, author: header.author)
-            operation.cancellation = cancellation
-            operation.progress = progress
-            operation.retention = historyRetention
             do {
                 try params.forEachObject { index, value in
                     guard case .object(let object) = value else {
