@@ -92,6 +92,11 @@ struct InMemoryFollow: Sendable {
     let predicate: PredicateNode?
     /// The sort descriptors' keys, in order (`id`/`SELF` is the row).
     let sortKeys: [String]
+    /// `key == constant` that every match satisfies (the predicate or one of
+    /// its top-level AND terms), on a string or integer attribute: the engine
+    /// files the set under it, so that a changed row reaches only the sets of
+    /// its own value (and those that held it).
+    let equality: (key: String, value: JSONValue)?
 
     init?(request: FetchRequest, sort: [SortDescriptor], entity: EntitySchema, dependencies: [ResultSet.Dependency]) {
         guard dependencies.isEmpty else { return nil }
@@ -104,6 +109,33 @@ struct InMemoryFollow: Sendable {
             predicate = nil
         }
         sortKeys = sort.map(\.key)
+        equality = predicate.flatMap { Self.equality(in: $0, entity: entity) }
+    }
+
+    /// The first `key == constant` an object must satisfy to match `node`, when it can be filed by value.
+    private static func equality(in node: PredicateNode, entity: EntitySchema) -> (key: String, value: JSONValue)? {
+        switch node {
+        case .and(let terms):
+            for term in terms { if let found = equality(in: term, entity: entity) { return found } }
+            return nil
+        case .comparison(let comparison):
+            guard comparison.modifier == nil, comparison.op == .equal, comparison.options.isEmpty else { return nil }
+            let sides: (PredicateExpression, PredicateExpression) = (comparison.lhs, comparison.rhs)
+            let pair: (String, JSONValue)
+            switch sides {
+            case (.keyPath(let path), .value(let value)), (.value(let value), .keyPath(let path)):
+                guard path.count == 1 else { return nil }
+                pair = (path[0], value)
+            default: return nil
+            }
+            // Only values whose equality is their wire form's: exact strings and integers.
+            switch (entity.attributes[pair.0]?.type, pair.1) {
+            case (.string?, .string), (.integer?, .int): return (pair.0, pair.1)
+            default: return nil
+            }
+        default:
+            return nil
+        }
     }
 
     /// The row's sort key when it matches, else `nil`.

@@ -30,6 +30,28 @@ final class ResultsEngine: Sendable {
         var publishedThrough: Int64 = 0
         /// A transaction's deltas are being applied and sent: sets may be ahead of their subscriptions' `seq`.
         var publishing = false
+        /// Sets filed by their equality term: entity → key → value → set keys (``InMemoryFollow/equality``).
+        var byEquality: [String: [String: [JSONValue: Set<String>]]] = [:]
+
+        /// Installs `set` under `key`, filing it by its equality term.
+        mutating func install(_ set: ResultSet, key: String) {
+            sets[key] = set
+            if let (name, value) = set.inMemory?.equality {
+                byEquality[set.plan.entity.name, default: [:]][name, default: [:]][value, default: []].insert(key)
+            }
+        }
+
+        /// Removes the set under `key` and its filing.
+        mutating func uninstall(_ key: String) -> ResultSet? {
+            guard let set = sets.removeValue(forKey: key) else { return nil }
+            if let (name, value) = set.inMemory?.equality {
+                byEquality[set.plan.entity.name]?[name]?[value]?.remove(key)
+                if byEquality[set.plan.entity.name]?[name]?[value]?.isEmpty == true {
+                    byEquality[set.plan.entity.name]?[name]?[value] = nil
+                }
+            }
+            return set
+        }
     }
 
     private let state = Mutex(State())
@@ -142,7 +164,7 @@ final class ResultsEngine: Sendable {
             let id = "s\(state.nextID)"
             state.nextID += 1
             set.subscribers.insert(id)
-            state.sets[key] = set
+            if state.sets[key] !== set { state.install(set, key: key) }
             state.subscriptions[id] = Subscription(id: id, routingID: routingID, setKey: key)
             let entry = set.cacheEntry
             return Registration(
@@ -321,7 +343,7 @@ final class ResultsEngine: Sendable {
         guard let subscription = state.subscriptions.removeValue(forKey: id) else { return nil }
         state.sets[subscription.setKey]?.subscribers.remove(id)
         guard state.sets[subscription.setKey]?.subscribers.isEmpty == true else { return nil }
-        return state.sets.removeValue(forKey: subscription.setKey)
+        return state.uninstall(subscription.setKey)
     }
 
     /// Writes named caches of freed sets, on the writer queue (ordered with commits).
@@ -398,9 +420,18 @@ final class ResultsEngine: Sendable {
         }
         let changedRows = transaction.changes.mapValues { Set($0.allRows) }
         var memory = InMemoryRows(store: server.store, changedRows: changedRows)
+        let narrowed = narrowByEquality(transaction, memory: &memory)
         for set in sets {
+            var only: Set<Int64>?
+            if let equality = set.inMemory?.equality, let rows = narrowed[set.plan.entity.name]?[equality.key] {
+                // Filed by value: only the rows of its value, and those it held, can change it.
+                guard let mine = rows[set.key], !mine.isEmpty else { continue }
+                only = mine
+            }
             do {
-                try follow(set, transaction: transaction, changedRows: changedRows, memory: &memory, server: server)
+                try follow(
+                    set, transaction: transaction, changedRows: changedRows, only: only, memory: &memory, server: server
+                )
             } catch {
                 // Never a silent desync: the set is rebuilt and its subscribers told to resync.
                 server.logger.error(
@@ -411,9 +442,51 @@ final class ResultsEngine: Sendable {
         }
     }
 
+    /// For the sets filed by an equality term (entity → key → set key), the
+    /// changed rows each must look at: a row goes to the sets of its new value
+    /// and, when it was deleted or that key changed (its old value unknown
+    /// here), to every set of the key that holds it.
+    private func narrowByEquality(_ transaction: CommittedTransaction, memory: inout InMemoryRows)
+        -> [String: [String: [String: Set<Int64>]]]
+    {
+        let filed = state.withLock { state in
+            transaction.changes.keys.reduce(into: [String: [String: [JSONValue: [ResultSet]]]]()) { result, entity in
+                guard let keys = state.byEquality[entity] else { return }
+                result[entity] = keys.mapValues { values in
+                    values.mapValues { keys in keys.compactMap { state.sets[$0] } }
+                }
+            }
+        }
+        var narrowed: [String: [String: [String: Set<Int64>]]] = [:]
+        for (entityName, keys) in filed {
+            guard let changes = transaction.changes[entityName],
+                let entity = keys.values.first?.values.first?.first?.plan.entity,
+                let rows = try? memory.rows(of: entity)
+            else { continue }
+            let changedKeys = Dictionary(changes.updated.map { ($0.row, $0.keys) }, uniquingKeysWith: { $0.union($1) })
+            for (key, byValue) in keys {
+                var perSet: [String: Set<Int64>] = [:]
+                for id in changes.allRows {
+                    if let value = rows[id]?.object[key] {
+                        for set in byValue[value] ?? [] { perSet[set.key, default: []].insert(id) }
+                    }
+                    let unknownOld = rows[id] == nil || changedKeys[id]?.contains(key) == true
+                    guard unknownOld else { continue }
+                    for sets in byValue.values {
+                        for set in sets where set.index.entry(for: id) != nil {
+                            perSet[set.key, default: []].insert(id)
+                        }
+                    }
+                }
+                narrowed[entityName, default: [:]][key] = perSet
+            }
+        }
+        return narrowed
+    }
+
     /// Applies `transaction` to one set and notifies its subscribers.
     private func follow(
-        _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>],
+        _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>], only: Set<Int64>? = nil,
         memory: inout InMemoryRows, server: DepotServer
     ) throws(RPCError) {
         if let fault = server.configuration.failDeltasAtTransaction, fault == transaction.number {
@@ -421,8 +494,13 @@ final class ResultsEngine: Sendable {
         }
         let store = server.store
         let entity = set.plan.entity
-        let candidates = try candidateRows(
-            entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+        let candidates: Set<Int64>
+        if let only {
+            candidates = only
+        } else {
+            candidates = try candidateRows(
+                entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+        }
         let evaluated: [Int64: SortKey]
         if let inMemory = set.inMemory {
             evaluated = try memory.evaluate(inMemory, entity: entity, rows: candidates)
@@ -579,7 +657,7 @@ final class ResultsEngine: Sendable {
             if let rebuilt {
                 set.reset(rows: rows, transaction: rebuilt)
             } else {
-                state.sets[set.key] = nil
+                _ = state.uninstall(set.key)
             }
             for id in set.subscribers.sorted() {
                 guard let subscription = state.subscriptions[id] else { continue }
@@ -617,15 +695,19 @@ struct InMemoryRows {
         self.changedRows = changedRows
     }
 
+    /// The changed rows of `entity` that still exist, read once.
+    mutating func rows(of entity: EntitySchema) throws(RPCError) -> [Int64: EvaluationRow] {
+        if let read = rows[entity.name] { return read }
+        let read = try store.evaluationRows(of: entity, ids: Array(changedRows[entity.name] ?? []).sorted())
+        rows[entity.name] = read
+        return read
+    }
+
     /// The sort keys of the `rows` of `entity` that match, evaluated without a query per set.
     mutating func evaluate(_ follow: InMemoryFollow, entity: EntitySchema, rows candidates: Set<Int64>) throws(RPCError)
         -> [Int64: SortKey]
     {
-        if rows[entity.name] == nil {
-            rows[entity.name] = try store.evaluationRows(
-                of: entity, ids: Array(changedRows[entity.name] ?? []).sorted())
-        }
-        let read = rows[entity.name] ?? [:]
+        let read = try rows(of: entity)
         // Relationships are never followed here: such requests are not evaluated in memory.
         let evaluator =
             self.evaluator
