@@ -23,26 +23,55 @@ public final class DepotServer: Sendable {
     private let transport: RouterTransport
     private let dispatcherBox = Mutex<Dispatcher?>(nil)
     private let stopping = Atomic<Bool>(false)
+    /// Held for the daemon's lifetime: a second daemon on the same directory is refused.
+    private let lock: DataDirectoryLock
 
-    /// Opens the store in the data directory and binds the endpoints (nothing is served until ``start()``).
-    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "depotd")) throws {
+    /// Opens the store in the data directory, defines ``ServerConfiguration/model``
+    /// and binds the endpoints (nothing is served until ``start()``).
+    ///
+    /// Every start-up failure is a ``ConfigurationError`` saying what and why, and
+    /// happens before anything is bound: a model that cannot be defined, a data
+    /// directory that cannot be created or is held by another daemon, an endpoint
+    /// that cannot be bound.
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "depotd")) throws(ConfigurationError)
+    {
         try configuration.validate()
         self.configuration = configuration
         self.logger = logger
         let directory = configuration.dataDirectory
-        try FileManager.default.createDirectory(
-            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        store = try Store(
-            path: directory.appendingPathComponent("depot.sqlite").path,
-            historyRetention: configuration.historyRetention)
+        try Self.makeDirectory(directory.path)
+        lock = try DataDirectoryLock(directory: directory)
+        do {
+            store = try Store(
+                path: directory.appendingPathComponent("depot.sqlite").path,
+                historyRetention: configuration.historyRetention)
+        } catch {
+            throw ConfigurationError(
+                description: "cannot open the store in \(directory.path): \(error.message)")
+        }
+        if let model = configuration.model {
+            do {
+                let result = try store.defineModel(model)
+                logger.info(
+                    "model version \(result.version): \(result.changes.isEmpty ? "unchanged" : result.changes.joined(separator: ", "))"
+                )
+            } catch {
+                throw ConfigurationError(description: "the model cannot be defined: \(error.message)")
+            }
+        }
         let socketPath = directory.appendingPathComponent("depot.sock").path
         if configuration.effectiveEndpoints.contains("ipc://" + socketPath) {
-            // A socket file left by a daemon that was killed would make bind fail.
+            // A socket file left by a daemon that was killed would make bind fail
+            // (a running daemon holds the lock, so this is never a live socket).
             try? FileManager.default.removeItem(atPath: socketPath)
         }
-        transport = try RouterTransport(
-            endpoints: configuration.effectiveEndpoints, maxMessageSize: configuration.maxMessageSize,
-            sendHighWaterMark: configuration.sendHighWaterMark, logger: logger)
+        do {
+            transport = try RouterTransport(
+                endpoints: configuration.effectiveEndpoints, maxMessageSize: configuration.maxMessageSize,
+                sendHighWaterMark: configuration.sendHighWaterMark, logger: logger)
+        } catch {
+            throw ConfigurationError(description: "cannot listen: \(error)")
+        }
         var handlers = HandlerRegistry()
         Self.registerLifecycleHandlers(&handlers)
         Self.registerModelHandlers(&handlers)
@@ -102,6 +131,33 @@ public final class DepotServer: Sendable {
         results.removeSubscriptions(of: routingID, server: self)
         if let session = sessions.close(routingID) {
             logger.debug("session \(session.id) closed: \(reason)")
+        }
+    }
+}
+
+extension DepotServer {
+    /// Creates `path` and its missing parents, mode 0700, saying which one failed and why.
+    static func makeDirectory(_ path: String) throws(ConfigurationError) {
+        var partial = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            partial += "/" + component
+            var status = stat()
+            if stat(partial, &status) == 0 {
+                guard status.st_mode & S_IFMT == S_IFDIR else {
+                    throw ConfigurationError(
+                        description: "cannot create the data directory \(path): \(partial) is not a directory")
+                }
+                continue
+            }
+            guard mkdir(partial, 0o700) == 0 || errno == EEXIST else {
+                throw ConfigurationError(
+                    description:
+                        "cannot create the data directory \(path): \(partial): \(String(cString: strerror(errno)))")
+            }
+        }
+        guard access(path, W_OK | X_OK) == 0 else {
+            throw ConfigurationError(
+                description: "the data directory \(path) is not writable: \(String(cString: strerror(errno)))")
         }
     }
 }

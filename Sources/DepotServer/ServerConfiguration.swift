@@ -1,3 +1,4 @@
+import DepotProtocol
 import DepotStore
 import Foundation
 
@@ -21,6 +22,8 @@ public struct ServerConfiguration: Sendable {
     public var maxFetchObjects: Int
     /// How long history keeps committed transactions.
     public var historyRetention: HistoryRetention
+    /// Entities to define at start-up, before anything is bound (`depotd --model`).
+    public var model: [EntityDescription]?
 
     /// A configuration with Depot's defaults for `dataDirectory`.
     public init(
@@ -75,6 +78,13 @@ extension ServerConfiguration {
                 host = hostPort.dropFirst().prefix { $0 != "]" }
             } else {
                 host = hostPort.prefix { $0 != ":" }
+            }
+            let port = hostPort.hasPrefix("[") ? hostPort.drop { $0 != "]" }.dropFirst() : hostPort.drop { $0 != ":" }
+            guard port.hasPrefix(":"), port == ":*" || (UInt16(port.dropFirst()) != nil) else {
+                throw ConfigurationError(
+                    description:
+                        "bad endpoint '\(endpoint)': the port must be a number from 0 to 65535 or *, as in tcp://127.0.0.1:5555"
+                )
             }
             let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
             guard loopback else {

@@ -70,22 +70,21 @@ struct Depotd: ParsableCommand {
             )
         }
         let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval,
             maxMessageSize: maxMessageSize,
             sendHighWaterMark: sendHighWaterMark, sessionQueueLimit: sessionQueueLimit,
             maxFetchObjects: maxFetchObjects,
             historyRetention: retention)
+        if let model {
+            configuration.model = try readModel(from: model)
+        }
         let server: DepotServer
         do {
+            // Opens the store, defines the model, then binds: a failure binds nothing.
             server = try DepotServer(configuration: configuration, logger: logger)
-        } catch let error as ConfigurationError {
-            throw ValidationError(error.description)
-        } catch let error as RPCError {
-            throw ValidationError(error.message)
-        }
-        if let model {
-            try defineModel(from: model, in: server, logger: logger)
+        } catch {
+            throw StartupFailure(message: error.description)
         }
         let stop = installSignalHandlers(server)
         server.start()
@@ -97,28 +96,23 @@ struct Depotd: ParsableCommand {
         withExtendedLifetime(stop) { dispatchMain() }
     }
 
-    private func defineModel(from path: String, in server: DepotServer, logger: Logger) throws {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw ValidationError("cannot read model file \(path): \(error.localizedDescription)")
+    /// Reads and decodes a model file; any problem stops the daemon before anything is opened.
+    private func readModel(from path: String) throws -> [EntityDescription] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let reason = access(path, R_OK) == 0 ? "not a readable file" : String(cString: strerror(errno))
+            throw StartupFailure(message: "cannot read the model file \(path): \(reason)")
         }
         let json: JSONValue
         do {
             json = try JSONParser.parse(Array(data))
         } catch {
-            throw ValidationError("model file \(path) is not JSON: \(error)")
+            throw StartupFailure(message: "the model file \(path) is not JSON: \(error)")
         }
         do {
             let entities = json["entities"] ?? json
-            let parsed = try JSONCoding.decode([EntityDescription].self, from: entities, field: "entities")
-            let result = try server.store.defineModel(parsed)
-            logger.info(
-                "model version \(result.version): \(result.changes.isEmpty ? "unchanged" : result.changes.joined(separator: ", "))"
-            )
+            return try JSONCoding.decode([EntityDescription].self, from: entities, field: "entities")
         } catch {
-            throw ValidationError("model file \(path): \(error.message)")
+            throw StartupFailure(message: "the model file \(path) cannot be defined: \(error.message)")
         }
     }
 
@@ -135,4 +129,12 @@ struct Depotd: ParsableCommand {
             return source
         }
     }
+}
+
+/// A start-up failure: printed as `depotd: <message>` on standard error, exit status 1.
+struct StartupFailure: Error, CustomStringConvertible {
+    /// What went wrong and why.
+    let message: String
+
+    var description: String { message }
 }

@@ -47,9 +47,20 @@ final class RouterTransport: @unchecked Sendable {
         try socket.setSendHighWaterMark(sendHighWaterMark)
         try socket.setReceiveHighWaterMark(0)
         try socket.setLinger(milliseconds: 1000)
-        for endpoint in endpoints {
-            try socket.bind(endpoint)
+        do {
+            for endpoint in endpoints {
+                try socket.bind(endpoint)
+            }
+        } catch {
+            // Closed before the context terminates, which would otherwise wait for it forever.
+            socket.close()
+            throw error
         }
+    }
+
+    deinit {
+        // The socket must close before the context terminates (when start() never ran).
+        socket.close()
     }
 
     /// The endpoint last bound, with the port the system chose for `tcp://…:*`.
