@@ -23,6 +23,8 @@ public final class DepotServer: Sendable {
     private let transport: RouterTransport
     private let dispatcherBox = Mutex<Dispatcher?>(nil)
     private let stopping = Atomic<Bool>(false)
+    /// The client keys in force when CURVE is configured.
+    let keys: KeyRing?
     /// Held for the daemon's lifetime: a second daemon on the same directory is refused.
     private let lock: DataDirectoryLock
 
@@ -65,10 +67,26 @@ public final class DepotServer: Sendable {
             // (a running daemon holds the lock, so this is never a live socket).
             try? FileManager.default.removeItem(atPath: socketPath)
         }
+        var security: TransportSecurity?
+        if let secretKey = configuration.curveSecretKey, let keysFile = configuration.authorizedKeysFile {
+            guard Curve.isAvailable else {
+                throw ConfigurationError(
+                    description: "this libzmq was built without CURVE (libsodium); keys cannot be used")
+            }
+            do {
+                _ = try CurveKeyPair(secretKey: secretKey)
+            } catch {
+                throw ConfigurationError(description: "the CURVE secret key is not a Z85 secret key: \(error)")
+            }
+            let ring = KeyRing(try AuthorizedKeys(contentsOf: keysFile))
+            security = TransportSecurity(secretKey: secretKey, keys: ring)
+            logger.info("CURVE on tcp endpoints: \(ring.count) authorized key(s) from \(keysFile)")
+        }
+        keys = security?.keys
         do {
             transport = try RouterTransport(
                 endpoints: configuration.effectiveEndpoints, maxMessageSize: configuration.maxMessageSize,
-                sendHighWaterMark: configuration.sendHighWaterMark, logger: logger)
+                sendHighWaterMark: configuration.sendHighWaterMark, security: security, logger: logger)
         } catch {
             throw ConfigurationError(description: "cannot listen: \(error)")
         }
@@ -84,6 +102,9 @@ public final class DepotServer: Sendable {
 
     /// The endpoint last bound, with the chosen port for `tcp://…:*`.
     public var boundEndpoint: String { transport.lastEndpoint }
+
+    /// Every endpoint bound, with the chosen ports, in the order bound (plain ones first).
+    public var boundEndpoints: [String] { transport.boundEndpoints }
 
     var dispatcher: Dispatcher { dispatcherBox.withLock { $0! } }
 
@@ -127,6 +148,28 @@ public final class DepotServer: Sendable {
         ObservationCenter.publish(transaction, server: self)
     }
 
+    /// Re-reads the authorized-keys file (SIGHUP) and closes at once every
+    /// session whose key is no longer listed; a file that does not parse leaves
+    /// the keys in force unchanged.
+    ///
+    /// - Returns: how many sessions were closed.
+    @discardableResult
+    public func reloadAuthorizedKeys() throws(ConfigurationError) -> Int {
+        guard let keys, let path = configuration.authorizedKeysFile else {
+            throw ConfigurationError(description: "no --authorized-keys file to reload")
+        }
+        let fresh = try AuthorizedKeys(contentsOf: path)
+        let removed = keys.replace(with: fresh)
+        let closing = sessions.routingIDs(ofKeys: removed)
+        for routingID in closing {
+            closeSession(routingID, reason: "its key was removed from \(path)")
+        }
+        logger.notice(
+            "reloaded \(path): \(fresh.keys.count) key(s), \(removed.count) removed, \(closing.count) session(s) closed"
+        )
+        return closing.count
+    }
+
     func closeSession(_ routingID: [UInt8], reason: String) {
         results.removeSubscriptions(of: routingID, server: self)
         if let session = sessions.close(routingID) {
@@ -163,8 +206,8 @@ extension DepotServer {
 }
 
 extension DepotServer: TransportDelegate {
-    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8]) {
-        dispatcher.receive(payload, from: routingID)
+    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8], keyID: String?) {
+        dispatcher.receive(payload, from: routingID, keyID: keyID)
     }
 
     func transport(_ transport: RouterTransport, peerVanished routingID: [UInt8]) {

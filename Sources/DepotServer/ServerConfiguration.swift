@@ -22,6 +22,12 @@ public struct ServerConfiguration: Sendable {
     public var maxFetchObjects: Int
     /// How long history keeps committed transactions.
     public var historyRetention: HistoryRetention
+    /// The server's CURVE secret key (Z85, 40 characters). With ``authorizedKeysFile``,
+    /// every `tcp://` endpoint is a CURVE server and only listed keys get in.
+    public var curveSecretKey: String?
+    /// The authorized-keys file: `<Z85 public key> <role> [name]` per line, `#` comments.
+    /// Re-read by ``DepotServer/reloadAuthorizedKeys()`` (SIGHUP).
+    public var authorizedKeysFile: String?
     /// Entities to define at start-up, before anything is bound (`depotd --model`).
     public var model: [EntityDescription]?
 
@@ -62,8 +68,15 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 extension ServerConfiguration {
     /// Refuses endpoints that would expose the store without authentication.
     ///
-    /// A `tcp://` bind must be on loopback until CURVE keys exist.
+    /// A `tcp://` bind must be on loopback unless CURVE keys are configured.
     public func validate() throws(ConfigurationError) {
+        guard (curveSecretKey == nil) == (authorizedKeysFile == nil) else {
+            throw ConfigurationError(
+                description:
+                    "--curve-secret-key and --authorized-keys go together: the server needs its own key and the list of client keys"
+            )
+        }
+        let secured = curveSecretKey != nil
         for endpoint in effectiveEndpoints {
             guard endpoint.hasPrefix("tcp://") else {
                 guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") else {
@@ -87,10 +100,10 @@ extension ServerConfiguration {
                 )
             }
             let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
-            guard loopback else {
+            guard loopback || secured else {
                 throw ConfigurationError(
                     description:
-                        "refusing to listen on non-loopback '\(endpoint)': anyone on the network could read and write the store. CURVE authentication (--curve-secret-key, --authorized-keys) is not implemented yet; bind tcp://127.0.0.1:PORT or an ipc:// endpoint"
+                        "refusing to listen on non-loopback '\(endpoint)' without keys: anyone on the network could read and write the store. Configure CURVE (--curve-secret-key FILE --authorized-keys FILE; `depot keys generate NAME` makes keys), or bind tcp://127.0.0.1:PORT or an ipc:// endpoint"
                 )
             }
         }

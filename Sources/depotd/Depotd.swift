@@ -18,8 +18,24 @@ struct Depotd: ParsableCommand {
 
     @Option(
         name: .customLong("listen"),
-        help: "An endpoint to bind, repeatable (default: ipc://<data-dir>/depot.sock). tcp binds must be on loopback.")
+        help:
+            "An endpoint to bind, repeatable (default: ipc://<data-dir>/depot.sock). tcp binds must be on loopback unless CURVE keys are configured."
+    )
     var endpoints: [String] = []
+
+    @Option(
+        name: .customLong("curve-secret-key"),
+        help:
+            "The server's CURVE secret key file (Z85; `depot keys generate NAME` writes NAME.key). TCP endpoints then need an authorized client key."
+    )
+    var curveSecretKey: String?
+
+    @Option(
+        name: .customLong("authorized-keys"),
+        help:
+            "The client keys allowed in: '<Z85 public key> <role> [name]' per line, role read|write|admin, # comments. Re-read on SIGHUP."
+    )
+    var authorizedKeys: String?
 
     @Option(help: "A model file ({\"entities\": [...]}) to define at start-up.")
     var model: String?
@@ -79,6 +95,14 @@ struct Depotd: ParsableCommand {
         if let model {
             configuration.model = try readModel(from: model)
         }
+        if let curveSecretKey {
+            do {
+                configuration.curveSecretKey = try readKeyFile(curveSecretKey, what: "CURVE secret key")
+            } catch {
+                throw StartupFailure(message: error.description)
+            }
+        }
+        configuration.authorizedKeysFile = authorizedKeys
         let server: DepotServer
         do {
             // Opens the store, defines the model, then binds: a failure binds nothing.
@@ -86,11 +110,9 @@ struct Depotd: ParsableCommand {
         } catch {
             throw StartupFailure(message: error.description)
         }
-        let stop = installSignalHandlers(server)
+        let stop = installSignalHandlers(server) + [installReloadHandler(server, logger: logger)]
         server.start()
-        let bound =
-            configuration.effectiveEndpoints.count == 1
-            ? server.boundEndpoint : configuration.effectiveEndpoints.joined(separator: " ")
+        let bound = server.boundEndpoints.joined(separator: " ")
         // Written unbuffered: scripts and tests wait for this line to learn the port.
         FileHandle.standardOutput.write(Data("depotd listening on \(bound)\n".utf8))
         withExtendedLifetime(stop) { dispatchMain() }
@@ -114,6 +136,21 @@ struct Depotd: ParsableCommand {
         } catch {
             throw StartupFailure(message: "the model file \(path) cannot be defined: \(error.message)")
         }
+    }
+
+    /// Re-reads the authorized keys on SIGHUP (a bad file is logged and the old keys stay).
+    private func installReloadHandler(_ server: DepotServer, logger: Logger) -> any DispatchSourceSignal {
+        signal(SIGHUP, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        source.setEventHandler {
+            do {
+                try server.reloadAuthorizedKeys()
+            } catch {
+                logger.error("SIGHUP: \(String(describing: error)); the keys in force are unchanged")
+            }
+        }
+        source.resume()
+        return source
     }
 
     /// Stops the server and exits 0 on SIGTERM or SIGINT.

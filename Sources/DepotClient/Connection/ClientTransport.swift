@@ -43,9 +43,12 @@ final class ClientTransport: @unchecked Sendable {
     let onLinkEvent = Mutex<(@Sendable (LinkEvent) -> Void)?>(nil)
     private let lastReceived = Mutex(ContinuousClock.now)
 
-    init(endpoint: String) throws(ZMQError) {
+    init(endpoint: String, keys: ClientKeys? = nil) throws(ZMQError) {
         context = try Context()
         socket = try Socket(context: context, type: .dealer)
+        if let keys {
+            try socket.setCurveClient(serverKey: keys.serverKey, keyPair: keys.keyPair)
+        }
         try socket.setLinger(milliseconds: 0)
         try socket.setSendHighWaterMark(0)
         try socket.setReceiveHighWaterMark(0)
@@ -155,6 +158,16 @@ final class ClientTransport: @unchecked Sendable {
                         droppedSinceConnect = false
                         lastReceived.withLock { $0 = .now }
                         report(.reconnected)
+                    case .other(let number) where Self.handshakeFailures.contains(Int32(number)):
+                        // CURVE: the server refused this key (ZAP 400), or the keys do not match.
+                        failPending { method in
+                            .server(
+                                RPCError(
+                                    code: .forbidden,
+                                    message:
+                                        "the server refused the CURVE handshake for \(method): this client's key is not authorized there, or the server key is wrong"
+                                ))
+                        }
                     case .connected, .other:
                         break
                     }
@@ -167,6 +180,11 @@ final class ClientTransport: @unchecked Sendable {
         socket.close()
         context.terminate()
     }
+
+    /// `ZMQ_EVENT_HANDSHAKE_FAILED_*`: the security handshake failed.
+    private static let handshakeFailures: Set<Int32> = [
+        ZMQEvents.handshakeFailedAuth, ZMQEvents.handshakeFailedProtocol, ZMQEvents.handshakeFailedNoDetail,
+    ]
 
     private func deliver(_ frame: [UInt8]) {
         guard let json = try? JSONParser.parse(frame) else { return }

@@ -31,16 +31,19 @@ final class Dispatcher: Sendable {
     var methodNames: [String] { handlers.methodNames }
 
     /// Handles one inbound frame from `routingID`.
-    func receive(_ payload: [UInt8], from routingID: [UInt8]) {
+    ///
+    /// `keyID` is the client's CURVE public key on an authenticated endpoint:
+    /// every request is then checked against that key's role as of now.
+    func receive(_ payload: [UInt8], from routingID: [UInt8], keyID: String? = nil) {
         server.sessions.touch(routingID)
         // A large message (a big batchInsert) takes long to parse: parse it off the
         // transport thread so other clients' pings keep flowing. Later messages of
         // the same peer follow it through the same serial queue, keeping its order.
         let deferred = payload.count >= Self.largeMessage || deferredPeers.withLock { $0[routingID] != nil }
-        guard deferred else { return handle(payload, from: routingID) }
+        guard deferred else { return handle(payload, from: routingID, keyID: keyID) }
         deferredPeers.withLock { $0[routingID, default: 0] += 1 }
         parser.async { [self] in
-            handle(payload, from: routingID)
+            handle(payload, from: routingID, keyID: keyID)
             deferredPeers.withLock { peers in
                 peers[routingID, default: 1] -= 1
                 if peers[routingID] == 0 { peers[routingID] = nil }
@@ -52,7 +55,7 @@ final class Dispatcher: Sendable {
     static let largeMessage = 256 << 10
 
     /// Parses and dispatches one message.
-    private func handle(_ payload: [UInt8], from routingID: [UInt8]) {
+    private func handle(_ payload: [UInt8], from routingID: [UInt8], keyID: String?) {
         let json: JSONValue
         do {
             json = try JSONParser.parse(payload)
@@ -62,18 +65,18 @@ final class Dispatcher: Sendable {
             return server.send(MessageEncoder.response(id: nil, error: rpcError), to: routingID)
         }
         if case .array(let elements) = json {
-            return receiveBatch(elements, from: routingID)
+            return receiveBatch(elements, from: routingID, keyID: keyID)
         }
-        switch classify(json, from: routingID) {
+        switch classify(json, from: routingID, keyID: keyID) {
         case .respond(let bytes):
             server.send(bytes, to: routingID)
-        case .run(let id, let method, let params, let handler):
+        case .run(let id, let method, let params, let handler, let key):
             // Registered now, not when a worker picks it up: a $/cancelRequest for a
             // request still queued behind others must find it.
             let cancellation = server.sessions.begin(id, routingID: routingID)
             let run: @Sendable () -> Void = { [self] in
                 let bytes = execute(
-                    id: id, method: method, params: params, handler: handler, routingID: routingID,
+                    id: id, method: method, params: params, handler: handler, routingID: routingID, key: key,
                     cancellation: cancellation)
                 server.send(bytes, to: routingID)
             }
@@ -89,11 +92,11 @@ final class Dispatcher: Sendable {
 
     private enum Step {
         case respond([UInt8])
-        case run(RequestID, String, JSONValue?, Handler)
+        case run(RequestID, String, JSONValue?, Handler, AuthorizedKey?)
         case none
     }
 
-    private func classify(_ json: JSONValue, from routingID: [UInt8]) -> Step {
+    private func classify(_ json: JSONValue, from routingID: [UInt8], keyID: String?) -> Step {
         let message: Message
         do {
             message = try Message.decode(json)
@@ -110,6 +113,13 @@ final class Dispatcher: Sendable {
                             code: .methodNotFound, message: "method '\(method)' not found",
                             data: ["method": .string(method)])))
             }
+            var key: AuthorizedKey?
+            if let keyID {
+                switch authorize(method, keyID: keyID, routingID: routingID) {
+                case .success(let authorized): key = authorized
+                case .failure(let error): return .respond(MessageEncoder.response(id: id, error: error))
+                }
+            }
             if !Self.preSession.contains(method) && server.sessions.session(for: routingID) == nil {
                 return .respond(
                     MessageEncoder.response(
@@ -118,8 +128,9 @@ final class Dispatcher: Sendable {
                             code: .serverNotInitialized, message: "'\(method)' before initialize: send initialize first"
                         )))
             }
-            return .run(id, method, params, handler)
+            return .run(id, method, params, handler, key)
         case .notification(let method, let params):
+            if let keyID, server.keys?.key(keyID) == nil { return .none }
             if method == CancelRequest.name, let params,
                 let cancel = try? JSONCoding.decode(CancelRequest.Parameters.self, from: params)
             {
@@ -134,11 +145,12 @@ final class Dispatcher: Sendable {
     /// Runs one request and returns its response bytes.
     private func execute(
         id: RequestID, method: String, params: JSONValue?, handler: Handler, routingID: [UInt8],
-        cancellation: Cancellation? = nil
+        key: AuthorizedKey?, cancellation: Cancellation? = nil
     ) -> [UInt8] {
         let cancellation = cancellation ?? server.sessions.begin(id, routingID: routingID)
         defer { server.sessions.end(id, routingID: routingID) }
-        let context = RequestContext(server: server, routingID: routingID, requestID: id, cancellation: cancellation)
+        let context = RequestContext(
+            server: server, routingID: routingID, requestID: id, cancellation: cancellation, key: key)
         do throws(RPCError) {
             if server.isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")
@@ -153,23 +165,24 @@ final class Dispatcher: Sendable {
         }
     }
 
-    private func receiveBatch(_ elements: [JSONValue], from routingID: [UInt8]) {
+    private func receiveBatch(_ elements: [JSONValue], from routingID: [UInt8], keyID: String?) {
         guard !elements.isEmpty else {
             let error = RPCError(code: .invalidRequest, message: "an empty batch is not a valid request")
             return server.send(MessageEncoder.response(id: nil, error: error), to: routingID)
         }
-        let steps = elements.map { classify($0, from: routingID) }
+        let steps = elements.map { classify($0, from: routingID, keyID: keyID) }
         let needsWriter = steps.contains {
-            if case .run(_, _, _, let handler) = $0 { handler.execution == .write } else { false }
+            if case .run(_, _, _, let handler, _) = $0 { handler.execution == .write } else { false }
         }
         let run: @Sendable () -> Void = { [self] in
             var responses: [[UInt8]] = []
             for step in steps {
                 switch step {
                 case .respond(let bytes): responses.append(bytes)
-                case .run(let id, let method, let params, let handler):
+                case .run(let id, let method, let params, let handler, let key):
                     responses.append(
-                        execute(id: id, method: method, params: params, handler: handler, routingID: routingID))
+                        execute(
+                            id: id, method: method, params: params, handler: handler, routingID: routingID, key: key))
                 case .none: break
                 }
             }
@@ -184,6 +197,34 @@ final class Dispatcher: Sendable {
             server.send(writer.bytes, to: routingID)
         }
         needsWriter ? writer.async(execute: run) : readers.async(execute: run)
+    }
+
+    /// Checks `method` against the role of the key `keyID` as the key file says now.
+    ///
+    /// A key no longer listed (removed, then SIGHUP) closes its session and is refused.
+    private func authorize(_ method: String, keyID: String, routingID: [UInt8]) -> Result<AuthorizedKey, RPCError> {
+        guard let key = server.keys?.key(keyID) else {
+            server.closeSession(routingID, reason: "its key was revoked")
+            return .failure(
+                RPCError(
+                    code: .forbidden,
+                    message:
+                        "the key \(keyID) is no longer authorized (removed from the authorized keys); '\(method)' refused",
+                    data: ["method": .string(method)]))
+        }
+        guard key.role.allows(method) else {
+            let needed = Role.required(for: method)
+            return .failure(
+                RPCError(
+                    code: .forbidden,
+                    message:
+                        "'\(method)' is forbidden for role '\(key.role.rawValue)' (key '\(key.name)'); it needs role '\(needed.rawValue)'",
+                    data: [
+                        "method": .string(method), "role": .string(key.role.rawValue),
+                        "required": .string(needed.rawValue), "key": .string(key.name),
+                    ]))
+        }
+        return .success(key)
     }
 
     /// Waits until every queued write and read has finished.

@@ -11,6 +11,8 @@ struct RequestContext: Sendable {
     let requestID: RequestID?
     /// Set when the client sends `$/cancelRequest` or the server shuts down.
     let cancellation: Cancellation
+    /// The client's CURVE key on an authenticated endpoint (`nil` on `ipc://` or plain TCP).
+    var key: AuthorizedKey? = nil
 
     /// The store.
     var store: Store { server.store }

@@ -10,11 +10,14 @@ final class SessionRegistry: Sendable {
     private let nextObserver = Atomic<Int>(1)
 
     /// Opens a session for `routingID`; `nil` if one is already open.
-    func open(routingID: [UInt8], clientInfo: ImplementationInfo?) -> Session? {
+    func open(
+        routingID: [UInt8], clientInfo: ImplementationInfo?, keyID: String? = nil, keyName: String? = nil
+    ) -> Session? {
         sessions.withLock { sessions in
             guard sessions[routingID] == nil else { return nil }
             let session = Session(
-                id: UUID().uuidString.lowercased(), routingID: routingID, clientInfo: clientInfo, lastSeen: .now)
+                id: UUID().uuidString.lowercased(), routingID: routingID, clientInfo: clientInfo, keyID: keyID,
+                keyName: keyName, lastSeen: .now)
             sessions[routingID] = session
             return session
         }
@@ -102,6 +105,11 @@ final class SessionRegistry: Sendable {
                 session.observers.map { (session.routingID, $0.key, $0.value) }
             }
         }
+    }
+
+    /// The routing ids of the sessions opened with one of `keyIDs`.
+    func routingIDs(ofKeys keyIDs: Set<String>) -> [[UInt8]] {
+        sessions.withLock { $0.values.filter { $0.keyID.map(keyIDs.contains) ?? false }.map(\.routingID) }
     }
 
     /// How many sessions are open.

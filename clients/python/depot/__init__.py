@@ -36,9 +36,11 @@ from .errors import (
     DeleteDeniedError,
     MigrationRefusedError,
     OverloadedError,
+    ForbiddenError,
     error_from_json,
 )
 from . import errors
+from . import keys
 from .results import FetchedResults, FetchedResultsDelegate, InconsistentDelta, ResultsState, Section
 
 __all__ = [

@@ -23,6 +23,7 @@ import zmq.asyncio
 
 from .client import PROTOCOL_VERSION, Recorder, __version__
 from .errors import CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .keys import apply_curve
 
 __all__ = ["AsyncClient"]
 
@@ -35,7 +36,8 @@ class AsyncClient:
     """A session with ``depotd`` for asyncio programs. Create it with :meth:`connect`."""
 
     def __init__(self, endpoint: str, *, timeout: float = 30.0, heartbeat: bool = True,
-                 recorder: Optional[Recorder] = None, context: Optional[zmq.asyncio.Context] = None) -> None:
+                 recorder: Optional[Recorder] = None, context: Optional[zmq.asyncio.Context] = None,
+                 server_key: Optional[str] = None, key_file: Optional[str] = None) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
         self._recorder = recorder
@@ -43,6 +45,11 @@ class AsyncClient:
         self._context = context or zmq.asyncio.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        try:
+            apply_curve(self._socket, server_key, key_file)
+        except ValueError:
+            self._socket.close(0)
+            raise
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
         self._pending: Dict[Union[int, str], asyncio.Future] = {}

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 import zmq
 
 from .errors import ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .keys import apply_curve
 
 if TYPE_CHECKING:
     from .results import FetchedResults
@@ -113,6 +114,9 @@ class Client:
         heartbeat: whether to ping every ``heartbeatInterval / 2`` seconds.
         recorder: called with every message sent and received (for tests and tracing).
         context: the ZeroMQ context; the process-wide one by default.
+        server_key: for a daemon whose TCP endpoints require CURVE keys: its public key
+            (Z85, 40 characters) or the path of its ``.pub`` file.
+        key_file: this client's secret key file (``NAME.key`` from ``depot keys generate``).
     """
 
     def __init__(
@@ -124,6 +128,8 @@ class Client:
         heartbeat: bool = True,
         recorder: Optional[Recorder] = None,
         context: Optional[zmq.Context] = None,
+        server_key: Optional[str] = None,
+        key_file: Optional[str] = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
@@ -131,6 +137,11 @@ class Client:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        try:
+            apply_curve(self._socket, server_key, key_file)
+        except ValueError:
+            self._socket.close(0)
+            raise
         try:
             self._socket.connect(endpoint)
         except zmq.ZMQError as error:

@@ -38,6 +38,7 @@ __all__ = [
     "DeleteDeniedError",
     "MigrationRefusedError",
     "OverloadedError",
+    "ForbiddenError",
     "error_from_json",
 ]
 
@@ -200,13 +201,19 @@ class OverloadedError(DepotError):
     CODE = -32017
 
 
+class ForbiddenError(DepotError):
+    """-32018: the client key's role does not allow the method, or the key was revoked."""
+
+    CODE = -32018
+
+
 _BY_CODE: Dict[int, Type[DepotError]] = {
     cls.CODE: cls
     for cls in (
         ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError,
         NotInitializedError, CancelledError, ServerCancelledError, ValidationError,
         UniqueConstraintError, MergeConflictError, NotFoundError, PredicateSyntaxError,
-        DeleteDeniedError, MigrationRefusedError, OverloadedError,
+        DeleteDeniedError, MigrationRefusedError, OverloadedError, ForbiddenError,
     )
     if cls.CODE is not None
 }
