@@ -28,6 +28,12 @@ public struct ServerConfiguration: Sendable {
     /// The authorized-keys file: `<Z85 public key> <role> [name]` per line, `#` comments.
     /// Re-read by ``DepotServer/reloadAuthorizedKeys()`` (SIGHUP).
     public var authorizedKeysFile: String?
+    /// The most sessions open at once; `initialize` beyond it is -32017.
+    public var maxSessions = 1024
+    /// The most live subscriptions one session may hold; `results/subscribe` beyond it is -32017.
+    public var maxSubscriptionsPerSession = 1000
+    /// The most requests one session may have running or queued; more are -32017 at once.
+    public var maxInFlightPerSession = 1000
     /// Entities to define at start-up, before anything is bound (`depotd --model`).
     public var model: [EntityDescription]?
 
@@ -106,6 +112,12 @@ extension ServerConfiguration {
                         "refusing to listen on non-loopback '\(endpoint)' without keys: anyone on the network could read and write the store. Configure CURVE (--curve-secret-key FILE --authorized-keys FILE; `depot keys generate NAME` makes keys), or bind tcp://127.0.0.1:PORT or an ipc:// endpoint"
                 )
             }
+        }
+        for (name, value) in [
+            ("--max-sessions", maxSessions), ("--max-subscriptions-per-session", maxSubscriptionsPerSession),
+            ("--max-in-flight-per-session", maxInFlightPerSession),
+        ] where value < 1 {
+            throw ConfigurationError(description: "\(name) must be at least 1, got \(value)")
         }
         guard heartbeatInterval > 0 else {
             throw ConfigurationError(description: "heartbeat interval must be positive")

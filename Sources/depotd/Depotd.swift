@@ -70,6 +70,19 @@ struct Depotd: ParsableCommand {
         help: "The most objects a plain store/fetch returns; larger results must be paged or streamed.")
     var maxFetchObjects = 100_000
 
+    @Option(name: .customLong("max-sessions"), help: "The most client sessions at once; more get -32017 (overloaded).")
+    var maxSessions = 1024
+
+    @Option(
+        name: .customLong("max-subscriptions-per-session"),
+        help: "The most live results/subscribe one session may hold; more get -32017.")
+    var maxSubscriptionsPerSession = 1000
+
+    @Option(
+        name: .customLong("max-in-flight-per-session"),
+        help: "The most requests one session may have running or queued; more get -32017 at once.")
+    var maxInFlightPerSession = 1000
+
     func run() throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
@@ -103,6 +116,9 @@ struct Depotd: ParsableCommand {
             }
         }
         configuration.authorizedKeysFile = authorizedKeys
+        configuration.maxSessions = maxSessions
+        configuration.maxSubscriptionsPerSession = maxSubscriptionsPerSession
+        configuration.maxInFlightPerSession = maxInFlightPerSession
         let server: DepotServer
         do {
             // Opens the store, defines the model, then binds: a failure binds nothing.

@@ -19,6 +19,13 @@ extension RPCError {
     }
 }
 
+extension RPCError {
+    /// -32017: a limit of the daemon is reached; `data` names the limit and its value.
+    public static func overloaded(_ message: String, limit: String, value: Int) -> RPCError {
+        RPCError(code: .overloaded, message: message, data: ["limit": .string(limit), "value": .int(Int64(value))])
+    }
+}
+
 /// Checks `value` (when present) against `minimum` and `maximum`.
 @inlinable
 func require<I: BinaryInteger>(

@@ -73,7 +73,14 @@ final class Dispatcher: Sendable {
         case .run(let id, let method, let params, let handler, let key):
             // Registered now, not when a worker picks it up: a $/cancelRequest for a
             // request still queued behind others must find it.
-            let cancellation = server.sessions.begin(id, routingID: routingID)
+            let limit = server.configuration.maxInFlightPerSession
+            guard let cancellation = server.sessions.begin(id, routingID: routingID, limit: limit) else {
+                let error = RPCError.overloaded(
+                    "this session already has \(limit) requests in flight (--max-in-flight-per-session); wait for answers before sending more",
+                    limit: "maxInFlightPerSession", value: limit)
+                if method == ResultsSubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
+                return server.send(MessageEncoder.response(id: id, error: error), to: routingID)
+            }
             let run: @Sendable () -> Void = { [self] in
                 let bytes = execute(
                     id: id, method: method, params: params, handler: handler, routingID: routingID, key: key,
@@ -128,6 +135,9 @@ final class Dispatcher: Sendable {
                             code: .serverNotInitialized, message: "'\(method)' before initialize: send initialize first"
                         )))
             }
+            if let refusal = admit(method, routingID: routingID) {
+                return .respond(MessageEncoder.response(id: id, error: refusal))
+            }
             return .run(id, method, params, handler, key)
         case .notification(let method, let params):
             if let keyID, server.keys?.key(keyID) == nil { return .none }
@@ -155,7 +165,15 @@ final class Dispatcher: Sendable {
             if server.isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")
             }
-            let result = try handler.run(params, context)
+            let result: [UInt8]
+            do throws(RPCError) {
+                result = try handler.run(params, context)
+            } catch {
+                // A subscribe that failed holds no subscription: give back what admit(_:) counted.
+                if method == ResultsSubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
+                throw error
+            }
+            if method == ResultsUnsubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
             return MessageEncoder.response(id: id, resultJSON: result)
         } catch {
             if error.code == .internalError {
@@ -197,6 +215,27 @@ final class Dispatcher: Sendable {
             server.send(writer.bytes, to: routingID)
         }
         needsWriter ? writer.async(execute: run) : readers.async(execute: run)
+    }
+
+    /// Applies the session and subscription limits; the error to answer with, or `nil` to go on.
+    private func admit(_ method: String, routingID: [UInt8]) -> RPCError? {
+        switch method {
+        case Initialize.name:
+            let limit = server.configuration.maxSessions
+            guard server.sessions.session(for: routingID) == nil, server.sessions.count >= limit else { return nil }
+            server.logger.warning("refused a session: \(limit) sessions are open (--max-sessions)")
+            return .overloaded(
+                "the daemon already serves \(limit) sessions (--max-sessions); try again later",
+                limit: "maxSessions", value: limit)
+        case ResultsSubscribe.name:
+            let limit = server.configuration.maxSubscriptionsPerSession
+            guard !server.sessions.reserveSubscription(routingID: routingID, limit: limit) else { return nil }
+            return .overloaded(
+                "this session already holds \(limit) subscriptions (--max-subscriptions-per-session); unsubscribe some first",
+                limit: "maxSubscriptionsPerSession", value: limit)
+        default:
+            return nil
+        }
     }
 
     /// Checks `method` against the role of the key `keyID` as the key file says now.
