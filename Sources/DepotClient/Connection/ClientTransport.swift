@@ -39,6 +39,8 @@ final class ClientTransport: @unchecked Sendable {
     private let lastSent = Mutex(ContinuousClock.now)
     /// Seconds between heartbeats; 0 until `initialize` tells the interval.
     let heartbeatInterval = Mutex<Double>(0)
+    /// The daemon's `capabilities.maxMessageSize`; 0 until `initialize` tells it.
+    let maxMessageSize = Mutex<Int64>(0)
     /// Called on the I/O thread when the link changes; set once, before use.
     let onLinkEvent = Mutex<(@Sendable (LinkEvent) -> Void)?>(nil)
     private let lastReceived = Mutex(ContinuousClock.now)
@@ -75,10 +77,23 @@ final class ClientTransport: @unchecked Sendable {
     func request(id: RequestID, method: String, params: JSONValue?, timeout: Duration, completion: @escaping Completion)
     {
         guard !stopRequested.load(ordering: .relaxed) else { return completion(.failure(.closed)) }
+        let bytes = Message.request(id: id, method: method, params: params).encoded
+        let limit = maxMessageSize.withLock { $0 }
+        if limit > 0 && bytes.count > limit {
+            // libzmq would drop the whole connection on it and no answer would ever come.
+            return completion(
+                .failure(
+                    .transport(
+                        ZMQError(
+                            code: EMSGSIZE,
+                            operation:
+                                "\(method) not sent: the message is \(bytes.count) bytes, over the daemon's maxMessageSize of \(limit) (split it, e.g. smaller batches)"
+                        ))))
+        }
         pending.withLock {
             $0[id] = Pending(method: method, deadline: .now + timeout, timeout: timeout, completion: completion)
         }
-        outbox.post(Message.request(id: id, method: method, params: params).encoded)
+        outbox.post(bytes)
     }
 
     /// Forgets a pending request (its answer, if any, is dropped).

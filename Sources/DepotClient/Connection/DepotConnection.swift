@@ -271,6 +271,7 @@ public final class DepotConnection: Sendable {
         let result = try await call(transport, method: Initialize.name, params: params, timeout: timeout)
         let info = try decode(Initialize.Result.self, result)
         transport.heartbeatInterval.withLock { $0 = info.heartbeatInterval }
+        transport.maxMessageSize.withLock { $0 = info.capabilities["maxMessageSize"]?.intValue ?? 0 }
         return info
     }
 

@@ -19,6 +19,7 @@ from .errors import (
     DepotClientError,
     DepotTimeoutError,
     ConnectionClosedError,
+    MessageTooLargeError,
     DepotError,
     ParseError,
     InvalidRequestError,

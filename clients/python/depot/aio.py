@@ -22,7 +22,9 @@ import zmq
 import zmq.asyncio
 
 from .client import PROTOCOL_VERSION, Recorder, __version__
-from .errors import CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .errors import (CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError, MessageTooLargeError,
+                     error_from_json)
+from .client import check_size
 from .keys import apply_curve
 
 __all__ = ["AsyncClient"]
@@ -124,7 +126,11 @@ class AsyncClient:
         message: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        await self._send(message)
+        try:
+            await self._send(message)
+        except MessageTooLargeError:
+            self._pending.pop(rid, None)
+            raise
         limit = self.timeout if timeout is None else timeout
         try:
             return await asyncio.wait_for(asyncio.shield(future), limit)
@@ -180,6 +186,7 @@ class AsyncClient:
 
     async def _send(self, message: Any) -> None:
         data = json.dumps(message, separators=(",", ":")).encode()
+        check_size(data, message, self.capabilities)
         self._record("send", data)
         self._last_sent = asyncio.get_running_loop().time()
         await self._socket.send(data)

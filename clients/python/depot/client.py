@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 import zmq
 
-from .errors import ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .errors import ConnectionClosedError, DepotError, DepotTimeoutError, MessageTooLargeError, error_from_json
 from .keys import apply_curve
 
 if TYPE_CHECKING:
@@ -96,6 +96,16 @@ class PendingCall:
                     f"no answer to {self.method} from {self.client.endpoint} within {limit:g}s: "
                     "is depotd running at that endpoint?")
         return self._future.result(0)
+
+
+def check_size(data: bytes, message: Any, capabilities: Mapping[str, Any]) -> None:
+    """Raises :class:`MessageTooLargeError` when ``data`` is over the daemon's ``maxMessageSize``."""
+    limit = capabilities.get("maxMessageSize") if isinstance(capabilities, Mapping) else None
+    if isinstance(limit, int) and limit > 0 and len(data) > limit:
+        method = message.get("method", "the message") if isinstance(message, dict) else "the message"
+        raise MessageTooLargeError(
+            f"{method} not sent: the message is {len(data)} bytes, over the daemon's maxMessageSize of {limit} "
+            "(split it, e.g. smaller batches)")
 
 
 class Client:
@@ -233,7 +243,12 @@ class Client:
         message: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        self._send(message)
+        try:
+            self._send(message)
+        except MessageTooLargeError:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise
         return pending
 
     def notify(self, method: str, params: Optional[Mapping[str, Any]] = None) -> None:
@@ -319,7 +334,9 @@ class Client:
     # -- internals -------------------------------------------------------------------------
 
     def _send(self, message: Any) -> None:
-        self._outbox.put(json.dumps(message, separators=(",", ":")).encode())
+        data = json.dumps(message, separators=(",", ":")).encode()
+        check_size(data, message, getattr(self, "capabilities", {}))
+        self._outbox.put(data)
         self._wake()
 
     def _wake(self) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "DepotClientError",
     "DepotTimeoutError",
     "ConnectionClosedError",
+    "MessageTooLargeError",
     "DepotError",
     "ParseError",
     "InvalidRequestError",
@@ -57,6 +58,13 @@ class DepotTimeoutError(DepotClientError, TimeoutError):
 
 class ConnectionClosedError(DepotClientError):
     """The connection was closed before the answer came."""
+
+
+class MessageTooLargeError(DepotClientError, ValueError):
+    """The request is larger than the daemon's ``maxMessageSize``: it was not sent.
+
+    libzmq drops the whole connection on such a message and no answer would ever come.
+    """
 
 
 class DepotError(DepotException):
