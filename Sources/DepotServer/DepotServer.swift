@@ -20,7 +20,7 @@ public final class DepotServer: Sendable {
     let logger: Logger
     let sessions = SessionRegistry()
     let results = ResultsEngine()
-    private let transport: RouterTransport
+    let transport: RouterTransport
     private let dispatcherBox = Mutex<Dispatcher?>(nil)
     private let stopping = Atomic<Bool>(false)
     /// The client keys in force when CURVE is configured.

@@ -10,6 +10,7 @@ enum BenchmarkRegistry {
         PredicateFetchBenchmark.self,
         FetchedResultsLatencyBenchmark.self,
         BatchInsertBenchmark.self,
+        CurveBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

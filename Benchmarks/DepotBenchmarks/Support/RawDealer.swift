@@ -10,7 +10,12 @@ final class RawDealer {
     private var message = zmq_msg_t()
 
     /// Connects to `endpoint`. Receives give up after `timeoutMilliseconds`.
-    init(endpoint: String, timeoutMilliseconds: Int32 = 30_000) throws {
+    ///
+    /// With `curve` (Z85 server public key, client public and secret keys) it is a CURVE client.
+    init(
+        endpoint: String, timeoutMilliseconds: Int32 = 30_000,
+        curve: (serverKey: String, publicKey: String, secretKey: String)? = nil
+    ) throws {
         guard let context = zmq_ctx_new() else { throw BenchmarkError("zmq_ctx_new failed") }
         guard let socket = zmq_socket(context, ZMQ_DEALER) else {
             zmq_ctx_term(context)
@@ -23,6 +28,17 @@ final class RawDealer {
         var timeout = timeoutMilliseconds
         zmq_setsockopt(socket, ZMQ_RCVTIMEO, &timeout, MemoryLayout<Int32>.size)
         zmq_msg_init(&message)
+        if let curve {
+            for (option, key) in [
+                (ZMQ_CURVE_SERVERKEY, curve.serverKey), (ZMQ_CURVE_PUBLICKEY, curve.publicKey),
+                (ZMQ_CURVE_SECRETKEY, curve.secretKey),
+            ] {
+                let bytes = Array(key.utf8)
+                guard bytes.withUnsafeBytes({ zmq_setsockopt(socket, option, $0.baseAddress, $0.count) }) == 0 else {
+                    throw BenchmarkError("setting CURVE keys: \(String(cString: zmq_strerror(zmq_errno())))")
+                }
+            }
+        }
         guard zmq_connect(socket, endpoint) == 0 else {
             throw BenchmarkError("connect \(endpoint): \(String(cString: zmq_strerror(zmq_errno())))")
         }

@@ -16,8 +16,8 @@ final class RawRPCClient {
     private var nextID: Int64 = 1
 
     /// Connects to `endpoint` (no session yet: call ``initialize()``).
-    init(endpoint: String) throws {
-        dealer = try RawDealer(endpoint: endpoint)
+    init(endpoint: String, curve: (serverKey: String, publicKey: String, secretKey: String)? = nil) throws {
+        dealer = try RawDealer(endpoint: endpoint, curve: curve)
     }
 
     /// Opens the session.
