@@ -96,6 +96,37 @@ final class LimitsTests: XCTestCase {
         daemon.removeData()
     }
 
+    /// A MATCHES that backtracks without end is stopped after its budget with
+    /// -32602 naming the pattern; the reader is free again and the daemon answers.
+    func testRunawayRegularExpressionIsStoppedWithAClearError() async throws {
+        let daemon = try Daemon()
+        let client = try await daemon.connect()
+        try await client.loadWorldCup()
+        client.abort()
+        let raw = try RawClient(endpoint: daemon.endpoint)
+        try raw.initialize()
+        let name = String(repeating: "a", count: 40) + "!"
+        XCTAssertNil(
+            try raw.call(
+                "store/save",
+                #"{"inserted":[{"entity":"Item","values":{"name":"\#(name)","createdAt":"2026-01-01T00:00:00.000Z"}}]}"#
+            )["error"])
+        let started = ContinuousClock.now
+        let response = try raw.call("store/fetch", #"{"entity":"Item","predicate":"name MATCHES '(a+)+$'"}"#, id: 2)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(5))
+        XCTAssertEqual(response["error"]?["code"], -32602, "\(response)")
+        XCTAssertEqual(response["error"]?["data"]?["field"], "predicate")
+        let message = response["error"]?["message"]?.stringValue ?? ""
+        XCTAssertTrue(message.contains("(a+)+$") && message.contains("longer than"), message)
+        // A harmless MATCHES on the same value works, and the daemon goes on.
+        XCTAssertEqual(
+            try raw.call("store/count", #"{"entity":"Item","predicate":"name MATCHES 'a+!'"}"#, id: 3)["result"]?[
+                "count"], 1)
+        XCTAssertEqual(try raw.call("ping", id: 4)["result"], [:])
+        XCTAssertEqual(daemon.stop(), 0)
+        daemon.removeData()
+    }
+
     func testLimitsMustBePositive() throws {
         XCTAssertThrowsError(try Daemon(arguments: ["--max-sessions", "0"])) { error in
             XCTAssertTrue("\(error)".contains("--max-sessions must be at least 1"), "\(error)")
