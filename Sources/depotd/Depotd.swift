@@ -84,6 +84,8 @@ struct Depotd: ParsableCommand {
     var maxInFlightPerSession = 1000
 
     func run() throws {
+        var blocked = Self.handledSignals
+        pthread_sigmask(SIG_BLOCK, &blocked, nil)
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
         }
@@ -126,12 +128,11 @@ struct Depotd: ParsableCommand {
         } catch {
             throw StartupFailure(message: error.description)
         }
-        let stop = installSignalHandlers(server) + [installReloadHandler(server, logger: logger)]
         server.start()
         let bound = server.boundEndpoints.joined(separator: " ")
         // Written unbuffered: scripts and tests wait for this line to learn the port.
         FileHandle.standardOutput.write(Data("depotd listening on \(bound)\n".utf8))
-        withExtendedLifetime(stop) { dispatchMain() }
+        Self.serveSignals(server, logger: logger)
     }
 
     /// Reads and decodes a model file; any problem stops the daemon before anything is opened.
@@ -154,32 +155,36 @@ struct Depotd: ParsableCommand {
         }
     }
 
-    /// Re-reads the authorized keys on SIGHUP (a bad file is logged and the old keys stay).
-    private func installReloadHandler(_ server: DepotServer, logger: Logger) -> any DispatchSourceSignal {
-        signal(SIGHUP, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
-        source.setEventHandler {
-            do {
-                try server.reloadAuthorizedKeys()
-            } catch {
-                logger.error("SIGHUP: \(String(describing: error)); the keys in force are unchanged")
-            }
-        }
-        source.resume()
-        return source
+    /// SIGTERM, SIGINT and SIGHUP: blocked in every thread from the start of
+    /// ``run()`` (threads inherit the mask) and taken by `sigwait` on the main
+    /// thread, so that none is lost however early it comes, even before the
+    /// daemon is listening (a signal disposition set to ignore while a dispatch
+    /// source is still being registered would drop it).
+    static var handledSignals: sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signalNumber in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, signalNumber) }
+        return set
     }
 
-    /// Stops the server and exits 0 on SIGTERM or SIGINT.
-    private func installSignalHandlers(_ server: DepotServer) -> [any DispatchSourceSignal] {
-        [SIGTERM, SIGINT].map { signalNumber in
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler {
-                server.stop()
-                Foundation.exit(0)
+    /// Serves signals on the calling (main) thread, forever: SIGTERM and SIGINT
+    /// stop the server and exit 0; SIGHUP re-reads the authorized keys (a bad
+    /// file is logged and the keys in force stay).
+    static func serveSignals(_ server: DepotServer, logger: Logger) -> Never {
+        var set = handledSignals
+        while true {
+            var signalNumber: Int32 = 0
+            guard sigwait(&set, &signalNumber) == 0 else { continue }
+            if signalNumber == SIGHUP {
+                do {
+                    try server.reloadAuthorizedKeys()
+                } catch {
+                    logger.error("SIGHUP: \(error.description); the keys in force are unchanged")
+                }
+                continue
             }
-            source.resume()
-            return source
+            server.stop()
+            Foundation.exit(0)
         }
     }
 }
