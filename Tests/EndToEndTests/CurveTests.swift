@@ -200,6 +200,30 @@ final class CurveTests: XCTestCase {
         XCTAssertNil(try plain.receiveIfAny())
     }
 
+    func testIPCStaysOpenToLocalProcessesWhileTCPNeedsKeys() throws {
+        let socket = directory.appendingPathComponent("data/depot.sock").path
+        daemon = try Daemon(
+            dataDirectory: directory.appendingPathComponent("data"),
+            arguments: [
+                "--listen", "ipc://" + socket,
+                "--curve-secret-key", directory.appendingPathComponent("server.key").path,
+                "--authorized-keys", keysFile.path,
+            ])
+        // Both endpoints are printed, the plain one first.
+        let endpoints = daemon.endpoint.split(separator: " ").map(String.init)
+        XCTAssertEqual(endpoints.count, 2, daemon.endpoint)
+        XCTAssertEqual(endpoints.first, "ipc://" + socket)
+        let local = try RawClient(endpoint: "ipc://" + socket)
+        try local.initialize()
+        XCTAssertNil(
+            try local.call("model/define", #"{"entities":[\#(Self.item)]}"#)["error"], "ipc sessions have every right")
+        let tcp = try RawClient(endpoint: endpoints[1], receiveTimeout: 1500)
+        try tcp.send(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        XCTAssertNil(try tcp.receiveIfAny(), "tcp without a key gets nothing")
+        let reader = try RawClient(endpoint: endpoints[1], curve: (server.publicKey, clients["reader"]!))
+        XCTAssertEqual(try reader.call("ping")["result"], [:])
+    }
+
     func testKeyOptionsAreCheckedAtStartUp() throws {
         for (arguments, expected) in [
             (["--curve-secret-key", directory.appendingPathComponent("server.key").path], "go together"),
