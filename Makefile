@@ -12,7 +12,7 @@ SWIFT_TEST_FLAGS ?=
 # e.g. BENCH_FLAGS="--quick" or BENCH_FLAGS="--filter ping --filter save"
 BENCH_FLAGS ?=
 
-.PHONY: setup setup-system setup-python build run test test-swift test-python test-consumer soak bench format clean
+.PHONY: setup setup-system setup-python build run test test-swift test-python test-consumer soak bench fuzz format clean
 
 setup: setup-system setup-python
 
@@ -84,6 +84,11 @@ bench: setup-system
 	$(SWIFT) build -c release --product depotd
 	$(SWIFT) build -c release --product DepotBenchmarks
 	.build/release/DepotBenchmarks --depotd .build/release/depotd --output Benchmarks/results $(BENCH_FLAGS)
+
+# libFuzzer targets (Fuzz/): JSON parser, predicates (SQL vs evaluator), dispatch. FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 60
+fuzz: setup-system
+	SWIFT=$(SWIFT) bash Fuzz/run.sh $(FUZZ_SECONDS)
 
 format:
 	$(SWIFT) format -i -r Sources Tests Benchmarks

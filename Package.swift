@@ -64,6 +64,14 @@ let package = Package(
             ],
             path: "Benchmarks/DepotBenchmarks"
         ),
+        // Fuzz targets: Fuzz/run.sh builds them with -sanitize=fuzzer (libFuzzer); a plain build replays files.
+        .executableTarget(name: "FuzzJSON", dependencies: ["DepotProtocol"], path: "Fuzz/FuzzJSON"),
+        .executableTarget(
+            name: "FuzzPredicate", dependencies: ["DepotStore", "DepotProtocol"], path: "Fuzz/FuzzPredicate"),
+        .executableTarget(
+            name: "FuzzDispatch",
+            dependencies: ["DepotServer", "DepotProtocol", .product(name: "Logging", package: "swift-log")],
+            path: "Fuzz/FuzzDispatch"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "DepotProtocolTests", dependencies: ["DepotProtocol"]),
         .testTarget(

@@ -157,6 +157,7 @@ ERROR_DATA: Dict[int, Dict[str, Any]] = {
     -32014: obj({"position": NONNEG, "expected": {"type": ["string", "array"]}}, closed=False),
     -32015: obj({"id": ref("ObjectId"), "relationship": STRING, "objects": {"type": "array"}}, closed=False),
     -32016: obj({"change": STRING}, closed=False),
+    -32018: obj({"method": STRING}, {"role": STRING, "required": STRING, "key": STRING}, closed=False),
 }
 for code, schema in ERROR_DATA.items():
     SCHEMAS[f"ErrorData{-code}"] = schema
@@ -177,10 +178,11 @@ ERRORS = {
     -32014: "Predicate syntax error; data has position and expected.",
     -32015: "Delete denied by a deny rule.",
     -32016: "Migration refused: more than a lightweight migration.",
-    -32017: "Overloaded.",
+    -32017: "Overloaded: a limit of the daemon (sessions, subscriptions or requests in flight per session) is reached.",
+    -32018: "Forbidden: the client key's role does not allow the method (or the key was revoked).",
 }
 #: Errors any request may get.
-COMMON_ERRORS = [-32600, -32601, -32602, -32603, -32002, -32802, -32017]
+COMMON_ERRORS = [-32600, -32601, -32602, -32603, -32002, -32802, -32017, -32018]
 
 
 def error(code: int) -> Dict[str, Any]:
@@ -279,7 +281,8 @@ METHODS = [
            obj({"request": ref("FetchRequest")},
                {"sectionKeyPath": nullable(STRING), "cacheName": nullable(STRING),
                 "include": nullable({"enum": ["firstBatch", "all", "none"]}),
-                "workDoneToken": nullable(ref("Token")), "coalesceMs": nullable(NONNEG)}),
+                "workDoneToken": nullable(ref("Token")),
+                "coalesceMs": nullable({"type": "integer", "minimum": 0, "maximum": 60000})}),
            obj({"subscription": STRING, "seq": {"const": 0}, "transaction": ref("Transaction"), "count": NONNEG,
                 "sections": {"type": "array", "items": ref("SectionInfo")},
                 "objects": {"type": "array", "items": ref("Object")}},

@@ -20,30 +20,81 @@ public final class DepotServer: Sendable {
     let logger: Logger
     let sessions = SessionRegistry()
     let results: ResultsEngine
-    private let transport: RouterTransport
+    let transport: RouterTransport
     private let dispatcherBox = Mutex<Dispatcher?>(nil)
     private let stopping = Atomic<Bool>(false)
+    /// The client keys in force when CURVE is configured.
+    let keys: KeyRing?
+    /// Held for the daemon's lifetime: a second daemon on the same directory is refused.
+    private let lock: DataDirectoryLock
 
-    /// Opens the store in the data directory and binds the endpoints (nothing is served until ``start()``).
-    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "depotd")) throws {
+    /// Opens the store in the data directory, defines ``ServerConfiguration/model``
+    /// and binds the endpoints (nothing is served until ``start()``).
+    ///
+    /// Every start-up failure is a ``ConfigurationError`` saying what and why, and
+    /// happens before anything is bound: a model that cannot be defined, a data
+    /// directory that cannot be created or is held by another daemon, an endpoint
+    /// that cannot be bound.
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "depotd")) throws(ConfigurationError)
+    {
         try configuration.validate()
         self.configuration = configuration
         self.logger = logger
         let directory = configuration.dataDirectory
-        try FileManager.default.createDirectory(
-            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        store = try Store(
-            path: directory.appendingPathComponent("depot.sqlite").path,
-            historyRetention: configuration.historyRetention)
-        results = ResultsEngine(publishedThrough: try store.latestTransaction())
+        try Self.makeDirectory(directory.path)
+        lock = try DataDirectoryLock(directory: directory)
+        do {
+            store = try Store(
+                path: directory.appendingPathComponent("depot.sqlite").path,
+                historyRetention: configuration.historyRetention)
+        } catch {
+            throw ConfigurationError(
+                description: "cannot open the store in \(directory.path): \(error.message)")
+        }
+        if let model = configuration.model {
+            do {
+                let result = try store.defineModel(model)
+                logger.info(
+                    "model version \(result.version): \(result.changes.isEmpty ? "unchanged" : result.changes.joined(separator: ", "))"
+                )
+            } catch {
+                throw ConfigurationError(description: "the model cannot be defined: \(error.message)")
+            }
+        }
+        do {
+            results = ResultsEngine(publishedThrough: try store.latestTransaction())
+        } catch {
+            throw ConfigurationError(description: "cannot read the store in \(directory.path): \(error.message)")
+        }
         let socketPath = directory.appendingPathComponent("depot.sock").path
         if configuration.effectiveEndpoints.contains("ipc://" + socketPath) {
-            // A socket file left by a daemon that was killed would make bind fail.
+            // A socket file left by a daemon that was killed would make bind fail
+            // (a running daemon holds the lock, so this is never a live socket).
             try? FileManager.default.removeItem(atPath: socketPath)
         }
-        transport = try RouterTransport(
-            endpoints: configuration.effectiveEndpoints, maxMessageSize: configuration.maxMessageSize,
-            sendHighWaterMark: configuration.sendHighWaterMark, logger: logger)
+        var security: TransportSecurity?
+        if let secretKey = configuration.curveSecretKey, let keysFile = configuration.authorizedKeysFile {
+            guard Curve.isAvailable else {
+                throw ConfigurationError(
+                    description: "this libzmq was built without CURVE (libsodium); keys cannot be used")
+            }
+            do {
+                _ = try CurveKeyPair(secretKey: secretKey)
+            } catch {
+                throw ConfigurationError(description: "the CURVE secret key is not a Z85 secret key: \(error)")
+            }
+            let ring = KeyRing(try AuthorizedKeys(contentsOf: keysFile))
+            security = TransportSecurity(secretKey: secretKey, keys: ring)
+            logger.info("CURVE on tcp endpoints: \(ring.count) authorized key(s) from \(keysFile)")
+        }
+        keys = security?.keys
+        do {
+            transport = try RouterTransport(
+                endpoints: configuration.effectiveEndpoints, maxMessageSize: configuration.maxMessageSize,
+                sendHighWaterMark: configuration.sendHighWaterMark, security: security, logger: logger)
+        } catch {
+            throw ConfigurationError(description: "cannot listen: \(error)")
+        }
         var handlers = HandlerRegistry()
         Self.registerLifecycleHandlers(&handlers)
         Self.registerModelHandlers(&handlers)
@@ -56,6 +107,9 @@ public final class DepotServer: Sendable {
 
     /// The endpoint last bound, with the chosen port for `tcp://…:*`.
     public var boundEndpoint: String { transport.lastEndpoint }
+
+    /// Every endpoint bound, with the chosen ports, in the order bound (plain ones first).
+    public var boundEndpoints: [String] { transport.boundEndpoints }
 
     var dispatcher: Dispatcher { dispatcherBox.withLock { $0! } }
 
@@ -99,6 +153,28 @@ public final class DepotServer: Sendable {
         ObservationCenter.publish(transaction, server: self)
     }
 
+    /// Re-reads the authorized-keys file (SIGHUP) and closes at once every
+    /// session whose key is no longer listed; a file that does not parse leaves
+    /// the keys in force unchanged.
+    ///
+    /// - Returns: how many sessions were closed.
+    @discardableResult
+    public func reloadAuthorizedKeys() throws(ConfigurationError) -> Int {
+        guard let keys, let path = configuration.authorizedKeysFile else {
+            throw ConfigurationError(description: "no --authorized-keys file to reload")
+        }
+        let fresh = try AuthorizedKeys(contentsOf: path)
+        let removed = keys.replace(with: fresh)
+        let closing = sessions.routingIDs(ofKeys: removed)
+        for routingID in closing {
+            closeSession(routingID, reason: "its key was removed from \(path)")
+        }
+        logger.notice(
+            "reloaded \(path): \(fresh.keys.count) key(s), \(removed.count) removed, \(closing.count) session(s) closed"
+        )
+        return closing.count
+    }
+
     func closeSession(_ routingID: [UInt8], reason: String) {
         results.removeSubscriptions(of: routingID, server: self)
         if let session = sessions.close(routingID) {
@@ -107,9 +183,36 @@ public final class DepotServer: Sendable {
     }
 }
 
+extension DepotServer {
+    /// Creates `path` and its missing parents, mode 0700, saying which one failed and why.
+    static func makeDirectory(_ path: String) throws(ConfigurationError) {
+        var partial = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            partial += "/" + component
+            var status = stat()
+            if stat(partial, &status) == 0 {
+                guard status.st_mode & S_IFMT == S_IFDIR else {
+                    throw ConfigurationError(
+                        description: "cannot create the data directory \(path): \(partial) is not a directory")
+                }
+                continue
+            }
+            guard mkdir(partial, 0o700) == 0 || errno == EEXIST else {
+                throw ConfigurationError(
+                    description:
+                        "cannot create the data directory \(path): \(partial): \(String(cString: strerror(errno)))")
+            }
+        }
+        guard access(path, W_OK | X_OK) == 0 else {
+            throw ConfigurationError(
+                description: "the data directory \(path) is not writable: \(String(cString: strerror(errno)))")
+        }
+    }
+}
+
 extension DepotServer: TransportDelegate {
-    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8]) {
-        dispatcher.receive(payload, from: routingID)
+    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8], keyID: String?) {
+        dispatcher.receive(payload, from: routingID, keyID: keyID)
     }
 
     func transport(_ transport: RouterTransport, peerVanished routingID: [UInt8]) {

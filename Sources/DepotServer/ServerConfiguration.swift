@@ -1,3 +1,4 @@
+import DepotProtocol
 import DepotStore
 import Foundation
 
@@ -25,6 +26,20 @@ public struct ServerConfiguration: Sendable {
     /// this transaction fails in the fetched-results engine, as a database
     /// error would; `nil` in production.
     public var failDeltasAtTransaction: Int64?
+    /// The server's CURVE secret key (Z85, 40 characters). With ``authorizedKeysFile``,
+    /// every `tcp://` endpoint is a CURVE server and only listed keys get in.
+    public var curveSecretKey: String?
+    /// The authorized-keys file: `<Z85 public key> <role> [name]` per line, `#` comments.
+    /// Re-read by ``DepotServer/reloadAuthorizedKeys()`` (SIGHUP).
+    public var authorizedKeysFile: String?
+    /// The most sessions open at once; `initialize` beyond it is -32017.
+    public var maxSessions = 1024
+    /// The most live subscriptions one session may hold; `results/subscribe` beyond it is -32017.
+    public var maxSubscriptionsPerSession = 1000
+    /// The most requests one session may have running or queued; more are -32017 at once.
+    public var maxInFlightPerSession = 1000
+    /// Entities to define at start-up, before anything is bound (`depotd --model`).
+    public var model: [EntityDescription]?
 
     /// A configuration with Depot's defaults for `dataDirectory`.
     public init(
@@ -63,8 +78,15 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 extension ServerConfiguration {
     /// Refuses endpoints that would expose the store without authentication.
     ///
-    /// A `tcp://` bind must be on loopback until CURVE keys exist.
+    /// A `tcp://` bind must be on loopback unless CURVE keys are configured.
     public func validate() throws(ConfigurationError) {
+        guard (curveSecretKey == nil) == (authorizedKeysFile == nil) else {
+            throw ConfigurationError(
+                description:
+                    "--curve-secret-key and --authorized-keys go together: the server needs its own key and the list of client keys"
+            )
+        }
+        let secured = curveSecretKey != nil
         for endpoint in effectiveEndpoints {
             guard endpoint.hasPrefix("tcp://") else {
                 guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") else {
@@ -80,13 +102,26 @@ extension ServerConfiguration {
             } else {
                 host = hostPort.prefix { $0 != ":" }
             }
-            let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
-            guard loopback else {
+            let port = hostPort.hasPrefix("[") ? hostPort.drop { $0 != "]" }.dropFirst() : hostPort.drop { $0 != ":" }
+            guard port.hasPrefix(":"), port == ":*" || (UInt16(port.dropFirst()) != nil) else {
                 throw ConfigurationError(
                     description:
-                        "refusing to listen on non-loopback '\(endpoint)': anyone on the network could read and write the store. CURVE authentication (--curve-secret-key, --authorized-keys) is not implemented yet; bind tcp://127.0.0.1:PORT or an ipc:// endpoint"
+                        "bad endpoint '\(endpoint)': the port must be a number from 0 to 65535 or *, as in tcp://127.0.0.1:5555"
                 )
             }
+            let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
+            guard loopback || secured else {
+                throw ConfigurationError(
+                    description:
+                        "refusing to listen on non-loopback '\(endpoint)' without keys: anyone on the network could read and write the store. Configure CURVE (--curve-secret-key FILE --authorized-keys FILE; `depot keys generate NAME` makes keys), or bind tcp://127.0.0.1:PORT or an ipc:// endpoint"
+                )
+            }
+        }
+        for (name, value) in [
+            ("--max-sessions", maxSessions), ("--max-subscriptions-per-session", maxSubscriptionsPerSession),
+            ("--max-in-flight-per-session", maxInFlightPerSession),
+        ] where value < 1 {
+            throw ConfigurationError(description: "\(name) must be at least 1, got \(value)")
         }
         guard heartbeatInterval > 0 else {
             throw ConfigurationError(description: "heartbeat interval must be positive")

@@ -39,7 +39,10 @@ extension Socket {
     /// bound at `endpoint` (an `inproc://` name in the same context). Connect a
     /// `.pair` socket there and read each message with ``SocketEvent/init(_:)``.
     public func monitor(_ endpoint: String) throws(ZMQError) {
-        guard zmq_socket_monitor(handle, endpoint, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0 else {
+        let events =
+            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+            | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        guard zmq_socket_monitor(handle, endpoint, events) == 0 else {
             throw .last("zmq_socket_monitor \(endpoint)")
         }
     }

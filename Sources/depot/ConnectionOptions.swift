@@ -14,6 +14,29 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Seconds to wait for an answer.")
     var timeout = 10.0
 
+    @Option(
+        name: .customLong("server-key"),
+        help: "The daemon's CURVE public key (Z85) or its .pub file, for a daemon that requires keys.")
+    var serverKey: String?
+
+    @Option(
+        name: .customLong("key"), help: "This client's CURVE secret key file (NAME.key from `depot keys generate`).")
+    var keyFile: String?
+
+    /// The CURVE keys given, or `nil` when neither option was.
+    func clientKeys() throws -> ClientKeys? {
+        switch (serverKey, keyFile) {
+        case (nil, nil): return nil
+        case (let server?, let key?):
+            do {
+                return try ClientKeys(serverKey: server, keyFile: key)
+            } catch {
+                throw CLIError("\(error)".replacingOccurrences(of: "invalid response: ", with: ""))
+            }
+        default: throw CLIError("--server-key and --key go together")
+        }
+    }
+
     /// The endpoint to use: `--connect`, or the daemon's default for `--data-dir`.
     var resolvedEndpoint: String {
         endpoint ?? "ipc://"
@@ -34,10 +57,11 @@ struct ConnectionOptions: ParsableArguments {
                 )
             }
         }
+        let keys = try clientKeys()
         do {
             return try await DepotConnection.connect(
                 to: endpoint, clientInfo: ImplementationInfo(name: "depot", version: "0.1.0"),
-                timeout: .milliseconds(Int64(timeout * 1000)))
+                timeout: .milliseconds(Int64(timeout * 1000)), keys: keys)
         } catch {
             if case .timedOut = error {
                 throw CLIError("no daemon answered at \(endpoint) within \(timeout)s: is depotd running there?")

@@ -17,5 +17,8 @@ struct Depot: AsyncParsableCommand {
             130 interrupted.
             """,
         version: "0.1.0",
-        subcommands: [Call.self, PingCommand.self, Fetch.self, Export.self, Watch.self, Import.self, ModelCommand.self])
+        subcommands: [
+            Call.self, PingCommand.self, Fetch.self, Export.self, Watch.self, Import.self, ModelCommand.self,
+            KeysCommand.self,
+        ])
 }

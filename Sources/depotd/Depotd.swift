@@ -18,8 +18,24 @@ struct Depotd: ParsableCommand {
 
     @Option(
         name: .customLong("listen"),
-        help: "An endpoint to bind, repeatable (default: ipc://<data-dir>/depot.sock). tcp binds must be on loopback.")
+        help:
+            "An endpoint to bind, repeatable (default: ipc://<data-dir>/depot.sock). tcp binds must be on loopback unless CURVE keys are configured."
+    )
     var endpoints: [String] = []
+
+    @Option(
+        name: .customLong("curve-secret-key"),
+        help:
+            "The server's CURVE secret key file (Z85; `depot keys generate NAME` writes NAME.key). TCP endpoints then need an authorized client key."
+    )
+    var curveSecretKey: String?
+
+    @Option(
+        name: .customLong("authorized-keys"),
+        help:
+            "The client keys allowed in: '<Z85 public key> <role> [name]' per line, role read|write|admin, # comments. Re-read on SIGHUP."
+    )
+    var authorizedKeys: String?
 
     @Option(help: "A model file ({\"entities\": [...]}) to define at start-up.")
     var model: String?
@@ -56,7 +72,22 @@ struct Depotd: ParsableCommand {
         help: "The most objects a plain store/fetch returns; larger results must be paged or streamed.")
     var maxFetchObjects = 100_000
 
+    @Option(name: .customLong("max-sessions"), help: "The most client sessions at once; more get -32017 (overloaded).")
+    var maxSessions = 1024
+
+    @Option(
+        name: .customLong("max-subscriptions-per-session"),
+        help: "The most live results/subscribe one session may hold; more get -32017.")
+    var maxSubscriptionsPerSession = 1000
+
+    @Option(
+        name: .customLong("max-in-flight-per-session"),
+        help: "The most requests one session may have running or queued; more get -32017 at once.")
+    var maxInFlightPerSession = 1000
+
     func run() throws {
+        var blocked = Self.handledSignals
+        pthread_sigmask(SIG_BLOCK, &blocked, nil)
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
         }
@@ -78,67 +109,96 @@ struct Depotd: ParsableCommand {
             sendHighWaterMark: sendHighWaterMark, sessionQueueLimit: sessionQueueLimit,
             maxFetchObjects: maxFetchObjects,
             historyRetention: retention)
+        if let model {
+            configuration.model = try readModel(from: model)
+        }
+        if let curveSecretKey {
+            do {
+                configuration.curveSecretKey = try readKeyFile(curveSecretKey, what: "CURVE secret key")
+            } catch {
+                throw StartupFailure(message: error.description)
+            }
+        }
+        configuration.authorizedKeysFile = authorizedKeys
+        configuration.maxSessions = maxSessions
+        configuration.maxSubscriptionsPerSession = maxSubscriptionsPerSession
+        configuration.maxInFlightPerSession = maxInFlightPerSession
         // Tests of the error path only: not an option, so that no one sets it by accident.
         configuration.failDeltasAtTransaction = ProcessInfo.processInfo.environment["DEPOTD_FAIL_DELTAS_AT"].flatMap {
             Int64($0)
         }
         let server: DepotServer
         do {
+            // Opens the store, defines the model, then binds: a failure binds nothing.
             server = try DepotServer(configuration: configuration, logger: logger)
-        } catch let error as ConfigurationError {
-            throw ValidationError(error.description)
-        } catch let error as RPCError {
-            throw ValidationError(error.message)
+        } catch {
+            throw StartupFailure(message: error.description)
         }
-        if let model {
-            try defineModel(from: model, in: server, logger: logger)
-        }
-        let stop = installSignalHandlers(server)
         server.start()
-        let bound =
-            configuration.effectiveEndpoints.count == 1
-            ? server.boundEndpoint : configuration.effectiveEndpoints.joined(separator: " ")
+        let bound = server.boundEndpoints.joined(separator: " ")
         // Written unbuffered: scripts and tests wait for this line to learn the port.
         FileHandle.standardOutput.write(Data("depotd listening on \(bound)\n".utf8))
-        withExtendedLifetime(stop) { dispatchMain() }
+        Self.serveSignals(server, logger: logger)
     }
 
-    private func defineModel(from path: String, in server: DepotServer, logger: Logger) throws {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw ValidationError("cannot read model file \(path): \(error.localizedDescription)")
+    /// Reads and decodes a model file; any problem stops the daemon before anything is opened.
+    private func readModel(from path: String) throws -> [EntityDescription] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let reason = access(path, R_OK) == 0 ? "not a readable file" : String(cString: strerror(errno))
+            throw StartupFailure(message: "cannot read the model file \(path): \(reason)")
         }
         let json: JSONValue
         do {
             json = try JSONParser.parse(Array(data))
         } catch {
-            throw ValidationError("model file \(path) is not JSON: \(error)")
+            throw StartupFailure(message: "the model file \(path) is not JSON: \(error)")
         }
         do {
             let entities = json["entities"] ?? json
-            let parsed = try JSONCoding.decode([EntityDescription].self, from: entities, field: "entities")
-            let result = try server.store.defineModel(parsed)
-            logger.info(
-                "model version \(result.version): \(result.changes.isEmpty ? "unchanged" : result.changes.joined(separator: ", "))"
-            )
+            return try JSONCoding.decode([EntityDescription].self, from: entities, field: "entities")
         } catch {
-            throw ValidationError("model file \(path): \(error.message)")
+            throw StartupFailure(message: "the model file \(path) cannot be defined: \(error.message)")
         }
     }
 
-    /// Stops the server and exits 0 on SIGTERM or SIGINT.
-    private func installSignalHandlers(_ server: DepotServer) -> [any DispatchSourceSignal] {
-        [SIGTERM, SIGINT].map { signalNumber in
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler {
-                server.stop()
-                Foundation.exit(0)
+    /// SIGTERM, SIGINT and SIGHUP: blocked in every thread from the start of
+    /// ``run()`` (threads inherit the mask) and taken by `sigwait` on the main
+    /// thread, so that none is lost however early it comes, even before the
+    /// daemon is listening (a signal disposition set to ignore while a dispatch
+    /// source is still being registered would drop it).
+    static var handledSignals: sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signalNumber in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, signalNumber) }
+        return set
+    }
+
+    /// Serves signals on the calling (main) thread, forever: SIGTERM and SIGINT
+    /// stop the server and exit 0; SIGHUP re-reads the authorized keys (a bad
+    /// file is logged and the keys in force stay).
+    static func serveSignals(_ server: DepotServer, logger: Logger) -> Never {
+        var set = handledSignals
+        while true {
+            var signalNumber: Int32 = 0
+            guard sigwait(&set, &signalNumber) == 0 else { continue }
+            if signalNumber == SIGHUP {
+                do {
+                    try server.reloadAuthorizedKeys()
+                } catch {
+                    logger.error("SIGHUP: \(error.description); the keys in force are unchanged")
+                }
+                continue
             }
-            source.resume()
-            return source
+            server.stop()
+            Foundation.exit(0)
         }
     }
+}
+
+/// A start-up failure: printed as `depotd: <message>` on standard error, exit status 1.
+struct StartupFailure: Error, CustomStringConvertible {
+    /// What went wrong and why.
+    let message: String
+
+    var description: String { message }
 }

@@ -13,6 +13,7 @@ enum BenchmarkRegistry {
         HistoryBenchmark.self,
         SaveBehindBatchBenchmark.self,
         SubscriptionCostBenchmark.self,
+        CurveBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

@@ -13,7 +13,13 @@ final class RawDealer {
 
     /// Connects to `endpoint`, in `sharedContext` (many sessions, one I/O thread) or a context of its own.
     /// Receives give up after `timeoutMilliseconds`.
-    init(endpoint: String, timeoutMilliseconds: Int32 = 30_000, sharedContext: UnsafeMutableRawPointer? = nil) throws {
+    ///
+    /// With `curve` (Z85 server public key, client public and secret keys) it is a CURVE client.
+    init(
+        endpoint: String, timeoutMilliseconds: Int32 = 30_000,
+        curve: (serverKey: String, publicKey: String, secretKey: String)? = nil,
+        sharedContext: UnsafeMutableRawPointer? = nil
+    ) throws {
         guard let context = sharedContext ?? zmq_ctx_new() else { throw BenchmarkError("zmq_ctx_new failed") }
         ownsContext = sharedContext == nil
         guard let socket = zmq_socket(context, ZMQ_DEALER) else {
@@ -27,6 +33,17 @@ final class RawDealer {
         var timeout = timeoutMilliseconds
         zmq_setsockopt(socket, ZMQ_RCVTIMEO, &timeout, MemoryLayout<Int32>.size)
         zmq_msg_init(&message)
+        if let curve {
+            for (option, key) in [
+                (ZMQ_CURVE_SERVERKEY, curve.serverKey), (ZMQ_CURVE_PUBLICKEY, curve.publicKey),
+                (ZMQ_CURVE_SECRETKEY, curve.secretKey),
+            ] {
+                let bytes = Array(key.utf8)
+                guard bytes.withUnsafeBytes({ zmq_setsockopt(socket, option, $0.baseAddress, $0.count) }) == 0 else {
+                    throw BenchmarkError("setting CURVE keys: \(String(cString: zmq_strerror(zmq_errno())))")
+                }
+            }
+        }
         guard zmq_connect(socket, endpoint) == 0 else {
             throw BenchmarkError("connect \(endpoint): \(String(cString: zmq_strerror(zmq_errno())))")
         }

@@ -16,8 +16,11 @@ final class RawRPCClient {
     private var nextID: Int64 = 1
 
     /// Connects to `endpoint` (no session yet: call ``initialize()``).
-    init(endpoint: String, sharedContext: UnsafeMutableRawPointer? = nil) throws {
-        dealer = try RawDealer(endpoint: endpoint, sharedContext: sharedContext)
+    init(
+        endpoint: String, curve: (serverKey: String, publicKey: String, secretKey: String)? = nil,
+        sharedContext: UnsafeMutableRawPointer? = nil
+    ) throws {
+        dealer = try RawDealer(endpoint: endpoint, curve: curve, sharedContext: sharedContext)
     }
 
     /// Opens the session.

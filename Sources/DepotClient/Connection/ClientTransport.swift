@@ -39,13 +39,18 @@ final class ClientTransport: @unchecked Sendable {
     private let lastSent = Mutex(ContinuousClock.now)
     /// Seconds between heartbeats; 0 until `initialize` tells the interval.
     let heartbeatInterval = Mutex<Double>(0)
+    /// The daemon's `capabilities.maxMessageSize`; 0 until `initialize` tells it.
+    let maxMessageSize = Mutex<Int64>(0)
     /// Called on the I/O thread when the link changes; set once, before use.
     let onLinkEvent = Mutex<(@Sendable (LinkEvent) -> Void)?>(nil)
     private let lastReceived = Mutex(ContinuousClock.now)
 
-    init(endpoint: String) throws(ZMQError) {
+    init(endpoint: String, keys: ClientKeys? = nil) throws(ZMQError) {
         context = try Context()
         socket = try Socket(context: context, type: .dealer)
+        if let keys {
+            try socket.setCurveClient(serverKey: keys.serverKey, keyPair: keys.keyPair)
+        }
         try socket.setLinger(milliseconds: 0)
         try socket.setSendHighWaterMark(0)
         try socket.setReceiveHighWaterMark(0)
@@ -72,10 +77,23 @@ final class ClientTransport: @unchecked Sendable {
     func request(id: RequestID, method: String, params: JSONValue?, timeout: Duration, completion: @escaping Completion)
     {
         guard !stopRequested.load(ordering: .relaxed) else { return completion(.failure(.closed)) }
+        let bytes = Message.request(id: id, method: method, params: params).encoded
+        let limit = maxMessageSize.withLock { $0 }
+        if limit > 0 && bytes.count > limit {
+            // libzmq would drop the whole connection on it and no answer would ever come.
+            return completion(
+                .failure(
+                    .transport(
+                        ZMQError(
+                            code: EMSGSIZE,
+                            operation:
+                                "\(method) not sent: the message is \(bytes.count) bytes, over the daemon's maxMessageSize of \(limit) (split it, e.g. smaller batches)"
+                        ))))
+        }
         pending.withLock {
             $0[id] = Pending(method: method, deadline: .now + timeout, timeout: timeout, completion: completion)
         }
-        outbox.post(Message.request(id: id, method: method, params: params).encoded)
+        outbox.post(bytes)
     }
 
     /// Forgets a pending request (its answer, if any, is dropped).
@@ -158,6 +176,16 @@ final class ClientTransport: @unchecked Sendable {
                         droppedSinceConnect = false
                         lastReceived.withLock { $0 = .now }
                         report(.reconnected)
+                    case .other(let number) where Self.handshakeFailures.contains(Int32(number)):
+                        // CURVE: the server refused this key (ZAP 400), or the keys do not match.
+                        failPending { method in
+                            .server(
+                                RPCError(
+                                    code: .forbidden,
+                                    message:
+                                        "the server refused the CURVE handshake for \(method): this client's key is not authorized there, or the server key is wrong"
+                                ))
+                        }
                     case .connected, .other:
                         break
                     }
@@ -170,6 +198,11 @@ final class ClientTransport: @unchecked Sendable {
         socket.close()
         context.terminate()
     }
+
+    /// `ZMQ_EVENT_HANDSHAKE_FAILED_*`: the security handshake failed.
+    private static let handshakeFailures: Set<Int32> = [
+        ZMQEvents.handshakeFailedAuth, ZMQEvents.handshakeFailedProtocol, ZMQEvents.handshakeFailedNoDetail,
+    ]
 
     private func deliver(_ frame: [UInt8]) {
         guard let json = try? JSONParser.parse(frame) else { return }

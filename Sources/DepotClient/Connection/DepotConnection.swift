@@ -58,13 +58,14 @@ public final class DepotConnection: Sendable {
     ///   - endpoint: `ipc://PATH` or `tcp://127.0.0.1:PORT`.
     ///   - clientInfo: who the client is, for the server's logs.
     ///   - timeout: how long to wait for `initialize` and, by default, for each call.
+    ///   - keys: CURVE keys, for a daemon whose TCP endpoints require them (`nil`: plain).
     public static func connect(
         to endpoint: String, clientInfo: ImplementationInfo = ImplementationInfo(name: "DepotClient", version: "0.1.0"),
-        timeout: Duration = .seconds(30)
+        timeout: Duration = .seconds(30), keys: ClientKeys? = nil
     ) async throws(DepotClientError) -> DepotConnection {
         let transport: ClientTransport
         do {
-            transport = try ClientTransport(endpoint: endpoint)
+            transport = try ClientTransport(endpoint: endpoint, keys: keys)
         } catch {
             throw .transport(error)
         }
@@ -273,6 +274,7 @@ public final class DepotConnection: Sendable {
         let result = try await call(transport, method: Initialize.name, params: params, timeout: timeout)
         let info = try decode(Initialize.Result.self, result)
         transport.heartbeatInterval.withLock { $0 = info.heartbeatInterval }
+        transport.maxMessageSize.withLock { $0 = info.capabilities["maxMessageSize"]?.intValue ?? 0 }
         return info
     }
 

@@ -55,7 +55,8 @@ public enum JSONCoding {
     private static func describe(_ error: DecodingError, root: String) -> String {
         switch error {
         case .typeMismatch(let type, let context):
-            return "\(path(context.codingPath, root: root)) must be \(typeDescription(type))"
+            return
+                "\(path(context.codingPath, root: root)) must be \(typeDescription(type)), got \(context.debugDescription)"
         case .valueNotFound(let type, let context):
             return "\(path(context.codingPath, root: root)) must be \(typeDescription(type)), not null"
         case .keyNotFound(let key, let context):
@@ -79,6 +80,8 @@ public enum JSONCoding {
         case is Int.Type, is Int64.Type, is Int32.Type: "an integer"
         case is Double.Type: "a number"
         case is Bool.Type: "a boolean"
+        case let choices as any (CaseIterable & RawRepresentable).Type:
+            "one of the strings \(allowedRawValues(of: choices).joined(separator: ", "))"
         default:
             describeOther(String(describing: type))
         }

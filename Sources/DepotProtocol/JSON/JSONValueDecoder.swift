@@ -21,12 +21,24 @@ private struct ValueDecoder: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func mismatch(_ expected: Any.Type) -> DecodingError {
-        .typeMismatch(
-            expected, .init(codingPath: codingPath, debugDescription: "expected \(expected), found \(value.typeName)"))
+        // The description is the value itself (shortened): JSONCoding puts it in the message.
+        .typeMismatch(expected, .init(codingPath: codingPath, debugDescription: briefText(of: value)))
     }
 
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
         if T.self == JSONValue.self { return value as! T }
+        if let choices = T.self as? any (CaseIterable & RawRepresentable).Type {
+            // Depot's own words for an enum's bad value, not the standard library's
+            // "Cannot initialize X from invalid String value y".
+            let allowed = allowedRawValues(of: choices)
+            guard case .string(let text) = value else { throw mismatch(T.self) }
+            guard allowed.contains(text) else {
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: codingPath,
+                        debugDescription: "\"\(text)\" is not allowed; use one of \(allowed.joined(separator: ", "))"))
+            }
+        }
         return try T(from: self)
     }
 
@@ -174,4 +186,15 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try next().unkeyedContainer() }
 
     mutating func superDecoder() throws -> any Decoder { try next() }
+}
+
+/// The raw values of a string enum's cases, in declaration order.
+func allowedRawValues<E: CaseIterable & RawRepresentable>(of type: E.Type) -> [String] {
+    type.allCases.map { "\($0.rawValue)" }
+}
+
+/// `value` as JSON text, shortened to about 60 characters, for error messages.
+func briefText(of value: JSONValue) -> String {
+    let text = String(decoding: JSONWriter.encode(value), as: UTF8.self)
+    return text.count <= 60 ? text : String(text.prefix(57)) + "..."
 }

@@ -1,5 +1,5 @@
 /// What `store/batchInsert` does with an object that collides with a uniqueness constraint.
-public enum ConflictResolution: String, Codable, Sendable {
+public enum ConflictResolution: String, Codable, Sendable, CaseIterable {
     /// Fail the whole batch with -32011 (the default).
     case error
     /// Update the existing object with the new values (find-or-create, upsert).

@@ -22,7 +22,7 @@ public struct SortDescriptor: Codable, Hashable, Sendable {
 }
 
 /// What a fetch returns.
-public enum FetchResultType: String, Codable, Sendable {
+public enum FetchResultType: String, Codable, Sendable, CaseIterable {
     /// Whole objects (the default).
     case objects
     /// Object ids only.

@@ -1,5 +1,5 @@
 /// How much of the results `results/subscribe` returns at once.
-public enum ResultsInclude: String, Codable, Sendable {
+public enum ResultsInclude: String, Codable, Sendable, CaseIterable {
     /// The first `batchSize` objects (the default).
     case firstBatch
     /// Every object.

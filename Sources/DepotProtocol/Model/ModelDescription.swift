@@ -19,7 +19,7 @@ public enum AttributeType: String, Codable, Sendable, CaseIterable {
 }
 
 /// What happens to related objects when an object is deleted (Core Data's delete rules).
-public enum DeleteRule: String, Codable, Sendable {
+public enum DeleteRule: String, Codable, Sendable, CaseIterable {
     /// Clear the inverse reference (the default).
     case nullify
     /// Delete the related objects too.

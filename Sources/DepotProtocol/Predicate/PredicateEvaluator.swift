@@ -370,7 +370,11 @@ public struct PredicateEvaluator {
             return Self.glob(Array(PredicateText.glob(pattern).unicodeScalars)[...], Array(text.unicodeScalars)[...])
         case .matches:
             guard let text = leftRaw.text, let pattern = rightRaw.text else { return false }
-            return PredicateText.matches(text, pattern, flags: options.rawValue, cache: regexes)
+            do {
+                return try PredicateText.matches(text, pattern, flags: options.rawValue, cache: regexes)
+            } catch {
+                throw error.rpcError
+            }
         case .in, .between: return false
         }
     }

@@ -7,10 +7,18 @@ public struct PredicateParser {
     /// The deepest nesting of parentheses, NOT and SUBQUERY accepted.
     public static let maximumDepth = 100
 
+    /// The most NOT nested in one another.
+    ///
+    /// Each NOT is a nested `(NOT (…))` in SQL, and SQLite's parser stack
+    /// (`YYSTACKDEPTH` 100) overflows at about 50 of them ("parser stack
+    /// overflow": found by `Fuzz/FuzzPredicate` with 53 `!`).
+    public static let maximumNegationDepth = 32
+
     private var lexer: PredicateLexer
     private var tokens: [PredicateToken] = []
     private var index = 0
     private var depth = 0
+    private var negationDepth = 0
     private let named: [String: JSONValue]
     private let positional: [JSONValue]
     private var nextPositional = 0
@@ -115,9 +123,15 @@ public struct PredicateParser {
     private mutating func parseNot() throws(RPCError) -> PredicateNode {
         if isKeyword("NOT") || isSymbol("!") {
             try enter()
+            negationDepth += 1
+            if negationDepth > Self.maximumNegationDepth {
+                throw lexer.syntaxError(
+                    current.position, expected: "fewer nested NOT (at most \(Self.maximumNegationDepth))")
+            }
             advance()
             let inner = try parseNot()
             depth -= 1
+            negationDepth -= 1
             return .not(inner)
         }
         return try parsePrimary()

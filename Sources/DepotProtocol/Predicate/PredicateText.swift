@@ -69,12 +69,54 @@ public enum PredicateText {
         }
     }
 
+    /// The longest one `MATCHES` may run on one value: a pattern that backtracks
+    /// without end (`(a+)+$`) is stopped there instead of holding a reader.
+    public static let matchBudget = Duration.milliseconds(250)
+
+    /// The start of the message of a `MATCHES` stopped by ``matchBudget`` (the store
+    /// recognises it in SQLite's error to answer -32602).
+    public static let matchTimeoutPrefix = "MATCHES stopped:"
+
+    /// A `MATCHES` that ran past ``matchBudget`` on one value.
+    public struct MatchTimeout: Error, CustomStringConvertible, Sendable {
+        /// The pattern.
+        public let pattern: String
+        /// How long the value was, in characters.
+        public let length: Int
+
+        public var description: String {
+            "\(PredicateText.matchTimeoutPrefix) the pattern '\(pattern)' ran longer than \(PredicateText.matchBudget) on one value (\(length) characters); simplify it (it backtracks too much)"
+        }
+
+        /// The error a client gets: -32602 naming the predicate.
+        public var rpcError: RPCError { .invalidParams(description, field: "predicate") }
+    }
+
     /// Whether `text` matches `pattern` whole (NSPredicate `MATCHES`).
-    public static func matches(_ text: String, _ pattern: String, flags: Int, cache: RegexCache) -> Bool {
+    ///
+    /// - Throws: ``MatchTimeout`` when matching one value takes longer than ``matchBudget``.
+    public static func matches(_ text: String, _ pattern: String, flags: Int, cache: RegexCache) throws(MatchTimeout)
+        -> Bool
+    {
         let subject = flags & 2 != 0 ? fold(text, 2) : text
         guard let expression = cache.expression(pattern, caseInsensitive: flags & 1 != 0) else { return false }
         let range = NSRange(subject.startIndex..., in: subject)
-        return expression.firstMatch(in: subject, options: [.anchored], range: range) != nil
+        let start = ContinuousClock.now
+        var matched = false
+        var timedOut = false
+        // .reportProgress calls back now and then during a long match, so it can be stopped.
+        expression.enumerateMatches(in: subject, options: [.anchored, .reportProgress], range: range) {
+            result, _, stop in
+            if result != nil {
+                matched = true
+                stop.pointee = true
+            } else if ContinuousClock.now - start > matchBudget {
+                timedOut = true
+                stop.pointee = true
+            }
+        }
+        if timedOut { throw MatchTimeout(pattern: pattern, length: range.length) }
+        return matched
     }
 
 }

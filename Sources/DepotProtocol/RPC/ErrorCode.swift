@@ -37,6 +37,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomSt
     public static let migrationRefused = ErrorCode(rawValue: -32016)
     /// The daemon is overloaded.
     public static let overloaded = ErrorCode(rawValue: -32017)
+    /// The client key's role does not allow the method (or the key was revoked).
+    public static let forbidden = ErrorCode(rawValue: -32018)
 
     public var description: String { String(rawValue) }
 

@@ -34,16 +34,19 @@ final class Dispatcher: Sendable {
     var methodNames: [String] { handlers.methodNames }
 
     /// Handles one inbound frame from `routingID`.
-    func receive(_ payload: [UInt8], from routingID: [UInt8]) {
+    ///
+    /// `keyID` is the client's CURVE public key on an authenticated endpoint:
+    /// every request is then checked against that key's role as of now.
+    func receive(_ payload: [UInt8], from routingID: [UInt8], keyID: String? = nil) {
         server.sessions.touch(routingID)
         // A large message (a big batchInsert) takes long to parse: parse it off the
         // transport thread so other clients' pings keep flowing. Later messages of
         // the same peer follow it through the same serial queue, keeping its order.
         let deferred = payload.count >= Self.largeMessage || deferredPeers.withLock { $0[routingID] != nil }
-        guard deferred else { return handle(payload, from: routingID) }
+        guard deferred else { return handle(payload, from: routingID, keyID: keyID) }
         deferredPeers.withLock { $0[routingID, default: 0] += 1 }
         parser.async { [self] in
-            handle(payload, from: routingID)
+            handle(payload, from: routingID, keyID: keyID)
             deferredPeers.withLock { peers in
                 peers[routingID, default: 1] -= 1
                 if peers[routingID] == 0 { peers[routingID] = nil }
@@ -55,15 +58,14 @@ final class Dispatcher: Sendable {
     static let largeMessage = 256 << 10
 
     /// Parses and dispatches one message.
-    private func handle(_ payload: [UInt8], from routingID: [UInt8]) {
+    private func handle(_ payload: [UInt8], from routingID: [UInt8], keyID: String?) {
         // A large request whose method reads raw params (a big batchInsert) is not parsed whole:
-        // its handler reads the params a piece at a time, in bounded memory.
-        if payload.count >= Self.largeMessage, let raw = RawRequest(payload), let handler = handlers[raw.method],
-            handler.runRaw != nil, server.sessions.session(for: routingID) != nil
-        {
-            return dispatch(
-                id: raw.id, method: raw.method, input: .raw(RawParams(bytes: payload, range: raw.params)),
-                handler: handler, routingID: routingID)
+        // its handler reads the params a piece at a time, in bounded memory. It is admitted like any other.
+        if payload.count >= Self.largeMessage, let raw = RawRequest(payload), handlers[raw.method]?.runRaw != nil {
+            return run(
+                request(
+                    id: raw.id, method: raw.method, input: .raw(RawParams(bytes: payload, range: raw.params)),
+                    routingID: routingID, keyID: keyID), routingID: routingID)
         }
         let json: JSONValue
         do {
@@ -74,16 +76,9 @@ final class Dispatcher: Sendable {
             return server.send(MessageEncoder.response(id: nil, error: rpcError), to: routingID)
         }
         if case .array(let elements) = json {
-            return receiveBatch(elements, from: routingID)
+            return receiveBatch(elements, from: routingID, keyID: keyID)
         }
-        switch classify(json, from: routingID) {
-        case .respond(let bytes):
-            server.send(bytes, to: routingID)
-        case .run(let id, let method, let params, let handler):
-            dispatch(id: id, method: method, input: .parsed(params), handler: handler, routingID: routingID)
-        case .none:
-            break
-        }
+        run(classify(json, from: routingID, keyID: keyID), routingID: routingID)
     }
 
     /// What a handler runs on: parsed params, or the raw bytes of a large request.
@@ -92,45 +87,59 @@ final class Dispatcher: Sendable {
         case raw(RawParams)
     }
 
-    /// Runs one request where its ``Execution`` says and sends its response.
-    private func dispatch(id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8]) {
-        // Registered now, not when a worker picks it up: a $/cancelRequest for a
-        // request still queued behind others must find it.
-        let cancellation = server.sessions.begin(id, routingID: routingID)
-        let run: @Sendable () -> Void = { [self] in
-            let slot = ResponseSlot()
-            let bytes = execute(
-                id: id, method: method, input: input, handler: handler, routingID: routingID,
-                cancellation: cancellation, responseSlot: slot)
-            if !slot.isSent { server.send(bytes, to: routingID) }
-        }
-        switch handler.execution {
-        case .inline: run()
-        case .read: readers.async(execute: run)
-        case .write:
-            let server = server
-            let entry = WriteQueue.Entry(
-                groupable: handler.groupable, runAlone: run,
-                runInGroup: { [self] group in
-                    let slot = ResponseSlot()
-                    let bytes = execute(
-                        id: id, method: method, input: input, handler: handler, routingID: routingID,
-                        cancellation: cancellation, responseSlot: slot, writeGroup: group)
-                    return (bytes, slot.isSent)
-                },
-                send: { server.send($0, to: routingID) },
-                failure: { MessageEncoder.response(id: id, error: $0) })
-            writes.enqueue(entry, store: server.store) { server.publish($0) }
-        }
-    }
-
     private enum Step {
         case respond([UInt8])
-        case run(RequestID, String, JSONValue?, Handler)
+        case run(RequestID, String, Input, Handler, AuthorizedKey?)
         case none
     }
 
-    private func classify(_ json: JSONValue, from routingID: [UInt8]) -> Step {
+    /// Answers a step at once, or runs it where its ``Execution`` says.
+    private func run(_ step: Step, routingID: [UInt8]) {
+        switch step {
+        case .respond(let bytes):
+            server.send(bytes, to: routingID)
+        case .run(let id, let method, let input, let handler, let key):
+            // Registered now, not when a worker picks it up: a $/cancelRequest for a
+            // request still queued behind others must find it.
+            let limit = server.configuration.maxInFlightPerSession
+            guard let cancellation = server.sessions.begin(id, routingID: routingID, limit: limit) else {
+                let error = RPCError.overloaded(
+                    "this session already has \(limit) requests in flight (--max-in-flight-per-session); wait for answers before sending more",
+                    limit: "maxInFlightPerSession", value: limit)
+                if method == ResultsSubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
+                return server.send(MessageEncoder.response(id: id, error: error), to: routingID)
+            }
+            let run: @Sendable () -> Void = { [self] in
+                let slot = ResponseSlot()
+                let bytes = execute(
+                    id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
+                    cancellation: cancellation, responseSlot: slot)
+                if !slot.isSent { server.send(bytes, to: routingID) }
+            }
+            switch handler.execution {
+            case .inline: run()
+            case .read: readers.async(execute: run)
+            case .write:
+                let server = server
+                let entry = WriteQueue.Entry(
+                    groupable: handler.groupable, runAlone: run,
+                    runInGroup: { [self] group in
+                        let slot = ResponseSlot()
+                        let bytes = execute(
+                            id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
+                            cancellation: cancellation, responseSlot: slot, writeGroup: group)
+                        return (bytes, slot.isSent)
+                    },
+                    send: { server.send($0, to: routingID) },
+                    failure: { MessageEncoder.response(id: id, error: $0) })
+                writes.enqueue(entry, store: server.store) { server.publish($0) }
+            }
+        case .none:
+            break
+        }
+    }
+
+    private func classify(_ json: JSONValue, from routingID: [UInt8], keyID: String?) -> Step {
         let message: Message
         do {
             message = try Message.decode(json)
@@ -139,24 +148,9 @@ final class Dispatcher: Sendable {
         }
         switch message {
         case .request(let id, let method, let params):
-            guard let handler = handlers[method] else {
-                return .respond(
-                    MessageEncoder.response(
-                        id: id,
-                        error: RPCError(
-                            code: .methodNotFound, message: "method '\(method)' not found",
-                            data: ["method": .string(method)])))
-            }
-            if !Self.preSession.contains(method) && server.sessions.session(for: routingID) == nil {
-                return .respond(
-                    MessageEncoder.response(
-                        id: id,
-                        error: RPCError(
-                            code: .serverNotInitialized, message: "'\(method)' before initialize: send initialize first"
-                        )))
-            }
-            return .run(id, method, params, handler)
+            return request(id: id, method: method, input: .parsed(params), routingID: routingID, keyID: keyID)
         case .notification(let method, let params):
+            if let keyID, server.keys?.key(keyID) == nil { return .none }
             if method == CancelRequest.name, let params,
                 let cancel = try? JSONCoding.decode(CancelRequest.Parameters.self, from: params)
             {
@@ -168,25 +162,64 @@ final class Dispatcher: Sendable {
         }
     }
 
+    /// Checks a request (its method, the key's role, the session, the limits) and makes it a step to run.
+    private func request(id: RequestID, method: String, input: Input, routingID: [UInt8], keyID: String?) -> Step {
+        guard let handler = handlers[method] else {
+            return .respond(
+                MessageEncoder.response(
+                    id: id,
+                    error: RPCError(
+                        code: .methodNotFound, message: "method '\(method)' not found",
+                        data: ["method": .string(method)])))
+        }
+        var key: AuthorizedKey?
+        if let keyID {
+            switch authorize(method, keyID: keyID, routingID: routingID) {
+            case .success(let authorized): key = authorized
+            case .failure(let error): return .respond(MessageEncoder.response(id: id, error: error))
+            }
+        }
+        if !Self.preSession.contains(method) && server.sessions.session(for: routingID) == nil {
+            return .respond(
+                MessageEncoder.response(
+                    id: id,
+                    error: RPCError(
+                        code: .serverNotInitialized, message: "'\(method)' before initialize: send initialize first")))
+        }
+        if let refusal = admit(method, routingID: routingID) {
+            return .respond(MessageEncoder.response(id: id, error: refusal))
+        }
+        return .run(id, method, input, handler, key)
+    }
+
     /// Runs one request and returns its response bytes.
     private func execute(
         id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8],
-        cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil, writeGroup: WriteGroupSlot? = nil
+        key: AuthorizedKey?, cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil,
+        writeGroup: WriteGroupSlot? = nil
     ) -> [UInt8] {
         let cancellation = cancellation ?? server.sessions.begin(id, routingID: routingID)
         defer { server.sessions.end(id, routingID: routingID) }
         var context = RequestContext(
             server: server, routingID: routingID, requestID: id, cancellation: cancellation, responseSlot: responseSlot)
+        context.key = key
         context.writeGroupSlot = writeGroup
         do throws(RPCError) {
             if server.isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")
             }
             let result: [UInt8]
-            switch input {
-            case .parsed(let params): result = try handler.run(params, context)
-            case .raw(let params): result = try handler.runRaw!(params, context)
+            do throws(RPCError) {
+                switch input {
+                case .parsed(let params): result = try handler.run(params, context)
+                case .raw(let params): result = try handler.runRaw!(params, context)
+                }
+            } catch {
+                // A subscribe that failed holds no subscription: give back what admit(_:) counted.
+                if method == ResultsSubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
+                throw error
             }
+            if method == ResultsUnsubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
             return MessageEncoder.response(id: id, resultJSON: result)
         } catch {
             if error.code == .internalError {
@@ -196,24 +229,23 @@ final class Dispatcher: Sendable {
         }
     }
 
-    private func receiveBatch(_ elements: [JSONValue], from routingID: [UInt8]) {
+    private func receiveBatch(_ elements: [JSONValue], from routingID: [UInt8], keyID: String?) {
         guard !elements.isEmpty else {
             let error = RPCError(code: .invalidRequest, message: "an empty batch is not a valid request")
             return server.send(MessageEncoder.response(id: nil, error: error), to: routingID)
         }
-        let steps = elements.map { classify($0, from: routingID) }
+        let steps = elements.map { classify($0, from: routingID, keyID: keyID) }
         let needsWriter = steps.contains {
-            if case .run(_, _, _, let handler) = $0 { handler.execution == .write } else { false }
+            if case .run(_, _, _, let handler, _) = $0 { handler.execution == .write } else { false }
         }
         let run: @Sendable () -> Void = { [self] in
             var responses: [[UInt8]] = []
             for step in steps {
                 switch step {
                 case .respond(let bytes): responses.append(bytes)
-                case .run(let id, let method, let params, let handler):
+                case .run(let id, let method, let input, let handler, let key):
                     responses.append(
-                        execute(
-                            id: id, method: method, input: .parsed(params), handler: handler, routingID: routingID))
+                        execute(id: id, method: method, input: input, handler: handler, routingID: routingID, key: key))
                 case .none: break
                 }
             }
@@ -232,6 +264,55 @@ final class Dispatcher: Sendable {
         } else {
             readers.async(execute: run)
         }
+    }
+
+    /// Applies the session and subscription limits; the error to answer with, or `nil` to go on.
+    private func admit(_ method: String, routingID: [UInt8]) -> RPCError? {
+        switch method {
+        case Initialize.name:
+            let limit = server.configuration.maxSessions
+            guard server.sessions.session(for: routingID) == nil, server.sessions.count >= limit else { return nil }
+            server.logger.warning("refused a session: \(limit) sessions are open (--max-sessions)")
+            return .overloaded(
+                "the daemon already serves \(limit) sessions (--max-sessions); try again later",
+                limit: "maxSessions", value: limit)
+        case ResultsSubscribe.name:
+            let limit = server.configuration.maxSubscriptionsPerSession
+            guard !server.sessions.reserveSubscription(routingID: routingID, limit: limit) else { return nil }
+            return .overloaded(
+                "this session already holds \(limit) subscriptions (--max-subscriptions-per-session); unsubscribe some first",
+                limit: "maxSubscriptionsPerSession", value: limit)
+        default:
+            return nil
+        }
+    }
+
+    /// Checks `method` against the role of the key `keyID` as the key file says now.
+    ///
+    /// A key no longer listed (removed, then SIGHUP) closes its session and is refused.
+    private func authorize(_ method: String, keyID: String, routingID: [UInt8]) -> Result<AuthorizedKey, RPCError> {
+        guard let key = server.keys?.key(keyID) else {
+            server.closeSession(routingID, reason: "its key was revoked")
+            return .failure(
+                RPCError(
+                    code: .forbidden,
+                    message:
+                        "the key \(keyID) is no longer authorized (removed from the authorized keys); '\(method)' refused",
+                    data: ["method": .string(method)]))
+        }
+        guard key.role.allows(method) else {
+            let needed = Role.required(for: method)
+            return .failure(
+                RPCError(
+                    code: .forbidden,
+                    message:
+                        "'\(method)' is forbidden for role '\(key.role.rawValue)' (key '\(key.name)'); it needs role '\(needed.rawValue)'",
+                    data: [
+                        "method": .string(method), "role": .string(key.role.rawValue),
+                        "required": .string(needed.rawValue), "key": .string(key.name),
+                    ]))
+        }
+        return .success(key)
     }
 
     /// Waits until every queued write and read has finished.

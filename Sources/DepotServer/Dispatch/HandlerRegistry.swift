@@ -78,11 +78,18 @@ struct HandlerRegistry: Sendable {
     /// The names of every registered method, sorted (announced in `initialize`'s capabilities).
     var methodNames: [String] { handlers.keys.sorted() }
 
+    /// Decodes the params and checks their numbers' ranges (``BoundedParameters``).
     static func decode<P: Decodable>(_ type: P.Type, from params: JSONValue?) throws(RPCError) -> P {
+        let decoded: P
         switch params {
-        case nil: return try JSONCoding.decode(P.self, from: .object([:]))
-        case .object?: return try JSONCoding.decode(P.self, from: params!)
-        default: throw .invalidParams("params must be an object (named params)", field: "params")
+        case nil: decoded = try JSONCoding.decode(P.self, from: .object([:]))
+        case .object?: decoded = try JSONCoding.decode(P.self, from: params!)
+        default:
+            throw .invalidParams("params must be an object (named params), got \(params!.typeName)", field: "params")
         }
+        if let bounded = decoded as? any BoundedParameters {
+            try bounded.checkBounds(field: "params")
+        }
+        return decoded
     }
 }

@@ -26,6 +26,8 @@ struct RequestContext: Sendable {
     let responseSlot: ResponseSlot?
     /// The group commit this request runs in, if any.
     var writeGroupSlot: WriteGroupSlot? = nil
+    /// The client's CURVE key on an authenticated endpoint (`nil` on `ipc://` or plain TCP).
+    var key: AuthorizedKey? = nil
 
     /// The group commit's transaction to join (``Store/save(_:in:)``), when the request runs in one.
     var writeGroup: WriteGroup? { writeGroupSlot?.group }

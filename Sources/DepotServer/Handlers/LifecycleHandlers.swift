@@ -9,12 +9,18 @@ extension DepotServer {
                     field: "params.protocolVersion")
             }
             let server = context.server
-            guard let session = server.sessions.open(routingID: context.routingID, clientInfo: params.clientInfo) else {
+            guard
+                let session = server.sessions.open(
+                    routingID: context.routingID, clientInfo: params.clientInfo, keyID: context.key?.publicKey,
+                    keyName: context.key?.name)
+            else {
                 throw RPCError(
                     code: .invalidRequest,
                     message: "this connection is already initialized; send disconnect first to start over")
             }
-            server.logger.debug("session \(session.id) opened by \(params.clientInfo?.name ?? "unnamed client")")
+            server.logger.debug(
+                "session \(session.id) opened by \(params.clientInfo?.name ?? "unnamed client")\(context.key.map { " with key '\($0.name)' (\($0.role.rawValue))" } ?? "")"
+            )
             return Initialize.Result(
                 serverInfo: ImplementationInfo(name: "depotd", version: server.configuration.version),
                 protocolVersion: depotProtocolVersion,

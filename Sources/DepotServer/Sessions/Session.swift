@@ -10,10 +10,16 @@ struct Session: Sendable {
     let routingID: [UInt8]
     /// Who the client said it is.
     var clientInfo: ImplementationInfo?
+    /// The client's CURVE public key (Z85) on an authenticated endpoint.
+    var keyID: String? = nil
+    /// That key's name in the authorized-keys file.
+    var keyName: String? = nil
     /// When the client last sent anything.
     var lastSeen: ContinuousClock.Instant
     /// The session's `store/observe` registrations, by observer id.
     var observers: [String: StoreObserve.Parameters] = [:]
+    /// Live subscriptions, counted (with those being built) against the per-session limit.
+    var subscriptionCount = 0
     /// Requests still running, so `$/cancelRequest` can reach them.
     var inFlight: [RequestID: Cancellation] = [:]
 }

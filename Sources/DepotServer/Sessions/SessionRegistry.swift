@@ -10,11 +10,14 @@ final class SessionRegistry: Sendable {
     private let nextObserver = Atomic<Int>(1)
 
     /// Opens a session for `routingID`; `nil` if one is already open.
-    func open(routingID: [UInt8], clientInfo: ImplementationInfo?) -> Session? {
+    func open(
+        routingID: [UInt8], clientInfo: ImplementationInfo?, keyID: String? = nil, keyName: String? = nil
+    ) -> Session? {
         sessions.withLock { sessions in
             guard sessions[routingID] == nil else { return nil }
             let session = Session(
-                id: UUID().uuidString.lowercased(), routingID: routingID, clientInfo: clientInfo, lastSeen: .now)
+                id: UUID().uuidString.lowercased(), routingID: routingID, clientInfo: clientInfo, keyID: keyID,
+                keyName: keyName, lastSeen: .now)
             sessions[routingID] = session
             return session
         }
@@ -62,6 +65,37 @@ final class SessionRegistry: Sendable {
         return cancellation
     }
 
+    /// Registers a running request unless the session already has `limit` in
+    /// flight; `nil` then (a request of a peer without a session is always let through).
+    func begin(_ id: RequestID, routingID: [UInt8], limit: Int) -> Cancellation? {
+        let cancellation = Cancellation()
+        let admitted = sessions.withLock { sessions in
+            guard let session = sessions[routingID] else { return true }
+            guard session.inFlight.count < limit else { return false }
+            sessions[routingID]!.inFlight[id] = cancellation
+            return true
+        }
+        return admitted ? cancellation : nil
+    }
+
+    /// Counts one more subscription for the session unless it holds `limit`; `false` then.
+    func reserveSubscription(routingID: [UInt8], limit: Int) -> Bool {
+        sessions.withLock { sessions in
+            guard let session = sessions[routingID] else { return true }
+            guard session.subscriptionCount < limit else { return false }
+            sessions[routingID]!.subscriptionCount += 1
+            return true
+        }
+    }
+
+    /// Counts one subscription less (unsubscribed, or a subscribe that failed).
+    func releaseSubscription(routingID: [UInt8]) {
+        sessions.withLock { sessions in
+            guard let count = sessions[routingID]?.subscriptionCount, count > 0 else { return }
+            sessions[routingID]!.subscriptionCount = count - 1
+        }
+    }
+
     /// Forgets a finished request.
     func end(_ id: RequestID, routingID: [UInt8]) {
         sessions.withLock { _ = $0[routingID]?.inFlight.removeValue(forKey: id) }
@@ -102,6 +136,11 @@ final class SessionRegistry: Sendable {
                 session.observers.map { (session.routingID, $0.key, $0.value) }
             }
         }
+    }
+
+    /// The routing ids of the sessions opened with one of `keyIDs`.
+    func routingIDs(ofKeys keyIDs: Set<String>) -> [[UInt8]] {
+        sessions.withLock { $0.values.filter { $0.keyID.map(keyIDs.contains) ?? false }.map(\.routingID) }
     }
 
     /// How many sessions are open.

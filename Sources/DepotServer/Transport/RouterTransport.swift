@@ -6,7 +6,9 @@ import ZeroMQ
 /// What the transport hands up: one inbound frame from one peer.
 protocol TransportDelegate: AnyObject, Sendable {
     /// A message arrived (transport thread). `payload` is the frame after the routing id.
-    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8])
+    ///
+    /// `keyID` is the client's CURVE public key (Z85) on an authenticated endpoint, `nil` on a plain one.
+    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8], keyID: String?)
     /// A send failed because the peer is gone (`ROUTER_MANDATORY`).
     func transport(_ transport: RouterTransport, peerVanished routingID: [UInt8])
     /// A peer whose backlog had built up took everything queued for it.
@@ -35,10 +37,19 @@ final class RouterTransport: @unchecked Sendable {
     /// The loop thread's `pthread_self()`, 0 until it runs: lets ``send(_:to:)`` know where it is.
     private let transportThreadID = Atomic<UInt>(0)
     private let finished = DispatchSemaphore(value: 0)
+    private var zapHandler: ZAPHandler?
+    /// Every endpoint bound, with the port the system chose for `tcp://…:*`, in bind order.
+    private(set) var boundEndpoints: [String] = []
     weak var delegate: (any TransportDelegate)?
 
     /// Binds every endpoint; throws on the first that fails.
-    init(endpoints: [String], maxMessageSize: Int64, sendHighWaterMark: Int32, logger: Logger) throws(ZMQError) {
+    ///
+    /// With `security`, every `tcp://` endpoint is a CURVE server whose handshakes
+    /// a ``ZAPHandler`` decides; other endpoints (`ipc://`) are bound first, plain.
+    init(
+        endpoints: [String], maxMessageSize: Int64, sendHighWaterMark: Int32, security: TransportSecurity? = nil,
+        logger: Logger
+    ) throws(ZMQError) {
         self.logger = logger
         context = try Context()
         socket = try Socket(context: context, type: .router)
@@ -47,9 +58,37 @@ final class RouterTransport: @unchecked Sendable {
         try socket.setSendHighWaterMark(sendHighWaterMark)
         try socket.setReceiveHighWaterMark(0)
         try socket.setLinger(milliseconds: 1000)
-        for endpoint in endpoints {
-            try socket.bind(endpoint)
+        do {
+            // Options are copied into an endpoint when it is bound: plain ones first.
+            let secured = security == nil ? [] : endpoints.filter { $0.hasPrefix("tcp://") }
+            for endpoint in endpoints where !secured.contains(endpoint) {
+                try socket.bind(endpoint)
+                boundEndpoints.append((try? socket.lastEndpoint()) ?? endpoint)
+            }
+            if let security, !secured.isEmpty {
+                zapHandler = try ZAPHandler(context: context, keys: security.keys, logger: logger)
+                try socket.setZAPDomain(ZAPHandler.domain)
+                if !socket.setZAPEnforceDomain(true) {
+                    logger.debug("libzmq has no ZMQ_ZAP_ENFORCE_DOMAIN; the ZAP handler decides every handshake")
+                }
+                try socket.setCurveServer(secretKey: security.secretKey)
+                for endpoint in secured {
+                    try socket.bind(endpoint)
+                    boundEndpoints.append((try? socket.lastEndpoint()) ?? endpoint)
+                }
+            }
+        } catch {
+            // Closed before the context terminates, which would otherwise wait for it forever.
+            zapHandler?.stop()
+            socket.close()
+            throw error
         }
+    }
+
+    deinit {
+        // The sockets must close before the context terminates (when start() never ran).
+        zapHandler?.stop()
+        socket.close()
     }
 
     /// The endpoint last bound, with the port the system chose for `tcp://…:*`.
@@ -118,24 +157,26 @@ final class RouterTransport: @unchecked Sendable {
             }
         }
         socket.close()
+        zapHandler?.stop()
         context.terminate()
     }
 
     private func receiveAll() {
         // Bounded so that a flood of input cannot starve the outbound side.
         for _ in 0..<256 {
-            let message: Message?
+            let received: (Message, String?)?
             do {
-                message = try socket.receive(dontWait: true)
+                received = try socket.receive(dontWait: true, property: "User-Id")
             } catch {
                 logger.warning("receive failed: \(error)")
                 return
             }
-            guard let message else { return }
+            guard let (message, userID) = received else { return }
             guard message.count >= 2 else { continue }
             // A DEALER may send an empty delimiter frame (REQ-style); skip it.
             let payload = message.count >= 3 && message[1].isEmpty ? message[2] : message[1]
-            delegate?.transport(self, didReceive: payload, from: message[0])
+            let keyID = userID.flatMap { $0.isEmpty ? nil : $0 }
+            delegate?.transport(self, didReceive: payload, from: message[0], keyID: keyID)
         }
     }
 
@@ -182,4 +223,12 @@ final class RouterTransport: @unchecked Sendable {
             return true
         }
     }
+}
+
+/// The CURVE set-up of the daemon's TCP endpoints.
+struct TransportSecurity: Sendable {
+    /// The server's secret key, Z85.
+    var secretKey: String
+    /// The client keys allowed in.
+    var keys: KeyRing
 }

@@ -27,7 +27,9 @@ enum PredicateFunctions {
             function: DatabaseFunction("depot_matches", argumentCount: 3, pure: true) { values in
                 guard let text = String.fromDatabaseValue(values[0]), let pattern = String.fromDatabaseValue(values[1])
                 else { return nil }
-                return PredicateText.matches(text, pattern, flags: Int.fromDatabaseValue(values[2]) ?? 0, cache: cache)
+                // A runaway pattern fails the statement with the timeout's message (-32602 in Store).
+                return try PredicateText.matches(
+                    text, pattern, flags: Int.fromDatabaseValue(values[2]) ?? 0, cache: cache)
             })
     }
 }

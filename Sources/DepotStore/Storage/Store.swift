@@ -91,6 +91,9 @@ public final class Store: Sendable {
             throw error
         } catch let error as DatabaseError {
             if error.resultCode == .SQLITE_INTERRUPT { throw RPCError.cancelled }
+            if let message = error.message, message.hasPrefix(PredicateText.matchTimeoutPrefix) {
+                throw RPCError.invalidParams(message, field: "predicate")
+            }
             throw RPCError.internalError(
                 "database error: \(error.message ?? "\(error.resultCode)") in \(error.sql ?? "?")")
         } catch {

@@ -9,11 +9,15 @@ final class RawClient {
     let context: Context
     let socket: Socket
 
-    init(endpoint: String) throws {
+    /// Connects to `endpoint`, as a CURVE client when `curve` (server public key, client pair) is given.
+    init(endpoint: String, curve: (serverKey: String, keyPair: CurveKeyPair)? = nil, receiveTimeout: Int32 = 5000)
+        throws
+    {
         context = try Context()
         socket = try Socket(context: context, type: .dealer)
         try socket.setLinger(milliseconds: 0)
-        try socket.setReceiveTimeout(milliseconds: 5000)
+        try socket.setReceiveTimeout(milliseconds: receiveTimeout)
+        if let curve { try socket.setCurveClient(serverKey: curve.serverKey, keyPair: curve.keyPair) }
         try socket.connect(endpoint)
     }
 
@@ -27,6 +31,12 @@ final class RawClient {
 
     /// Sends bytes as one frame.
     func send(bytes: [UInt8]) throws { try socket.send(bytes) }
+
+    /// The next message, parsed, or `nil` when nothing came within the receive timeout.
+    func receiveIfAny() throws -> JSONValue? {
+        guard let message = try socket.receive() else { return nil }
+        return try JSONParser.parse(message.last ?? [])
+    }
 
     /// The next message, parsed; fails the test on timeout.
     func receive(file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {

@@ -20,6 +20,7 @@ from .errors import (
     DepotTimeoutError,
     ConnectionClosedError,
     CallbackError,
+    MessageTooLargeError,
     DepotError,
     ParseError,
     InvalidRequestError,
@@ -37,9 +38,11 @@ from .errors import (
     DeleteDeniedError,
     MigrationRefusedError,
     OverloadedError,
+    ForbiddenError,
     error_from_json,
 )
 from . import errors
+from . import keys
 from .results import (FetchedResults, FetchedResultsDelegate, InconsistentDelta, ResultsClient, ResultsState, Section,
                       format_table)
 

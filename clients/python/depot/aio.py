@@ -22,7 +22,10 @@ import zmq
 import zmq.asyncio
 
 from .client import PROTOCOL_VERSION, Recorder, __version__
-from .errors import CallbackError, CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .errors import (CallbackError, CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError,
+                     MessageTooLargeError, error_from_json)
+from .client import check_size
+from .keys import apply_curve
 
 __all__ = ["AsyncClient"]
 
@@ -35,7 +38,8 @@ class AsyncClient:
     """A session with ``depotd`` for asyncio programs. Create it with :meth:`connect`."""
 
     def __init__(self, endpoint: str, *, timeout: float = 30.0, heartbeat: bool = True,
-                 recorder: Optional[Recorder] = None, context: Optional[zmq.asyncio.Context] = None) -> None:
+                 recorder: Optional[Recorder] = None, context: Optional[zmq.asyncio.Context] = None,
+                 server_key: Optional[str] = None, key_file: Optional[str] = None) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
         self._recorder = recorder
@@ -43,6 +47,11 @@ class AsyncClient:
         self._context = context or zmq.asyncio.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        try:
+            apply_curve(self._socket, server_key, key_file)
+        except ValueError:
+            self._socket.close(0)
+            raise
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
         self._pending: Dict[Union[int, str], "asyncio.Future[Any]"] = {}
@@ -121,7 +130,11 @@ class AsyncClient:
         message: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        await self._send(message)
+        try:
+            await self._send(message)
+        except MessageTooLargeError:
+            self._pending.pop(rid, None)
+            raise
         limit = self.timeout if timeout is None else timeout
         try:
             result = await asyncio.wait_for(asyncio.shield(future), limit)
@@ -182,6 +195,7 @@ class AsyncClient:
 
     async def _send(self, message: Any) -> None:
         data = json.dumps(message, separators=(",", ":")).encode()
+        check_size(data, message, self.capabilities)
         self._record("send", data)
         self._last_sent = asyncio.get_running_loop().time()
         await self._socket.send(data)

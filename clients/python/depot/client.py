@@ -27,7 +27,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import zmq
 
-from .errors import CallbackError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
+from .errors import (CallbackError, ConnectionClosedError, DepotError, DepotTimeoutError, MessageTooLargeError,
+                     error_from_json)
+from .keys import apply_curve
 from .results import FetchedResults
 
 __all__ = ["Client", "PendingCall", "Recorder", "PROTOCOL_VERSION", "__version__"]
@@ -96,6 +98,16 @@ class PendingCall:
         return self._future.result(0)
 
 
+def check_size(data: bytes, message: Any, capabilities: Mapping[str, Any]) -> None:
+    """Raises :class:`MessageTooLargeError` when ``data`` is over the daemon's ``maxMessageSize``."""
+    limit = capabilities.get("maxMessageSize") if isinstance(capabilities, Mapping) else None
+    if isinstance(limit, int) and limit > 0 and len(data) > limit:
+        method = message.get("method", "the message") if isinstance(message, dict) else "the message"
+        raise MessageTooLargeError(
+            f"{method} not sent: the message is {len(data)} bytes, over the daemon's maxMessageSize of {limit} "
+            "(split it, e.g. smaller batches)")
+
+
 class Client:
     """A session with ``depotd`` over ZeroMQ.
 
@@ -112,6 +124,9 @@ class Client:
         heartbeat: whether to ping every ``heartbeatInterval / 2`` seconds.
         recorder: called with every message sent and received (for tests and tracing).
         context: the ZeroMQ context; the process-wide one by default.
+        server_key: for a daemon whose TCP endpoints require CURVE keys: its public key
+            (Z85, 40 characters) or the path of its ``.pub`` file.
+        key_file: this client's secret key file (``NAME.key`` from ``depot keys generate``).
     """
 
     def __init__(
@@ -123,6 +138,8 @@ class Client:
         heartbeat: bool = True,
         recorder: Optional[Recorder] = None,
         context: Optional["zmq.Context[Any]"] = None,
+        server_key: Optional[str] = None,
+        key_file: Optional[str] = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
@@ -136,6 +153,11 @@ class Client:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        try:
+            apply_curve(self._socket, server_key, key_file)
+        except ValueError:
+            self._socket.close(0)
+            raise
         try:
             self._socket.connect(endpoint)
         except zmq.ZMQError as error:
@@ -227,7 +249,12 @@ class Client:
         message: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        self._send(message)
+        try:
+            self._send(message)
+        except MessageTooLargeError:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise
         return pending
 
     def notify(self, method: str, params: Optional[Mapping[str, Any]] = None) -> None:
@@ -321,7 +348,9 @@ class Client:
     # -- internals -------------------------------------------------------------------------
 
     def _send(self, message: Any) -> None:
-        self._outbox.put(json.dumps(message, separators=(",", ":")).encode())
+        data = json.dumps(message, separators=(",", ":")).encode()
+        check_size(data, message, getattr(self, "capabilities", {}))
+        self._outbox.put(data)
         self._wake()
 
     def _wake(self) -> None:

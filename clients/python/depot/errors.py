@@ -22,6 +22,7 @@ __all__ = [
     "DepotTimeoutError",
     "ConnectionClosedError",
     "CallbackError",
+    "MessageTooLargeError",
     "DepotError",
     "ParseError",
     "InvalidRequestError",
@@ -39,6 +40,7 @@ __all__ = [
     "DeleteDeniedError",
     "MigrationRefusedError",
     "OverloadedError",
+    "ForbiddenError",
     "error_from_json",
 ]
 
@@ -74,6 +76,12 @@ class CallbackError(DepotClientError):
         #: The callback's exception.
         self.error = error
         self.__cause__ = error
+
+class MessageTooLargeError(DepotClientError, ValueError):
+    """The request is larger than the daemon's ``maxMessageSize``: it was not sent.
+
+    libzmq drops the whole connection on such a message and no answer would ever come.
+    """
 
 
 class DepotError(DepotException):
@@ -220,13 +228,19 @@ class OverloadedError(DepotError):
     CODE = -32017
 
 
+class ForbiddenError(DepotError):
+    """-32018: the client key's role does not allow the method, or the key was revoked."""
+
+    CODE = -32018
+
+
 _BY_CODE: Dict[int, Type[DepotError]] = {
     cls.CODE: cls
     for cls in (
         ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError,
         NotInitializedError, CancelledError, ServerCancelledError, ValidationError,
         UniqueConstraintError, MergeConflictError, NotFoundError, PredicateSyntaxError,
-        DeleteDeniedError, MigrationRefusedError, OverloadedError,
+        DeleteDeniedError, MigrationRefusedError, OverloadedError, ForbiddenError,
     )
     if cls.CODE is not None
 }

@@ -1,0 +1,206 @@
+import DepotProtocol
+import Foundation
+
+@testable import DepotStore
+
+/// Fuzz target: the predicate lexer, parser, SQL compiler and in-memory evaluator.
+///
+/// Each input is a predicate's text, tried on a small store of teams, players
+/// and countries. The SQL compiled from it and the evaluator must agree on the
+/// matching teams, or both refuse it; anything else stops the run. (The one
+/// allowance: a predicate SQL refuses as mistyped, -32602, may be answered by the
+/// evaluator, which the daemon never runs on a predicate that did not compile.)
+enum FuzzPredicate {
+    /// The store and the object graph the evaluator reads, made once per process.
+    final class Fixture: @unchecked Sendable {  // read-only after init
+        let store: Store
+        let teams: [JSONValue]
+        let evaluator: PredicateEvaluator
+
+        init() {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "depot-fuzz-predicate-\(getpid())")
+            try? FileManager.default.removeItem(at: directory)
+            try! FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            store = try! Store(path: directory.appendingPathComponent("fuzz.sqlite").path)
+            _ = try! store.defineModel(Self.model)
+            var inserted = [
+                InsertedObject(entity: "Country", tempId: "c0", values: ["name": "France"]),
+                InsertedObject(entity: "Country", tempId: "c1", values: ["name": "Côte d'Ivoire"]),
+            ]
+            let names = ["Étoile", "etoile", "Zebra", "zèbre", "a*b?c", "100%", "日本", "", "under_score"]
+            for index in 0..<12 {
+                inserted.append(
+                    InsertedObject(
+                        entity: "Team", tempId: "t\(index)",
+                        values: [
+                            "teamName": .string(names[index % names.count] + (index > 8 ? String(index) : "")),
+                            "zone": index % 3 == 0 ? .null : .string(names[(index * 5) % names.count]),
+                            "wins": index % 4 == 0 ? .null : .int(Int64(index % 5) - 1),
+                            "rating": index % 5 == 0 ? .null : .double(Double(index) / 2 - 1),
+                            "active": .bool(index % 2 == 0),
+                            "founded": index % 3 == 1 ? .null : .string(ISO8601.string(from: Double(index) * 9e7)),
+                            "country": index % 4 == 3 ? .null : .string("c\(index % 2)"),
+                        ]))
+            }
+            for index in 0..<20 {
+                inserted.append(
+                    InsertedObject(
+                        entity: "Player",
+                        values: [
+                            "name": .string(names[(index * 7) % names.count]),
+                            "age": index % 6 == 0 ? .null : .int(Int64(18 + index)),
+                            "team": .string("t\(index % 9)"),
+                        ]))
+            }
+            _ = try! store.save(StoreSave.Parameters(inserted: inserted))
+            teams = try! store.fetch(FetchRequest(entity: "Team")).objects ?? []
+            let players = try! store.fetch(FetchRequest(entity: "Player")).objects ?? []
+            let countries = try! store.fetch(FetchRequest(entity: "Country")).objects ?? []
+            var byID: [String: [String: JSONValue]] = [:]
+            for object in teams + players + countries { byID[object["id"]!.stringValue!] = object.objectValue! }
+            var playersOfTeam: [String: [[String: JSONValue]]] = [:]
+            for player in players {
+                if let team = player["team"]?.stringValue {
+                    playersOfTeam[team, default: []].append(player.objectValue!)
+                }
+            }
+            var teamsOfCountry: [String: [[String: JSONValue]]] = [:]
+            for team in teams {
+                if let country = team["country"]?.stringValue {
+                    teamsOfCountry[country, default: []].append(team.objectValue!)
+                }
+            }
+            let objects = byID
+            let players_ = playersOfTeam
+            let teams_ = teamsOfCountry
+            evaluator = PredicateEvaluator(model: Self.model, object: { objects[$0] }) { owner, key in
+                let id = owner["id"]?.stringValue ?? ""
+                return key == "players" ? players_[id] ?? [] : teams_[id] ?? []
+            }
+        }
+
+        static let model: [EntityDescription] = [
+            EntityDescription(
+                name: "Country", attributes: [AttributeDescription(name: "name", type: .string)],
+                relationships: [
+                    RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "country")
+                ]),
+            EntityDescription(
+                name: "Team",
+                attributes: [
+                    AttributeDescription(name: "teamName", type: .string),
+                    AttributeDescription(name: "zone", type: .string, optional: true),
+                    AttributeDescription(name: "wins", type: .integer, optional: true),
+                    AttributeDescription(name: "rating", type: .double, optional: true),
+                    AttributeDescription(name: "active", type: .boolean, defaultValue: true),
+                    AttributeDescription(name: "founded", type: .date, optional: true),
+                ],
+                relationships: [
+                    RelationshipDescription(name: "country", destination: "Country", inverse: "teams"),
+                    RelationshipDescription(
+                        name: "players", destination: "Player", toMany: true, inverse: "team", deleteRule: .cascade),
+                ]),
+            EntityDescription(
+                name: "Player",
+                attributes: [
+                    AttributeDescription(name: "name", type: .string),
+                    AttributeDescription(name: "age", type: .integer, optional: true),
+                ], relationships: [RelationshipDescription(name: "team", destination: "Team", inverse: "players")]),
+        ]
+    }
+
+    static let fixture = Fixture()
+
+    /// The outcome of one side: the matching ids, or the error code it refused with.
+    enum Outcome: Equatable {
+        case matches(Set<String>)
+        case refused(Int)
+    }
+
+    static func run(_ bytes: [UInt8]) {
+        guard bytes.count <= 4096 else { return }
+        let text = String(decoding: bytes, as: UTF8.self)
+        // Known, reported (docs/decisions.md): GRDB binds a Swift String NUL-terminated
+        // (sqlite3_bind_text with -1), so SQL sees a literal cut at its first U+0000 while
+        // the evaluator sees all of it. Skipped until string binding keeps every byte.
+        guard !text.utf8.contains(0) else { return }
+        let fixture = Self.fixture
+        let sql: Outcome
+        do {
+            let ids = try fixture.store.fetch(FetchRequest(entity: "Team", predicate: text, resultType: .ids)).ids
+            sql = .matches(Set(ids ?? []))
+        } catch {
+            sql = .refused(error.code.rawValue)
+        }
+        let memory: Outcome
+        do {
+            // A blank predicate matches everything, as in a fetch without one.
+            let node =
+                text.trimmingCharacters(in: .whitespaces).isEmpty
+                ? PredicateNode.constant(true) : try PredicateParser.parse(text)
+            var ids = Set<String>()
+            for team in fixture.teams where try fixture.evaluator.evaluate(node, on: team.objectValue!, entity: "Team")
+            {
+                ids.insert(team["id"]!.stringValue!)
+            }
+            memory = .matches(ids)
+        } catch {
+            memory = .refused(error.code.rawValue)
+        }
+        switch (sql, memory) {
+        case (.matches(let a), .matches(let b)) where a != b:
+            fatalError(
+                "SQL and evaluator disagree on \(text.debugDescription): SQL only \(a.subtracting(b).sorted()), evaluator only \(b.subtracting(a).sorted())"
+            )
+        case (.matches, .refused(let code)):
+            fatalError("the evaluator refused \(text.debugDescription) (\(code)) that SQL answers: \(sql)")
+        case (.refused(let code), .matches) where code != ErrorCode.invalidParams.rawValue:
+            // Typing (-32602: an ordering on a boolean, a string against a number) is the
+            // compiler's to check: every predicate the daemon evaluates in memory was compiled
+            // first. A syntax error (-32014) must be refused by both.
+            fatalError("SQL refused \(text.debugDescription) (\(code)) and the evaluator answered: \(memory)")
+        case (.refused(let code), _) where code == ErrorCode.internalError.rawValue:
+            fatalError("internal error on \(text.debugDescription)")
+        default:
+            break
+        }
+    }
+}
+
+/// libFuzzer's entry point: one input.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    FuzzPredicate.run(Array(UnsafeBufferPointer(start: data, count: size)))
+    return 0
+}
+
+#if FUZZING
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func runFuzzerDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
+    ) -> CInt
+#endif
+
+/// Built with `-sanitize=fuzzer -DFUZZING` (`Fuzz/run.sh`): libFuzzer's driver, with
+/// its usual options. Built plainly: replays the files (or directories) named,
+/// e.g. `FuzzPredicate Fuzz/corpus/predicate` (the committed corpus as a regression test).
+@main
+enum FuzzMain {
+    static func main() {
+        #if FUZZING
+            var argc = CommandLine.argc
+            var argv = CommandLine.unsafeArgv
+            exit(runFuzzerDriver(&argc, &argv, fuzzerTestOneInput))
+        #else
+            let count = FuzzReplay.each(CommandLine.arguments.dropFirst()) { bytes in
+                bytes.withUnsafeBufferPointer {
+                    _ = fuzzerTestOneInput($0.baseAddress ?? UnsafePointer(bitPattern: 1)!, $0.count)
+                }
+            }
+            print("FuzzPredicate: replayed \(count) inputs")
+        #endif
+    }
+}

@@ -1,0 +1,32 @@
+import DepotProtocol
+import Foundation
+import XCTest
+
+@testable import DepotStore
+
+/// Inputs the fuzz targets (`Fuzz/`) found, kept as regression tests.
+final class FuzzRegressionTests: XCTestCase {
+    /// FuzzPredicate: 53 `!` before a comparison compiled to SQL that overflowed
+    /// SQLite's parser stack (-32603 "parser stack overflow") while the evaluator
+    /// answered. Nesting is now bounded in the parser, so both refuse deep input
+    /// with -32014, and the deepest accepted nesting runs in SQL.
+    func testDeepNotNestingIsRefusedByTheParserAndTheDeepestAcceptedRuns() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let deepest = String(repeating: "!", count: PredicateParser.maximumNegationDepth) + "wins == 11"
+        XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team", predicate: deepest, resultType: .count)).count, 0)
+        let nested =
+            String(repeating: "NOT (", count: PredicateParser.maximumNegationDepth) + "wins == 11"
+            + String(repeating: ")", count: PredicateParser.maximumNegationDepth)
+        XCTAssertNoThrow(try store.fetch(FetchRequest(entity: "Team", predicate: nested, resultType: .count)))
+        for text in [
+            String(repeating: "!", count: 53) + "founded == 11",
+            String(repeating: "NOT (", count: 40) + "wins == 1" + String(repeating: ")", count: 40),
+        ] {
+            XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: text))) { error in
+                XCTAssertEqual((error as? RPCError)?.code, .predicateSyntax, "\(error)")
+            }
+            XCTAssertThrowsError(try PredicateParser.parse(text))
+        }
+    }
+}
