@@ -11,7 +11,7 @@ secret key file::
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Optional
 
 import zmq
 
@@ -43,7 +43,7 @@ def read_key(key_or_path: str, what: str = "key") -> str:
     raise ValueError(f"the {what} file {key_or_path} does not hold a Z85 key (40 characters)")
 
 
-def apply_curve(socket: zmq.Socket, server_key: Optional[str], key_file: Optional[str]) -> None:
+def apply_curve(socket: "zmq.Socket[Any]", server_key: Optional[str], key_file: Optional[str]) -> None:
     """Makes ``socket`` a CURVE client when both keys are given (before it connects)."""
     if server_key is None and key_file is None:
         return
