@@ -24,7 +24,10 @@ let package = Package(
         .target(name: "DepotProtocol"),
         .target(
             name: "DepotStore",
-            dependencies: ["DepotProtocol", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "DepotProtocol", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         .target(
             name: "DepotServer",

@@ -46,7 +46,7 @@ public final class DepotServer: Sendable {
         do {
             store = try Store(
                 path: directory.appendingPathComponent("depot.sqlite").path,
-                historyRetention: configuration.historyRetention)
+                historyRetention: configuration.historyRetention, queryTimeLimit: configuration.maxQuerySeconds)
         } catch {
             throw ConfigurationError(
                 description: "cannot open the store in \(directory.path): \(error.message)")

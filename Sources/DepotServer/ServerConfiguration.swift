@@ -38,6 +38,9 @@ public struct ServerConfiguration: Sendable {
     public var maxSubscriptionsPerSession = 1000
     /// The most requests one session may have running or queued; more are -32017 at once.
     public var maxInFlightPerSession = 1000
+    /// Seconds a read may run without producing a row before it is stopped with -32602
+    /// (a SUBQUERY or predicate that would run away).
+    public var maxQuerySeconds: Double = 30
     /// Entities to define at start-up, before anything is bound (`depotd --model`).
     public var model: [EntityDescription]?
 
@@ -122,6 +125,9 @@ extension ServerConfiguration {
             ("--max-in-flight-per-session", maxInFlightPerSession),
         ] where value < 1 {
             throw ConfigurationError(description: "\(name) must be at least 1, got \(value)")
+        }
+        guard maxQuerySeconds > 0 else {
+            throw ConfigurationError(description: "--max-query-seconds must be positive, got \(maxQuerySeconds)")
         }
         guard heartbeatInterval > 0 else {
             throw ConfigurationError(description: "heartbeat interval must be positive")

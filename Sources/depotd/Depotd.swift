@@ -85,6 +85,11 @@ struct Depotd: ParsableCommand {
         help: "The most requests one session may have running or queued; more get -32017 at once.")
     var maxInFlightPerSession = 1000
 
+    @Option(
+        name: .customLong("max-query-seconds"),
+        help: "Seconds a read may run without producing a row before it is stopped (a runaway SUBQUERY or predicate).")
+    var maxQuerySeconds: Double = 30
+
     func run() throws {
         var blocked = Self.handledSignals
         pthread_sigmask(SIG_BLOCK, &blocked, nil)
@@ -123,6 +128,7 @@ struct Depotd: ParsableCommand {
         configuration.maxSessions = maxSessions
         configuration.maxSubscriptionsPerSession = maxSubscriptionsPerSession
         configuration.maxInFlightPerSession = maxInFlightPerSession
+        configuration.maxQuerySeconds = maxQuerySeconds
         // Tests of the error path only: not an option, so that no one sets it by accident.
         configuration.failDeltasAtTransaction = ProcessInfo.processInfo.environment["DEPOTD_FAIL_DELTAS_AT"].flatMap {
             Int64($0)

@@ -93,7 +93,10 @@ extension Store {
             var inBatch = 0
             var completed = 0
             let entityName = plan.entity.name
+            // Rows keep coming: a long streamed fetch is not a runaway query.
+            let watchdog = watchdog(of: db)
             while let row = try cursor.next() {
+                watchdog?.progressed()
                 if inBatch > 0 { writer.writeRaw(",") }
                 switch resultType {
                 case .ids: writer.write("\(entityName)/\(row[0] as Int64)")

@@ -30,7 +30,9 @@ extension Store {
                 "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE \(plan.condition.sql) ORDER BY \(plan.ordering)"
             let cursor = try Row.fetchCursor(db, sql: sql, arguments: plan.arguments)
             var count = 0
+            let watchdog = watchdog(of: db)
             while let row = try cursor.next() {
+                watchdog?.progressed()
                 body(Self.keyedRow(row, keyCount: plan.sortExpressions.count))
                 count += 1
                 if count % 10_000 == 0 { try cancellation?.check() }

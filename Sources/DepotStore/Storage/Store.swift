@@ -14,18 +14,30 @@ public final class Store: Sendable {
     /// The underlying pool; exposed for tests and for the fetched-results engine's reads.
     public let pool: DatabasePool
     private let currentSchema: Mutex<Schema>
+    /// Each reader connection's watchdog, by connection.
+    private let watchdogs: StatementWatchdogs
     /// How long history keeps transactions.
     public let historyRetention: HistoryRetention
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
-    public init(path: String, historyRetention: HistoryRetention = .count(100_000)) throws(RPCError) {
+    ///
+    /// - Parameter queryTimeLimit: seconds a read may run without producing a row before it is
+    ///   stopped with -32602 (a SUBQUERY or predicate that would run away).
+    public init(
+        path: String, historyRetention: HistoryRetention = .count(100_000), queryTimeLimit: Double = 30
+    ) throws(RPCError) {
         self.historyRetention = historyRetention
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.maximumReaderCount = 4
+        let watchdogs = StatementWatchdogs()
+        self.watchdogs = watchdogs
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             PredicateCompilation.registerFunctions(in: db)
+            if db.configuration.readonly, let connection = db.sqliteConnection {
+                watchdogs.register(StatementWatchdog.install(on: db, limit: queryTimeLimit), for: connection)
+            }
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -74,7 +86,25 @@ public final class Store: Sendable {
 
     /// Runs `body` in a read-only snapshot, mapping errors to ``RPCError``.
     public func read<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
-        try Self.mapErrors { try pool.read(body) }
+        try Self.mapErrors {
+            try pool.read { db in
+                guard let watchdog = watchdog(of: db) else { return try body(db) }
+                watchdog.arm()
+                defer { watchdog.disarm() }
+                do {
+                    return try body(db)
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT && watchdog.tripped {
+                    throw RPCError.invalidParams(
+                        "the query ran \(Int(watchdog.limit)) s without producing a row and was stopped (a SUBQUERY or predicate that runs away?): narrow the predicate",
+                        field: "predicate")
+                }
+            }
+        }
+    }
+
+    /// The watchdog of reader connection `db`, if it has one.
+    func watchdog(of db: Database) -> StatementWatchdog? {
+        db.sqliteConnection.flatMap { watchdogs.watchdog(for: $0) }
     }
 
     /// Runs `body` as the single writer, in one transaction, mapping errors to ``RPCError``.
