@@ -25,6 +25,10 @@ import Synchronization
 ///   Elsewhere, iterate ``changes()`` (any task, any actor).
 /// - `Object` is ``DepotObject`` or your own `Decodable` type
 ///   (``FetchRequestResult``); the delegate gets it as `Any`, as Core Data's does.
+/// - `fetchLimit`/`fetchOffset` keep a live window (a top 10, a page), where
+///   Core Data's controller lets the results grow past the limit: an object
+///   pushed out of the window by a save anywhere is a `.delete`, one pulled in
+///   an `.insert`; sections, objects and index paths are the window's.
 /// - With `fetchBatchSize` > 0 only ids are held for objects not yet touched;
 ///   ``object(at:)`` loads their batch with `results/objects`, blocking for one
 ///   round trip. Prefetch with ``loadObjects(at:)`` to avoid that.
@@ -72,7 +76,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     ///
     /// - Parameters:
     ///   - fetchRequest: the request; `sort` is required (it orders the results).
-    ///     Its `fetchBatchSize` decides how many objects are loaded at a time (0: all).
+    ///     Its `fetchBatchSize` decides how many objects are loaded at a time (0: all);
+    ///     its `fetchLimit` and `fetchOffset`, when set, make the results a live window.
     ///   - connection: the session to the daemon.
     ///   - sectionNameKeyPath: the key path that names sections; it must be the first sort key.
     ///   - cacheName: a name for the daemon to keep the results under across restarts.
