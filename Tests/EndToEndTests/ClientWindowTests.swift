@@ -18,7 +18,9 @@ final class ClientWindowTests: XCTestCase {
         return ResultsSubscribe.Result(
             subscription: try XCTUnwrap(controller.subscription), seq: layout.seq, transaction: 0,
             count: layout.count,
-            sections: layout.sections.map { SectionInfo(name: $0.name, indexTitle: $0.indexTitle, count: $0.ids.count) },
+            sections: layout.sections.map {
+                SectionInfo(name: $0.name, indexTitle: $0.indexTitle, count: $0.ids.count)
+            },
             objects: objects)
     }
 
@@ -105,7 +107,8 @@ final class ClientWindowTests: XCTestCase {
                     controllers[index].fetchedObjects?.map(\.json), fresh.flatMap(\.objects), "step \(step)")
             }
         }
-        XCTAssertGreaterThan(pushedOrPulled, 10, "saves elsewhere pushed objects out of the windows and pulled others in")
+        XCTAssertGreaterThan(
+            pushedOrPulled, 10, "saves elsewhere pushed objects out of the windows and pulled others in")
         for index in controllers.indices {
             XCTAssertGreaterThan(changeSets[index], 5)
             XCTAssertEqual(logs[index].changeBatches.count, changeSets[index], "one will/did cycle per change")
