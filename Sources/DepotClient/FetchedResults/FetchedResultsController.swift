@@ -67,6 +67,9 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     public let sectionNameKeyPath: String?
     /// The name under which the daemon keeps the results across restarts.
     public let cacheName: String?
+    /// How long the daemon folds transactions into one change (`coalesceMs`);
+    /// `nil` for one change per transaction.
+    public let coalescingInterval: Duration?
     let state: Mutex<State>
     /// The delegate, held weakly, like `NSFetchedResultsController.delegate`. It
     /// is main-actor isolated, as the protocol is: set it, and hear from it, on the main actor.
@@ -81,13 +84,20 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     ///   - connection: the session to the daemon.
     ///   - sectionNameKeyPath: the key path that names sections; it must be the first sort key.
     ///   - cacheName: a name for the daemon to keep the results under across restarts.
+    ///   - coalescingInterval: when set, the daemon folds the transactions of each
+    ///     such interval into one change (`coalesceMs`), so the delegate hears one
+    ///     will/did cycle per interval however many saves it covered (a UI redrawing
+    ///     at 60 Hz under an importer: `.milliseconds(16)`). The change set's
+    ///     ``FetchedResultsChangeSet/transactions`` says which transactions it covers.
+    ///     Rounded up to whole milliseconds; `nil` or zero: one change per transaction.
     public init(
         fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil,
-        cacheName: String? = nil
+        cacheName: String? = nil, coalescingInterval: Duration? = nil
     ) {
         self.connection = connection
         self.sectionNameKeyPath = sectionNameKeyPath
         self.cacheName = cacheName
+        self.coalescingInterval = coalescingInterval.flatMap { $0 > .zero ? $0 : nil }
         self.state = Mutex(State(fetchRequest: fetchRequest))
     }
 
@@ -154,7 +164,9 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         let include: ResultsInclude = request.fetchBatchSize > 0 ? .firstBatch : .all
         let result = try await connection.call(
             ResultsSubscribe.self,
-            .init(request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include))
+            .init(
+                request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include,
+                coalesceMs: coalesceMilliseconds))
         var entries: [String: Entry] = [:]
         for json in result.objects {
             let raw = try DepotObject(json: json)
@@ -181,6 +193,13 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         }
         return Fetched(
             subscription: result.subscription, layout: layout, transaction: result.transaction, entries: entries)
+    }
+
+    /// ``coalescingInterval`` in whole milliseconds, rounded up; `nil` without one.
+    var coalesceMilliseconds: Int? {
+        guard let interval = coalescingInterval else { return nil }
+        let (seconds, attoseconds) = interval.components
+        return Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }
 
     /// Removes the daemon's cache named `name` (every cache when `nil`), like
