@@ -30,7 +30,7 @@ import zmq
 from .errors import CallbackError, ConnectionClosedError, DepotError, DepotTimeoutError, error_from_json
 from .results import FetchedResults
 
-__all__ = ["Client", "PendingCall", "Recorder", "PROTOCOL_VERSION", "__version__"]
+__all__ = ["Client", "PendingCall", "Recorder", "members", "PROTOCOL_VERSION", "__version__"]
 
 __version__ = "0.1.0"
 
@@ -49,6 +49,26 @@ ObjectsCallback = Callable[[List[Any]], None]
 logger = logging.getLogger("depot")
 
 _STOP = object()
+
+
+def members(add: Sequence[str] = (), remove: Sequence[str] = ()) -> Dict[str, List[str]]:
+    """A change to a to-many relationship for :meth:`Client.save`: ids (or tempIds) to add and remove.
+
+    A to-many value is a list of ids: fetch it by naming the relationship in ``properties``, and
+    save a list to replace the whole set. ``members(...)`` is the other form a save takes,
+    ``{"add": [...], "remove": [...]}``, applied to the set as of the commit, so concurrent
+    writers adding members lose nothing::
+
+        client.save(updated=[{"id": post, "values": {"tags": depot.members(add=[swift], remove=[old])}}])
+    """
+    change: Dict[str, List[str]] = {}
+    if add:
+        change["add"] = list(add)
+    if remove:
+        change["remove"] = list(remove)
+    if not change:
+        raise ValueError("members() needs ids to add or to remove")
+    return change
 
 
 def streamed_key(request: Mapping[str, Any]) -> Optional[str]:
