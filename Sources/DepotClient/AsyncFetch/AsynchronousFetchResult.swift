@@ -155,6 +155,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
             } catch {
                 result = .failure(error)
             }
+            chunks?.cancel()  // stops a gatherer still waiting when the fetch failed before it ran
             listener.cancel()
             finish(result)
         }
