@@ -551,7 +551,7 @@ public final class ObjectContext: Sendable {
         state.withLock { state in
             objects.map { object in
                 if var registered = state.registered[object.id] {
-                    registered.base = object
+                    registered.base = Self.keepingUnfetchedKeys(of: registered.base, in: object)
                     state.registered[object.id] = registered
                     return Self.current(registered)
                 }
@@ -559,6 +559,16 @@ public final class ObjectContext: Sendable {
                 return object
             }
         }
+    }
+
+    /// `fetched`, plus the keys it does not carry (to-many relationships a fetch
+    /// without `properties` leaves out) from `known` when both are the same
+    /// version: any change of the object, to-many sets included, bumps its version.
+    private static func keepingUnfetchedKeys(of known: DepotObject, in fetched: DepotObject) -> DepotObject {
+        guard let version = fetched.version, known.version == version else { return fetched }
+        var merged = fetched
+        for (key, value) in known.storage where merged.storage[key] == nil { merged.storage[key] = value }
+        return merged
     }
 
     /// `object` under its permanent id when it is a copy of an inserted object saved since.
