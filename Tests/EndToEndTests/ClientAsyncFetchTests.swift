@@ -122,3 +122,117 @@ final class ClientBatchProgressTests: XCTestCase {
         XCTAssertEqual(left, count / 2)
     }
 }
+
+/// An asynchronous fetch larger than the daemon's cap on one answer (100,000
+/// objects by default) streams by itself: objects as they arrive, the whole
+/// array at the end, progress, and cancel.
+final class ClientStreamingFetchTests: XCTestCase {
+    static let itemCount = 300_000
+
+    static func name(_ index: Int) -> String { String(format: "item %06d", index) }
+
+    func testThreeHundredThousandObjectsStreamWithProgress() async throws {
+        let daemon = try Daemon()
+        defer { daemon.stop() }
+        let connection = try await daemon.connect()
+        _ = try await connection.call(ModelDefine.self, .init(entities: [WorldCup.item]))
+        // store/batchInsert in chunks of 50,000, the params built as JSON directly (quicker than Codable).
+        for chunk in stride(from: 0, to: Self.itemCount, by: 50_000) {
+            let rows: [JSONValue] = (chunk..<chunk + 50_000).map {
+                ["name": .string(Self.name($0)), "createdAt": "2026-01-01T00:00:00.000Z", "done": .bool($0 % 3 == 0)]
+            }
+            let inserted = try await connection.call(
+                method: BatchInsert.name, params: ["entity": "Item", "objects": .array(rows)], timeout: .seconds(300))
+            XCTAssertEqual(inserted["inserted"], 50_000)
+        }
+        let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "name")], batchSize: 5_000)
+        // A plain fetch of this size is refused: the client must stream.
+        let refused = await assertServerError(.invalidParams) {
+            try await connection.call(StoreFetch.self, request, timeout: .seconds(300))
+        }
+        XCTAssertTrue(refused?.message.contains("partialResultToken") == true, refused?.message ?? "")
+
+        let completions = Mutex(0)
+        let running = try await connection.execute(
+            AsynchronousFetchRequest(fetchRequest: request) { result in
+                XCTAssertEqual(result.finalResult?.count, Self.itemCount)
+                completions.withLock { $0 += 1 }
+            })
+        let progress = Task {
+            var updates: [FetchProgress] = []
+            for await update in running.progressUpdates { updates.append(update) }
+            return updates
+        }
+        // The objects as they arrive: in order, the first ones long before the fetch ends.
+        var seen = 0
+        var inOrder = true
+        var firstArrivedEarly = false
+        for try await item in running.objects {
+            if seen == 0 { firstArrivedEarly = running.result == nil }
+            inOrder = inOrder && item.string("name") == Self.name(seen)
+            seen += 1
+        }
+        XCTAssertEqual(seen, Self.itemCount)
+        XCTAssertTrue(inOrder, "objects arrive in the request's order")
+        XCTAssertTrue(firstArrivedEarly, "the first objects came while the fetch still ran")
+        let all = try await running.value
+        XCTAssertEqual(all.count, Self.itemCount)
+        XCTAssertEqual(all.first?.string("name"), Self.name(0))
+        XCTAssertEqual(all.last?.string("name"), Self.name(Self.itemCount - 1))
+        XCTAssertEqual(all[123_456].bool("done"), 123_456 % 3 == 0)
+        XCTAssertEqual(Set(all.map(\.id)).count, Self.itemCount, "no object twice")
+        XCTAssertEqual(completions.withLock { $0 }, 1)
+        let updates = await progress.value
+        XCTAssertEqual(updates.last?.isFinished, true)
+        XCTAssertEqual(updates.last?.total, Int64(Self.itemCount))
+        XCTAssertEqual(updates.last?.completed, Int64(Self.itemCount))
+        XCTAssertGreaterThan(updates.count, 10, "progress rose step by step")
+        XCTAssertEqual(updates.map(\.completed), updates.map(\.completed).sorted(), "completed never goes back")
+        XCTAssertEqual(running.progress.totalUnitCount, Int64(Self.itemCount))
+        XCTAssertEqual(running.progress.completedUnitCount, Int64(Self.itemCount))
+        // A late iteration starts from the first object.
+        var late = 0
+        for try await _ in running.objects { late += 1 }
+        XCTAssertEqual(late, Self.itemCount)
+
+        // The async/await form streams too, typed, with a predicate.
+        struct Item: Decodable, Sendable {
+            var id: String
+            var name: String
+            var done: Bool
+        }
+        let done = try await connection.fetch(
+            FetchRequest(
+                entity: "Item", predicate: "done == YES", sort: [SortDescriptor(key: "name")], batchSize: 10_000),
+            as: Item.self)
+        XCTAssertEqual(done.count, Self.itemCount / 3)
+        XCTAssertTrue(done.allSatisfy(\.done))
+
+        // Cancel once objects flow: the sequence throws a cancellation error after what came.
+        let cancelled = try await connection.execute(
+            AsynchronousFetchRequest(
+                fetchRequest: FetchRequest(entity: "Item", sort: [SortDescriptor(key: "name")], batchSize: 1_000)))
+        var before = 0
+        do {
+            for try await _ in cancelled.objects {
+                before += 1
+                if before == 2_000 { cancelled.cancel() }
+            }
+            XCTFail("the fetch should have been cancelled")
+        } catch {
+            XCTAssertTrue(error.isCancellation, "\(error)")
+        }
+        XCTAssertGreaterThanOrEqual(before, 2_000)
+        XCTAssertLessThan(before, Self.itemCount)
+        do {
+            _ = try await cancelled.value
+            XCTFail("the fetch should have been cancelled")
+        } catch {
+            XCTAssertTrue(error.isCancellation, "\(error)")
+        }
+        XCTAssertNil(cancelled.finalResult)
+        // The connection stays usable.
+        let count = try await connection.call(StoreCount.self, FetchRequest(entity: "Item")).count
+        XCTAssertEqual(count, Self.itemCount)
+    }
+}

@@ -3,7 +3,12 @@ import Foundation
 
 /// A fetch that runs in the background and reports progress, like
 /// `NSAsynchronousFetchRequest`: a `store/fetch` with a `workDoneToken` (and
-/// `countFirst`, so that the progress has a total).
+/// `countFirst`, so that the progress has a total) whose objects stream in
+/// chunks of `batchSize` (`partialResultToken`), so a fetch of any size works:
+/// the daemon's cap on one answer (`--max-fetch-objects`) does not apply.
+/// The result hands out the objects as they arrive
+/// (``AsynchronousFetchResult/objects``, an `AsyncSequence`) and the whole
+/// array at the end (``AsynchronousFetchResult/value``).
 ///
 /// ```swift
 /// let request = AsynchronousFetchRequest(fetchRequest: FetchRequest(entity: "Item", batchSize: 500)) { result in
@@ -17,6 +22,7 @@ import Foundation
 /// for await update in running.progressUpdates {  // works on Linux too (no key-value observing needed)
 ///     print(update.completed, "of", update.total ?? -1)
 /// }
+/// for try await item in running.objects { print(item.id) }  // as they arrive
 /// running.cancel()                                // sends $/cancelRequest
 /// let items = try await running.value
 /// ```
@@ -67,7 +73,8 @@ extension DepotConnection {
         return running
     }
 
-    /// Fetches `request`'s objects as `Object` (``DepotObject`` by default).
+    /// Fetches `request`'s objects as `Object` (``DepotObject`` by default),
+    /// streamed in chunks of its `batchSize`, so any number of them.
     /// `progress`, when given, follows the daemon's `$/progress` reports, and
     /// cancelling it (or the task) cancels the fetch with a cancellation error.
     public func fetch<Object: Decodable & Sendable>(

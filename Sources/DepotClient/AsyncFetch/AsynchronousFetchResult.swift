@@ -22,13 +22,16 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
             waiters: [CheckedContinuation<Result<[Object], DepotClientError>, Never>]
         )
     >((nil, []))
+    private let partialToken: JSONValue
     private let broadcaster = ProgressBroadcaster()
+    private let arrivals = ObjectArrivals<Object>()
 
     init(connection: DepotConnection, request: AsynchronousFetchRequest<Object>, progress: Progress? = nil) {
         self.connection = connection
         self.request = request
         self.requestID = connection.makeRequestID()
         self.token = .string("fetch-\(UUID().uuidString)")
+        self.partialToken = .string("objects-\(UUID().uuidString)")
         self.progress = progress ?? Progress(totalUnitCount: -1)
         let id = requestID
         self.progress.cancellationHandler = { [connection] in connection.cancel(id) }
@@ -57,6 +60,21 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
     /// Each use returns an independent stream.
     public var progressUpdates: AsyncStream<FetchProgress> { broadcaster.stream }
 
+    /// The objects as they arrive, in order, while the fetch runs: the daemon
+    /// streams them in chunks of the request's `batchSize` (`partialResultToken`),
+    /// so a fetch of any size starts showing before it ends and is never refused
+    /// by the daemon's cap on a single answer. Ends after the last object, or
+    /// throws the fetch's error (a cancellation error after ``cancel()``).
+    ///
+    /// ```swift
+    /// let running = try await connection.execute(AsynchronousFetchRequest(fetchRequest: request))
+    /// for try await item in running.objects { index(item) }
+    /// ```
+    ///
+    /// Each use starts from the first object, however late it begins; ``value``
+    /// is the whole array at the end.
+    public var objects: AsynchronousFetchObjects<Object> { AsynchronousFetchObjects(arrivals: arrivals) }
+
     /// Cancels the fetch (the same as `progress.cancel()`).
     public func cancel() { progress.cancel() }
 
@@ -80,8 +98,14 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
         var fetchRequest = request.fetchRequest
         fetchRequest.workDoneToken = token
         fetchRequest.countFirst = true
-        // Registered before the request is sent, so that `begin` cannot be missed.
+        // Objects stream in `$/progress` chunks, so no size cap applies (DESIGN.md §8), unless the
+        // caller streams them under a token of their own or asked for something else than objects.
+        let streaming =
+            fetchRequest.partialResultToken == nil && (fetchRequest.resultType ?? .objects) == .objects
+        if streaming { fetchRequest.partialResultToken = partialToken }
+        // Registered before the request is sent, so that `begin` and the first chunk cannot be missed.
         let listener = broadcaster.follow(connection, token: token, into: progress)
+        let chunks = streaming ? gatherChunks(from: connection.notifications()) : nil
         Task { [self] in
             let result: Result<[Object], DepotClientError>
             do throws(DepotClientError) {
@@ -92,27 +116,110 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
                 } catch {
                     throw .invalidResponse("could not encode the request: \(error)")
                 }
-                let answer = try await connection.call(
-                    id: requestID, method: StoreFetch.name, params: json, timeout: .seconds(3600))
-                let fetched = try DepotConnection.decode(StoreFetch.Result.self, answer)
-                var objects: [Object] = []
-                for json in fetched.objects ?? [] {
-                    let raw = try DepotObject(json: json)
-                    do {
-                        objects.append(try Object.make(from: raw))
-                    } catch {
-                        throw .invalidResponse("\(raw.id) cannot be made into \(Object.self): \(error)")
-                    }
+                let answer: JSONValue
+                do throws(DepotClientError) {
+                    answer = try await connection.call(
+                        id: requestID, method: StoreFetch.name, params: json, timeout: .seconds(3600))
+                } catch {
+                    chunks?.cancel()
+                    // An object that could not be made into `Object` cancelled the fetch: say why.
+                    if let failure = chunks?.state.withLock({ $0.failure }) { throw failure }
+                    throw error
                 }
-                if progress.totalUnitCount < 0 { progress.totalUnitCount = Int64(objects.count) }
-                progress.completedUnitCount = Int64(objects.count)
-                broadcaster.publish(completed: Int64(objects.count), total: progress.totalUnitCount)
-                result = .success(objects)
+                let fetched = try DepotConnection.decode(StoreFetch.Result.self, answer)
+                let count: Int
+                if let chunks {
+                    // Every chunk came before the answer; wait until the gatherer has taken them all.
+                    count = fetched.count ?? 0
+                    let caughtUp = chunks.state.withLock { state in
+                        state.expected = count
+                        return state.received >= count || state.failure != nil
+                    }
+                    if caughtUp { chunks.cancel() }
+                    await chunks.finished()
+                    let (received, failure) = chunks.state.withLock { ($0.received, $0.failure) }
+                    if let failure { throw failure }
+                    guard received == count else {
+                        throw .invalidResponse("the fetch streamed \(received) objects but reported \(count)")
+                    }
+                } else {
+                    var objects: [Object] = []
+                    for json in fetched.objects ?? [] { objects.append(try Self.object(from: json)) }
+                    count = objects.count
+                    arrivals.append(objects)
+                }
+                if progress.totalUnitCount < 0 { progress.totalUnitCount = Int64(count) }
+                progress.completedUnitCount = Int64(count)
+                broadcaster.publish(completed: Int64(count), total: progress.totalUnitCount)
+                result = .success(arrivals.all)
             } catch {
                 result = .failure(error)
             }
+            chunks?.cancel()  // stops a gatherer still waiting when the fetch failed before it ran
             listener.cancel()
             finish(result)
+        }
+    }
+
+    /// What the chunk gatherer has seen: objects received, the count the answer reported, a failure.
+    struct ChunkState {
+        var received = 0
+        var expected: Int?
+        var failure: DepotClientError?
+    }
+
+    /// The chunk gatherer's task and what it has seen.
+    final class ChunkGatherer: Sendable {
+        let state = Mutex(ChunkState())
+        let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+
+        func cancel() { task.withLock { $0 }?.cancel() }
+        func finished() async { await task.withLock { $0 }?.value }
+    }
+
+    /// Takes the `$/progress` chunks for the partial-result token from `notifications`, makes
+    /// them into objects and hands them on as they arrive, until the work-done `end` (sent after
+    /// the last chunk), the count the answer reported, or cancellation.
+    private func gatherChunks(from notifications: AsyncStream<ServerNotification>) -> ChunkGatherer {
+        let gatherer = ChunkGatherer()
+        let (partialToken, token, arrivals, connection, requestID) = (
+            self.partialToken, self.token, self.arrivals, self.connection, self.requestID
+        )
+        let task = Task {
+            for await notification in notifications where notification.method == ProgressNotification.name {
+                let params = notification.params
+                if params["token"] == token, params["value"]?["kind"] == "end" { break }
+                guard params["token"] == partialToken, let items = params["value"]?["objects"]?.arrayValue else {
+                    continue
+                }
+                var batch: [Object] = []
+                batch.reserveCapacity(items.count)
+                do throws(DepotClientError) {
+                    for json in items { batch.append(try Self.object(from: json)) }
+                } catch {
+                    gatherer.state.withLock { $0.failure = error }
+                    connection.cancel(requestID)
+                    break
+                }
+                arrivals.append(batch)
+                let done = gatherer.state.withLock { state in
+                    state.received += items.count
+                    return state.expected.map { state.received >= $0 } ?? false
+                }
+                if done { break }
+            }
+        }
+        gatherer.task.withLock { $0 = task }
+        return gatherer
+    }
+
+    /// One fetched object as `Object`.
+    private static func object(from json: JSONValue) throws(DepotClientError) -> Object {
+        let raw = try DepotObject(json: json)
+        do {
+            return try Object.make(from: raw)
+        } catch {
+            throw .invalidResponse("\(raw.id) cannot be made into \(Object.self): \(error)")
         }
     }
 
@@ -127,6 +234,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
             return delivered.waiters
         }
         broadcaster.publish(finished: true)
+        if case .failure(let error) = result { arrivals.finish(failure: error) } else { arrivals.finish(failure: nil) }
         waiting.forEach { $0.resume(returning: result) }
     }
 }

@@ -27,6 +27,11 @@ public final class ObjectContext: Sendable {
         var base: DepotObject
         /// Local changes not saved yet, by key.
         var changes: [String: JSONValue] = [:]
+        /// Additions and removals on to-many relationships not saved yet, by key
+        /// (a key set whole is in ``changes`` instead).
+        var memberChanges: [String: MemberChange] = [:]
+
+        var hasChanges: Bool { !changes.isEmpty || !memberChanges.isEmpty }
     }
 
     struct State {
@@ -110,7 +115,7 @@ public final class ObjectContext: Sendable {
     /// Registered objects with unsaved changes.
     public var updatedObjects: [DepotObject] {
         state.withLock { state in
-            state.registered.values.filter { !$0.changes.isEmpty && !state.deleted.contains($0.base.id) }.map(
+            state.registered.values.filter { $0.hasChanges && !state.deleted.contains($0.base.id) }.map(
                 Self.current)
         }.map { $0.bound(to: self) }
     }
@@ -123,7 +128,7 @@ public final class ObjectContext: Sendable {
     public var hasChanges: Bool {
         state.withLock { state in
             !state.inserted.isEmpty || !state.deleted.isEmpty
-                || state.registered.values.contains { !$0.changes.isEmpty }
+                || state.registered.values.contains(where: \.hasChanges)
         }
     }
 
@@ -187,22 +192,62 @@ public final class ObjectContext: Sendable {
             } else {
                 if state.registered[object.id] == nil { state.registered[object.id] = Registered(base: object.unbound) }
                 state.registered[object.id]?.changes[key] = value
+                state.registered[object.id]?.memberChanges[key] = nil
             }
+        }
+    }
+
+    /// Records additions to and removals from the to-many relationship `key` of
+    /// `object`: on a set changed whole (or an inserted object) they change that
+    /// set; otherwise the save sends them as `{"add", "remove"}`.
+    func changeMembers(_ change: MemberChange, forKey key: String, on object: DepotObject) {
+        state.withLock { state in
+            let object = Self.saved(object, in: state)
+            if state.inserted[object.id] != nil {
+                let members = state.inserted[object.id]?.storage[key]?.arrayValue ?? []
+                state.inserted[object.id]?.storage[key] = .array(change.applied(to: members))
+                return
+            }
+            var registered = state.registered[object.id] ?? Registered(base: object.unbound)
+            if let members = registered.changes[key]?.arrayValue {
+                registered.changes[key] = .array(change.applied(to: members))
+            } else {
+                registered.memberChanges[key, default: MemberChange()].merge(change)
+            }
+            state.registered[object.id] = registered
         }
     }
 
     /// Records every value of `object` that differs from the context's copy:
     /// change a ``DepotObject`` value as you like, then hand it back here.
+    ///
+    /// A to-many value in the `{"add", "remove"}` shape (what
+    /// ``DepotObject/addObjectIDs(_:forKey:)`` leaves on an object that belongs
+    /// to no context) is recorded as additions and removals.
     public func update(_ object: DepotObject) {
         state.withLock { state in
-            let object = Self.saved(object, in: state)
+            var object = Self.saved(object, in: state)
+            var memberChanges: [String: MemberChange] = [:]
+            for (key, value) in object.storage {
+                guard let change = MemberChange(wire: value) else { continue }
+                memberChanges[key] = change
+                object.storage[key] = nil
+            }
             if state.inserted[object.id] != nil {
+                for (key, change) in memberChanges { object.storage[key] = .array(change.applied(to: [])) }
                 state.inserted[object.id]?.storage = object.storage
                 return
             }
             var registered = state.registered[object.id] ?? Registered(base: object.unbound)
             for (key, value) in object.values where Self.current(registered).values[key] != value {
                 registered.changes[key] = value
+            }
+            for (key, change) in memberChanges {
+                if let members = registered.changes[key]?.arrayValue {
+                    registered.changes[key] = .array(change.applied(to: members))
+                } else {
+                    registered.memberChanges[key, default: MemberChange()].merge(change)
+                }
             }
             state.registered[object.id] = registered
         }
@@ -227,7 +272,10 @@ public final class ObjectContext: Sendable {
             state.inserted.removeAll()
             state.insertionOrder.removeAll()
             state.deleted.removeAll()
-            for id in state.registered.keys { state.registered[id]?.changes.removeAll() }
+            for id in state.registered.keys {
+                state.registered[id]?.changes.removeAll()
+                state.registered[id]?.memberChanges.removeAll()
+            }
         }
     }
 
@@ -266,15 +314,18 @@ public final class ObjectContext: Sendable {
             let inserted = state.insertionOrder.compactMap { state.inserted[$0] }.map {
                 InsertedObject(entity: $0.entity, tempId: $0.id, values: $0.values)
             }
-            let updated = state.registered.values.filter { !$0.changes.isEmpty && !state.deleted.contains($0.base.id) }
+            let updated = state.registered.values.filter { $0.hasChanges && !state.deleted.contains($0.base.id) }
                 .sorted { $0.base.id < $1.base.id }
                 .map { registered in
+                    // Additions and removals apply as of the commit: they need no original.
                     UpdatedObject(
                         id: registered.base.id, version: registered.base.version,
                         original: registered.changes.keys.reduce(into: [:]) {
                             $0[$1] = registered.base.values[$1] ?? .null
                         },
-                        values: registered.changes)
+                        values: registered.changes.merging(
+                            registered.memberChanges.filter { !$0.value.isEmpty }.mapValues(\.wire)
+                        ) { whole, _ in whole })
                 }
             let deleted = state.deleted.sorted().map {
                 DeletedObject(id: $0, version: state.registered[$0]?.base.version)
@@ -291,7 +342,8 @@ public final class ObjectContext: Sendable {
         }
         let result = try await connection.call(StoreSave.self, params)
         let saved = params.updated.map(\.id) + insertedIDs.compactMap { result.ids[$0] }
-        let fresh = saved.isEmpty ? [] : (try? await connection.call(StoreGet.self, .init(ids: saved)).objects) ?? []
+        var fresh = saved.isEmpty ? [] : (try? await connection.call(StoreGet.self, .init(ids: saved)).objects) ?? []
+        fresh = await withRelationshipSets(fresh, params: params, ids: result.ids)
         state.withLock { state in
             for id in params.deleted.map(\.id) { state.registered[id] = nil }
             state.deleted.subtract(params.deleted.map(\.id))
@@ -307,7 +359,17 @@ public final class ObjectContext: Sendable {
             for tempID in insertedIDs { state.permanentIDs[tempID] = result.ids[tempID] }
             for update in params.updated {
                 guard var registered = state.registered[update.id] else { continue }
-                registered.base.values.merge(update.values) { $1 }
+                for (key, value) in update.values {
+                    if let change = registered.memberChanges[key], value == change.wire {
+                        // Sent as additions and removals: the set as the store now has it comes from the re-read.
+                        registered.base.values[key] = registered.base.values[key]?.arrayValue.map {
+                            .array(change.applied(to: $0))
+                        }
+                        registered.memberChanges[key] = nil
+                    } else {
+                        registered.base.values[key] = value
+                    }
+                }
                 registered.base.version = result.versions[update.id] ?? registered.base.version
                 // Keep only changes made while the save was in flight.
                 registered.changes = registered.changes.filter { update.values[$0.key] != $0.value }
@@ -319,6 +381,48 @@ public final class ObjectContext: Sendable {
             }
         }
         return SaveResult(ids: result.ids, transaction: result.transaction)
+    }
+
+    /// `fresh` (objects re-read after a save, which carry no to-many relationships)
+    /// with the relationships the save set or changed read again, so the context
+    /// keeps showing them as the store has them.
+    private func withRelationshipSets(_ fresh: [JSONValue], params: StoreSave.Parameters, ids: [String: String]) async
+        -> [JSONValue]
+    {
+        // Keys whose saved value was a list or {add, remove}: to-many relationships (or json lists).
+        var keysByEntity: [String: Set<String>] = [:]
+        var idsByEntity: [String: Set<String>] = [:]
+        func note(_ id: String, _ values: [String: JSONValue]) {
+            let keys = values.filter { $0.value.arrayValue != nil || MemberChange(wire: $0.value) != nil }.keys
+            guard !keys.isEmpty else { return }
+            let entity = DepotObject.entity(ofID: id)
+            keysByEntity[entity, default: []].formUnion(keys)
+            idsByEntity[entity, default: []].insert(id)
+        }
+        for update in params.updated { note(update.id, update.values) }
+        for insert in params.inserted {
+            if let tempID = insert.tempId, let id = ids[tempID] { note(id, insert.values) }
+        }
+        guard !keysByEntity.isEmpty else { return fresh }
+        var extra: [String: [String: JSONValue]] = [:]
+        for (entity, keys) in keysByEntity {
+            let entityIDs = Array(idsByEntity[entity] ?? [])
+            guard
+                let objects = try? await connection.call(
+                    StoreGet.self, .init(ids: entityIDs, properties: keys.sorted())
+                ).objects
+            else { continue }
+            for (id, json) in zip(entityIDs, objects) {
+                extra[id] = json.objectValue?.filter { keys.contains($0.key) }
+            }
+        }
+        return fresh.map { json in
+            guard var members = json.objectValue, let id = members["id"]?.stringValue, let more = extra[id] else {
+                return json
+            }
+            members.merge(more) { $1 }
+            return .object(members)
+        }
     }
 
     // MARK: Merging other processes' saves
@@ -447,7 +551,7 @@ public final class ObjectContext: Sendable {
         state.withLock { state in
             objects.map { object in
                 if var registered = state.registered[object.id] {
-                    registered.base = object
+                    registered.base = Self.keepingUnfetchedKeys(of: registered.base, in: object)
                     state.registered[object.id] = registered
                     return Self.current(registered)
                 }
@@ -455,6 +559,16 @@ public final class ObjectContext: Sendable {
                 return object
             }
         }
+    }
+
+    /// `fetched`, plus the keys it does not carry (to-many relationships a fetch
+    /// without `properties` leaves out) from `known` when both are the same
+    /// version: any change of the object, to-many sets included, bumps its version.
+    private static func keepingUnfetchedKeys(of known: DepotObject, in fetched: DepotObject) -> DepotObject {
+        guard let version = fetched.version, known.version == version else { return fetched }
+        var merged = fetched
+        for (key, value) in known.storage where merged.storage[key] == nil { merged.storage[key] = value }
+        return merged
     }
 
     /// `object` under its permanent id when it is a copy of an inserted object saved since.
@@ -468,7 +582,12 @@ public final class ObjectContext: Sendable {
 
     private static func current(_ registered: Registered) -> DepotObject {
         var object = registered.base
-        object.values.merge(registered.changes) { $1 }
+        object.storage.merge(registered.changes) { $1 }
+        for (key, change) in registered.memberChanges {
+            if let members = object.storage[key]?.arrayValue {
+                object.storage[key] = .array(change.applied(to: members))
+            }
+        }
         return object
     }
 }

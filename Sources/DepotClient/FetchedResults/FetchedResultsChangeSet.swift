@@ -37,8 +37,12 @@ public struct FetchedResultsChangeSet<Object: Decodable & Sendable>: Sendable {
 
     /// The subscription's sequence number after the change.
     public var seq: Int64
-    /// The transaction that made the change, when known.
+    /// The transaction that made the change (the last one of a coalesced change), when known.
     public var transaction: Int64?
+    /// The transactions the change covers, first to last: one transaction
+    /// (`t...t`) without coalescing, several when the controller's
+    /// ``FetchedResultsController/coalescingInterval`` folded them; `nil` for a reload.
+    public var transactions: ClosedRange<Int64>?
     /// Whether the results were reloaded from scratch (after a gap, an
     /// invalidation or a reconnect): then the section and object changes are
     /// empty and only ``snapshot`` tells the new state.

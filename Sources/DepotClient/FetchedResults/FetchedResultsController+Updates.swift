@@ -127,7 +127,11 @@ extension FetchedResultsController {
         delegate?.controllerDidChangeContent(self)
         delegate?.controller(self, didChangeContentWith: snapshot)
         let changeSet = FetchedResultsChangeSet<Object>(
-            seq: change.seq, transaction: change.transaction, isReload: false, sectionChanges: sectionChanges,
+            seq: change.seq, transaction: change.transaction,
+            transactions: change.transactions.flatMap { span in
+                span.count == 2 && span[0] <= span[1] ? span[0]...span[1] : nil
+            } ?? change.transaction...change.transaction,
+            isReload: false, sectionChanges: sectionChanges,
             objectChanges: objectChanges,
             snapshot: snapshot)
         subscribers.forEach { $0.yield(changeSet) }
@@ -193,7 +197,8 @@ extension FetchedResultsController {
         delegate?.controllerDidReloadContent(self)
         delegate?.controller(self, didChangeContentWith: snapshot)
         let changeSet = FetchedResultsChangeSet<Object>(
-            seq: fetched.layout.seq, transaction: fetched.transaction, isReload: true, sectionChanges: [],
+            seq: fetched.layout.seq, transaction: fetched.transaction, transactions: nil, isReload: true,
+            sectionChanges: [],
             objectChanges: [], snapshot: snapshot)
         subscribers.forEach { $0.yield(changeSet) }
     }

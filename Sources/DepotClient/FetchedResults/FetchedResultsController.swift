@@ -25,6 +25,10 @@ import Synchronization
 ///   Elsewhere, iterate ``changes()`` (any task, any actor).
 /// - `Object` is ``DepotObject`` or your own `Decodable` type
 ///   (``FetchRequestResult``); the delegate gets it as `Any`, as Core Data's does.
+/// - `fetchLimit`/`fetchOffset` keep a live window (a top 10, a page), where
+///   Core Data's controller lets the results grow past the limit: an object
+///   pushed out of the window by a save anywhere is a `.delete`, one pulled in
+///   an `.insert`; sections, objects and index paths are the window's.
 /// - With `fetchBatchSize` > 0 only ids are held for objects not yet touched;
 ///   ``object(at:)`` loads their batch with `results/objects`, blocking for one
 ///   round trip. Prefetch with ``loadObjects(at:)`` to avoid that.
@@ -63,6 +67,9 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     public let sectionNameKeyPath: String?
     /// The name under which the daemon keeps the results across restarts.
     public let cacheName: String?
+    /// How long the daemon folds transactions into one change (`coalesceMs`);
+    /// `nil` for one change per transaction.
+    public let coalescingInterval: Duration?
     let state: Mutex<State>
     /// The delegate, held weakly, like `NSFetchedResultsController.delegate`. It
     /// is main-actor isolated, as the protocol is: set it, and hear from it, on the main actor.
@@ -72,17 +79,25 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     ///
     /// - Parameters:
     ///   - fetchRequest: the request; `sort` is required (it orders the results).
-    ///     Its `fetchBatchSize` decides how many objects are loaded at a time (0: all).
+    ///     Its `fetchBatchSize` decides how many objects are loaded at a time (0: all);
+    ///     its `fetchLimit` and `fetchOffset`, when set, make the results a live window.
     ///   - connection: the session to the daemon.
     ///   - sectionNameKeyPath: the key path that names sections; it must be the first sort key.
     ///   - cacheName: a name for the daemon to keep the results under across restarts.
+    ///   - coalescingInterval: when set, the daemon folds the transactions of each
+    ///     such interval into one change (`coalesceMs`), so the delegate hears one
+    ///     will/did cycle per interval however many saves it covered (a UI redrawing
+    ///     at 60 Hz under an importer: `.milliseconds(16)`). The change set's
+    ///     ``FetchedResultsChangeSet/transactions`` says which transactions it covers.
+    ///     Rounded up to whole milliseconds; `nil` or zero: one change per transaction.
     public init(
         fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil,
-        cacheName: String? = nil
+        cacheName: String? = nil, coalescingInterval: Duration? = nil
     ) {
         self.connection = connection
         self.sectionNameKeyPath = sectionNameKeyPath
         self.cacheName = cacheName
+        self.coalescingInterval = coalescingInterval.flatMap { $0 > .zero ? $0 : nil }
         self.state = Mutex(State(fetchRequest: fetchRequest))
     }
 
@@ -149,7 +164,9 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         let include: ResultsInclude = request.fetchBatchSize > 0 ? .firstBatch : .all
         let result = try await connection.call(
             ResultsSubscribe.self,
-            .init(request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include))
+            .init(
+                request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include,
+                coalesceMs: coalesceMilliseconds))
         var entries: [String: Entry] = [:]
         for json in result.objects {
             let raw = try DepotObject(json: json)
@@ -176,6 +193,13 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         }
         return Fetched(
             subscription: result.subscription, layout: layout, transaction: result.transaction, entries: entries)
+    }
+
+    /// ``coalescingInterval`` in whole milliseconds, rounded up; `nil` without one.
+    var coalesceMilliseconds: Int? {
+        guard let interval = coalescingInterval else { return nil }
+        let (seconds, attoseconds) = interval.components
+        return Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }
 
     /// Removes the daemon's cache named `name` (every cache when `nil`), like

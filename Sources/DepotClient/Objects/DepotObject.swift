@@ -177,6 +177,60 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
     /// The id of the object a to-one relationship `key` points to.
     public func objectID(_ key: String) -> String? { values[key]?.stringValue }
 
+    /// The ids of the objects a to-many relationship `key` holds (one-to-many or
+    /// many-to-many), like Core Data's `value(forKey:)` of a to-many set; `nil`
+    /// when the object does not carry the key. A fetch carries to-many
+    /// relationships only when its `properties` name them:
+    ///
+    /// ```swift
+    /// let request = FetchRequest(entity: "Post", sortDescriptors: [SortDescriptor(key: "title")])
+    /// var withTags = request
+    /// withTags.properties = ["title", "tags"]
+    /// let post = try await context.fetch(withTags)[0]
+    /// print(post.objectIDs("tags") ?? [])       // ["Tag/1", "Tag/7"]
+    /// ```
+    public func objectIDs(_ key: String) -> [String]? {
+        values[key]?.arrayValue.map { $0.compactMap(\.stringValue) }
+    }
+
+    /// Replaces the whole set of a to-many relationship `key` with the objects
+    /// `ids` (permanent or temporary ids), like setting a Core Data to-many set.
+    public mutating func setObjectIDs(_ ids: [String], forKey key: String) {
+        setValue(.array(ids.map(JSONValue.string)), forKey: key)
+    }
+
+    /// Adds the objects `ids` to a to-many relationship `key`, like Core Data's
+    /// generated `addToTags(_:)`. The save sends `{"add": [...]}`, which the daemon
+    /// applies to the set as of the commit: concurrent adders from other processes
+    /// lose nothing, and adding a member that is there changes nothing. The set
+    /// the object carries (when it carries one) shows the change at once.
+    public mutating func addObjectIDs(_ ids: [String], forKey key: String) {
+        changeMembers(MemberChange(add: ids), forKey: key)
+    }
+
+    /// Removes the objects `ids` from a to-many relationship `key`, like Core
+    /// Data's generated `removeFromTags(_:)`; the save sends `{"remove": [...]}`
+    /// (see ``addObjectIDs(_:forKey:)``).
+    public mutating func removeObjectIDs(_ ids: [String], forKey key: String) {
+        changeMembers(MemberChange(remove: ids), forKey: key)
+    }
+
+    private mutating func changeMembers(_ change: MemberChange, forKey key: String) {
+        if let context {
+            context.changeMembers(change, forKey: key, on: self)
+            if let members = storage[key]?.arrayValue { storage[key] = .array(change.applied(to: members)) }
+            return
+        }
+        // A plain value keeps the change in the shape a save takes: the set, or `{add, remove}`.
+        if let members = storage[key]?.arrayValue {
+            storage[key] = .array(change.applied(to: members))
+        } else {
+            var pending = storage[key].flatMap(MemberChange.init(wire:)) ?? MemberChange()
+            pending.merge(change)
+            storage[key] = pending.wire
+        }
+    }
+
     /// Decodes the object as `T`: the values plus `id`, `entity` and `version`;
     /// dates are read from ISO 8601.
     public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
@@ -223,5 +277,58 @@ public enum DepotDate {
     /// The wire form of `date`.
     public static func string(from date: Date) -> String {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+}
+
+/// Additions to and removals from a to-many relationship, as a save sends them (`{"add", "remove"}`).
+struct MemberChange: Sendable, Hashable {
+    /// Ids to add, in order, without repeats.
+    var add: [String] = []
+    /// Ids to remove, in order, without repeats.
+    var remove: [String] = []
+
+    init(add: [String] = [], remove: [String] = []) {
+        merge(add: add, remove: remove)
+    }
+
+    /// Reads the wire form; `nil` for any other value.
+    init?(wire: JSONValue) {
+        guard let members = wire.objectValue, !members.isEmpty,
+            Set(members.keys).isSubset(of: ["add", "remove"])
+        else { return nil }
+        self.init(
+            add: members["add"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            remove: members["remove"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+    }
+
+    var isEmpty: Bool { add.isEmpty && remove.isEmpty }
+
+    /// The wire form: `{"add": [...], "remove": [...]}`, empty lists left out.
+    var wire: JSONValue {
+        var members: [String: JSONValue] = [:]
+        if !add.isEmpty { members["add"] = .array(add.map(JSONValue.string)) }
+        if !remove.isEmpty { members["remove"] = .array(remove.map(JSONValue.string)) }
+        return .object(members)
+    }
+
+    /// Folds a later change in: the later word on an id wins.
+    mutating func merge(_ later: MemberChange) { merge(add: later.add, remove: later.remove) }
+
+    private mutating func merge(add added: [String], remove removed: [String]) {
+        for id in added {
+            remove.removeAll { $0 == id }
+            if !add.contains(id) { add.append(id) }
+        }
+        for id in removed {
+            add.removeAll { $0 == id }
+            if !remove.contains(id) { remove.append(id) }
+        }
+    }
+
+    /// The set `members` after the change (new members at the end).
+    func applied(to members: [JSONValue]) -> [JSONValue] {
+        var result = members.filter { member in !remove.contains { .string($0) == member } }
+        for id in add where !result.contains(.string(id)) { result.append(.string(id)) }
+        return result
     }
 }

@@ -1,13 +1,15 @@
 import DepotProtocol
 
 extension FetchRequest {
-    /// A request for `entity` sorted by `sort`, with `fetchBatchSize` objects loaded at a time (0: all at once).
+    /// A request for `entity` sorted by `sort`, with `fetchBatchSize` objects loaded at a time (0: all at once),
+    /// and optionally a window of `fetchLimit` objects (0: all) after `fetchOffset`.
     public init(
         entity: String, predicate: String? = nil, arguments: JSONValue? = nil, sortDescriptors: [SortDescriptor],
-        fetchBatchSize: Int = 0
+        fetchLimit: Int = 0, fetchOffset: Int = 0, fetchBatchSize: Int = 0
     ) {
         self.init(
             entity: entity, predicate: predicate, arguments: arguments, sort: sortDescriptors,
+            limit: fetchLimit > 0 ? fetchLimit : nil, offset: fetchOffset > 0 ? fetchOffset : nil,
             batchSize: fetchBatchSize > 0 ? fetchBatchSize : nil)
     }
 
@@ -36,13 +38,13 @@ extension FetchRequest {
     /// ```
     public init(
         entityName: String, predicate format: String? = nil, _ arguments: any JSONValueConvertible...,
-        sortDescriptors: [SortDescriptor] = [], fetchLimit: Int = 0, fetchBatchSize: Int = 0
+        sortDescriptors: [SortDescriptor] = [], fetchLimit: Int = 0, fetchOffset: Int = 0, fetchBatchSize: Int = 0
     ) {
         self.init(
             entity: entityName, predicate: format,
             arguments: arguments.isEmpty ? nil : .array(arguments.map(\.jsonValue)),
             sort: sortDescriptors.isEmpty ? nil : sortDescriptors, limit: fetchLimit > 0 ? fetchLimit : nil,
-            batchSize: fetchBatchSize > 0 ? fetchBatchSize : nil)
+            offset: fetchOffset > 0 ? fetchOffset : nil, batchSize: fetchBatchSize > 0 ? fetchBatchSize : nil)
     }
 
     /// The entity's name, under Core Data's name.
@@ -51,9 +53,18 @@ extension FetchRequest {
         set { entity = newValue }
     }
 
-    /// The most objects to return (0: no limit), under Core Data's name.
+    /// The most objects to return (0: no limit), under Core Data's name. On a
+    /// ``FetchedResultsController`` it keeps a live window (a top 10, a page):
+    /// objects pushed out by changes elsewhere are deletes, objects pulled in inserts.
     public var fetchLimit: Int {
         get { limit ?? 0 }
         set { limit = newValue > 0 ? newValue : nil }
+    }
+
+    /// How many matches to skip (0: none), under Core Data's name. With
+    /// ``fetchLimit`` it makes a page; on a ``FetchedResultsController`` the page stays live.
+    public var fetchOffset: Int {
+        get { offset ?? 0 }
+        set { offset = newValue > 0 ? newValue : nil }
     }
 }

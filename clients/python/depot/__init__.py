@@ -13,7 +13,7 @@ and the exceptions in :mod:`depot.errors`.
 """
 
 from .aio import AsyncClient
-from .client import PROTOCOL_VERSION, Client, PendingCall, __version__
+from .client import PROTOCOL_VERSION, Client, PendingCall, __version__, members
 from .errors import (
     DepotException,
     DepotClientError,
@@ -47,6 +47,6 @@ from .results import (FetchedResults, FetchedResultsDelegate, InconsistentDelta,
                       format_table)
 
 __all__ = [
-    "Client", "AsyncClient", "PendingCall", "FetchedResults", "FetchedResultsDelegate", "ResultsState",
+    "Client", "AsyncClient", "PendingCall", "members", "FetchedResults", "FetchedResultsDelegate", "ResultsState",
     "Section", "InconsistentDelta", "ResultsClient", "format_table", "PROTOCOL_VERSION", "__version__",
 ] + errors.__all__

@@ -21,10 +21,9 @@ from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Unio
 import zmq
 import zmq.asyncio
 
-from .client import PROTOCOL_VERSION, Recorder, __version__
+from .client import PROTOCOL_VERSION, Recorder, __version__, check_size, streamed_key
 from .errors import (CallbackError, CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError,
                      MessageTooLargeError, error_from_json)
-from .client import check_size
 from .keys import apply_curve
 
 __all__ = ["AsyncClient"]
@@ -171,24 +170,48 @@ class AsyncClient:
 
     async def fetch(self, request: Mapping[str, Any], *,
                     progress: Optional[Callable[[Dict[str, Any]], Any]] = None,
+                    on_objects: Optional[Callable[[List[Any]], Any]] = None,
                     timeout: Optional[float] = None) -> Dict[str, Any]:
-        """``store/fetch``; ``progress`` gets each work-done value. Cancel the task to cancel the fetch.
+        """``store/fetch`` of any size; ``progress`` gets each work-done value. Cancel the task to cancel the fetch.
+
+        As :meth:`depot.Client.fetch_async`, the objects (or ids) stream in chunks of ``batchSize``
+        under a ``partialResultToken`` of the client's own, so the daemon's cap on one answer does
+        not apply; ``on_objects`` (a function or coroutine function) gets each chunk as it arrives,
+        and the answer has them all, in order.
 
         Raises:
             CancelledError: the daemon cancelled the fetch (after ``$/cancelRequest``).
         """
         params = dict(request)
-        key = None
+        keys: List[str] = []
         if progress is not None:
             params.setdefault("countFirst", True)
             token = params.setdefault("workDoneToken", self.new_token("fetch"))
-            key = json.dumps(token, sort_keys=True)
-            self._progress[key] = progress
+            keys.append(json.dumps(token, sort_keys=True))
+            self._progress[keys[-1]] = progress
+        result_key = streamed_key(params)
+        gathered: List[Any] = []
+        if result_key is not None:
+            params["partialResultToken"] = self.new_token("objects")
+
+            async def chunk(value: Dict[str, Any]) -> None:
+                items = value.get("objects") or []
+                gathered.extend(items)
+                if on_objects is not None and items:
+                    outcome = on_objects(items)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+            keys.append(json.dumps(params["partialResultToken"], sort_keys=True))
+            self._progress[keys[-1]] = chunk
         try:
             result: Dict[str, Any] = await self.call("store/fetch", params, timeout=timeout)
+            # Every chunk was dispatched before the answer (wire order).
+            if result_key is not None and isinstance(result, dict):
+                result.pop("objects", None)
+                result[result_key] = gathered
             return result
         finally:
-            if key is not None:
+            for key in keys:
                 self._progress.pop(key, None)
 
     # -- internals -----------------------------------------------------------------------

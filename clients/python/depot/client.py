@@ -32,7 +32,7 @@ from .errors import (CallbackError, ConnectionClosedError, DepotError, DepotTime
 from .keys import apply_curve
 from .results import FetchedResults
 
-__all__ = ["Client", "PendingCall", "Recorder", "PROTOCOL_VERSION", "__version__"]
+__all__ = ["Client", "PendingCall", "Recorder", "members", "PROTOCOL_VERSION", "__version__"]
 
 __version__ = "0.1.0"
 
@@ -45,10 +45,43 @@ Recorder = Callable[[str, Any], None]
 NotificationCallback = Callable[[str, Any], None]
 ProgressCallback = Callable[[Dict[str, Any]], None]
 ResponseCallback = Callable[[Optional[Any], Optional[DepotError]], None]
+#: Called with each chunk of a streamed fetch's objects (or ids) as it arrives.
+ObjectsCallback = Callable[[List[Any]], None]
 
 logger = logging.getLogger("depot")
 
 _STOP = object()
+
+
+def members(add: Sequence[str] = (), remove: Sequence[str] = ()) -> Dict[str, List[str]]:
+    """A change to a to-many relationship for :meth:`Client.save`: ids (or tempIds) to add and remove.
+
+    A to-many value is a list of ids: fetch it by naming the relationship in ``properties``, and
+    save a list to replace the whole set. ``members(...)`` is the other form a save takes,
+    ``{"add": [...], "remove": [...]}``, applied to the set as of the commit, so concurrent
+    writers adding members lose nothing::
+
+        client.save(updated=[{"id": post, "values": {"tags": depot.members(add=[swift], remove=[old])}}])
+    """
+    change: Dict[str, List[str]] = {}
+    if add:
+        change["add"] = list(add)
+    if remove:
+        change["remove"] = list(remove)
+    if not change:
+        raise ValueError("members() needs ids to add or to remove")
+    return change
+
+
+def streamed_key(request: Mapping[str, Any]) -> Optional[str]:
+    """Where a fetch's streamed chunks go in its answer (``"objects"`` or ``"ids"``); ``None`` when
+    the client does not stream it (a count, or a request with a ``partialResultToken`` of its own)."""
+    if request.get("partialResultToken") is not None:
+        return None
+    result_type = request.get("resultType") or "objects"
+    if result_type == "count":
+        return None
+    return "ids" if result_type == "ids" else "objects"
 
 
 class PendingCall:
@@ -303,29 +336,56 @@ class Client:
     # -- conveniences --------------------------------------------------------------------
 
     def fetch(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
-              timeout: Optional[float] = None) -> Dict[str, Any]:
-        """``store/fetch``; ``progress`` gets each work-done ``$/progress`` value (begin, reports, end)."""
-        result: Dict[str, Any] = self.fetch_async(request, progress=progress).result(timeout)
+              on_objects: Optional[ObjectsCallback] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """``store/fetch`` of any size, streamed (see :meth:`fetch_async`); waits for the whole result.
+
+        ``progress`` gets each work-done ``$/progress`` value (begin, reports, end), ``on_objects``
+        each chunk of objects as it arrives.
+        """
+        result: Dict[str, Any] = self.fetch_async(request, progress=progress, on_objects=on_objects).result(timeout)
         return result
 
-    def fetch_async(self, request: Mapping[str, Any], *,
-                    progress: Optional[ProgressCallback] = None) -> PendingCall:
+    def fetch_async(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
+                    on_objects: Optional[ObjectsCallback] = None) -> PendingCall:
         """Starts a ``store/fetch`` and returns at once; ``.cancel()`` sends ``$/cancelRequest``.
 
         Like ``NSAsynchronousFetchRequest``: ``progress`` follows the work, and a cancelled fetch
         raises :class:`~depot.errors.CancelledError` from ``.result()``. With ``progress``, the
         request asks for ``countFirst`` (unless it says otherwise), so ``begin`` carries the total.
+
+        The objects (or ids) stream in ``$/progress`` chunks of ``batchSize`` under a
+        ``partialResultToken`` of the client's own, so a fetch of any size works: the daemon's cap
+        on one answer (``--max-fetch-objects``, 100,000 by default) does not apply. ``on_objects``
+        gets each chunk (a list) as it arrives, on the dispatch thread; ``.result()`` is the usual
+        answer, ``{"objects": [...], "count": n, "transaction": t}`` (``"ids"`` for ``resultType:
+        "ids"``), with every chunk in order. A request that names its own ``partialResultToken``, or
+        asks for a count, is sent as it is.
         """
         params = dict(request)
-        remove: Optional[Callable[[], None]] = None
+        removers: List[Callable[[], None]] = []
         if progress is not None:
             params.setdefault("countFirst", True)
             token = params.setdefault("workDoneToken", self.new_token("fetch"))
-            remove = self.on_progress(token, progress)
+            removers.append(self.on_progress(token, progress))
+        key = streamed_key(params)
+        gathered: List[Any] = []
+        if key is not None:
+            params["partialResultToken"] = self.new_token("objects")
+
+            def chunk(value: Dict[str, Any]) -> None:
+                items = value.get("objects") or []
+                gathered.extend(items)
+                if on_objects is not None and items:
+                    on_objects(items)
+            removers.append(self.on_progress(params["partialResultToken"], chunk))
 
         def finished(result: Any, error: Optional[DepotError]) -> None:
-            if remove is not None:
+            # Every chunk was dispatched before the answer (wire order).
+            for remove in removers:
                 remove()
+            if key is not None and error is None and isinstance(result, dict):
+                result.pop("objects", None)
+                result[key] = gathered
         return self.request("store/fetch", params, on_response=finished)
 
     def save(self, inserted: Sequence[Mapping[str, Any]] = (), updated: Sequence[Mapping[str, Any]] = (),
