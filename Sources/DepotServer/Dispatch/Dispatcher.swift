@@ -80,7 +80,9 @@ final class Dispatcher: Sendable {
             switch handler.execution {
             case .inline: run()
             case .read: readers.async(execute: run)
-            case .write: writer.async(execute: run)
+            case .write:
+                server.stats.writeQueued()
+                writer.async { [server] in server.stats.measureWrite(run) }
             }
         case .none:
             break
@@ -183,7 +185,12 @@ final class Dispatcher: Sendable {
             writer.writeRaw("]")
             server.send(writer.bytes, to: routingID)
         }
-        needsWriter ? writer.async(execute: run) : readers.async(execute: run)
+        if needsWriter {
+            server.stats.writeQueued()
+            writer.async { [server] in server.stats.measureWrite(run) }
+        } else {
+            readers.async(execute: run)
+        }
     }
 
     /// Waits until every queued write and read has finished.

@@ -104,6 +104,9 @@ final class SessionRegistry: Sendable {
         }
     }
 
+    /// Every open session, as of now (for `server/stats`).
+    var all: [Session] { sessions.withLock { Array($0.values) } }
+
     /// How many sessions are open.
     var count: Int { sessions.withLock { $0.count } }
 }
