@@ -39,10 +39,19 @@ extension DepotServer {
         return ServerStats.Result(
             server: ServerStats.Server(
                 name: "depotd", version: configuration.version, uptimeSeconds: Self.seconds(now - stats.startedAt),
-                endpoints: configuration.effectiveEndpoints),
+                endpoints: boundEndpoints),
             sessions: sessionFigures, subscriptions: shared, notificationsSent: stats.notificationsByMethod,
             writer: ServerStats.Writer(queueDepth: stats.writerQueueDepth, commits: stats.commitCount),
             latency: stats.latency, store: try storeFigures())
+    }
+
+    /// The configured endpoints, with the port the system chose for the last one when it was `tcp://…:*`.
+    private var boundEndpoints: [String] {
+        var endpoints = configuration.effectiveEndpoints
+        if let last = endpoints.last, last.hasSuffix(":*"), !boundEndpoint.isEmpty {
+            endpoints[endpoints.count - 1] = boundEndpoint
+        }
+        return endpoints
     }
 
     private func storeFigures() throws(RPCError) -> ServerStats.StoreFigures {
