@@ -12,5 +12,8 @@ struct Depot: AsyncParsableCommand {
             130 interrupted.
             """,
         version: "0.1.0",
-        subcommands: [Call.self, PingCommand.self, Watch.self, Import.self, ModelCommand.self])
+        subcommands: [
+            Call.self, PingCommand.self, Watch.self, Import.self, ModelCommand.self, StatsCommand.self,
+            StudioCommand.self,
+        ])
 }
