@@ -53,7 +53,8 @@ actor BridgeSession {
     private func close() {
         closed = true
         send.finish()
-        connection?.abort()
+        // Says goodbye, so the daemon frees the session's subscriptions at once rather than at expiry.
+        if let connection { Task { await connection.close() } }
         connection = nil
     }
 

@@ -92,12 +92,14 @@ export function mount(root, bridge) {
       return subscribe();
     }
     const kinds = new Map(change.objects.map((c) => [c.id, c.type]));
-    note(`seq ${change.seq} · transaction ${change.transaction}: ${change.objects.length} object, ${change.sections.length} section changes`);
-    for (const c of change.sections) note(`  section ${c.type} ${c.index} "${c.name ?? ''}"`, c.type);
-    for (const c of change.objects) {
-      const at = (p) => (p ? `[${p.join(', ')}]` : '');
-      note(`  ${c.type} ${c.id} ${at(c.indexPath)}${c.indexPath && c.newIndexPath ? ' → ' : ''}${at(c.newIndexPath)}`, c.type);
-    }
+    const at = (p) => (p ? `[${p.join(', ')}]` : '');
+    const lines = [
+      [`seq ${change.seq} · transaction ${change.transaction}: ${change.objects.length} object, ${change.sections.length} section changes`, ''],
+      ...change.sections.map((c) => [`  section ${c.type} ${c.index} "${c.name ?? ''}"`, c.type]),
+      ...change.objects.map((c) => [`  ${c.type} ${c.id} ${at(c.indexPath)}${c.indexPath && c.newIndexPath ? ' → ' : ''}${at(c.newIndexPath)}`, c.type]),
+    ];
+    // Newest change on top, its lines in order.
+    for (const [text, kind] of lines.reverse()) note(text, kind);
     render(kinds);
   });
   const stopInvalidate = bridge.on('results/didInvalidate', (params) => {

@@ -31,7 +31,7 @@ export function mount(root, bridge) {
             x.subscriptions, x.observers, x.inFlight, x.outboundBacklog, `${x.idleSeconds.toFixed(1)} s`]), { id: 'sessions-table' }),
         h('h3', {}, 'Fetched results (shared sets)'),
         table(['subscriptions', 'request', 'section', 'rows', 'sections', 'sessions', 'notifications', 'transaction'],
-          s.subscriptions.map((x) => [x.subscriptionIds.join(', '), JSON.stringify(x.request), x.sectionKeyPath ?? '',
+          s.subscriptions.map((x) => [x.subscriptionIds.join(', '), h('td', { title: JSON.stringify(x.request) }, JSON.stringify(x.request)), x.sectionKeyPath ?? '',
             x.rows, x.sections, x.sessions, x.notificationsSent, x.transaction]), { id: 'sets-table' }),
         h('h3', {}, 'Notifications sent'),
         table(['method', 'count'], Object.entries(s.notificationsSent).sort(), { id: 'notifications-table' }));
