@@ -61,12 +61,6 @@ public struct Studio: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: text)))
         }
         router.get("/favicon.ico") { _, _ in Response(status: .noContent) }
-        router.get("/studio/config") { _, _ -> Response in
-            let json = JSONWriter.encode(["endpoint": .string(endpoint)])
-            return Response(
-                status: .ok, headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: ByteBuffer(bytes: json)))
-        }
 
         let sockets = Router(context: BasicWebSocketRequestContext.self)
         sockets.ws("/ws") { inbound, outbound, _ in
