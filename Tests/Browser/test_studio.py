@@ -128,13 +128,15 @@ def test_live_view_follows_saves_from_the_cli(daemon: Daemon, studio: Studio, br
     assert {k: state[k] for k in ("ids", "sections", "wins")} == fresh_fetch(daemon)
     ids: Dict[str, str] = daemon.ids
 
-    def save_and_check(params: Dict[str, Any], kinds: List[str]) -> Dict[str, Any]:
+    def save_and_check(params: Dict[str, Any], kinds: List[str], ghosts: int = 0) -> Dict[str, Any]:
         before = live_state(browser)["seq"]
         result = daemon.call("store/save", params)
         saved_at = time.monotonic()
         wait_for(browser, lambda: live_state(browser)["transaction"] == result["transaction"], timeout=1.0,
                  message=f"transaction {result['transaction']} shown within a second")
         elapsed = time.monotonic() - saved_at
+        # Deleted rows fade out where they were, outside the results (no data-id).
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#live-table tr.deleted:not([data-id])")) == ghosts
         after = live_state(browser)
         assert after["seq"] == before + 1
         assert {k: after[k] for k in ("ids", "sections", "wins")} == fresh_fetch(daemon)
@@ -152,7 +154,7 @@ def test_live_view_follows_saves_from_the_cli(daemon: Daemon, studio: Studio, br
     save_and_check({"inserted": [{"entity": "Team", "values": {"teamName": "Zanzibar", "qualifyingZone": "Africa",
                                                                 "wins": 4}}]}, ["insert"])
     after = save_and_check({"updated": [{"id": ids["Japan"], "values": {"qualifyingZone": "Asia"}}],
-                            "deleted": [{"id": ids["Algeria"]}]}, ["delete", "section delete"])
+                            "deleted": [{"id": ids["Algeria"]}]}, ["delete", "section delete"], ghosts=1)
     assert "Oceania" not in after["sections"]
     assert ids["Algeria"] not in after["ids"]
     screenshot(browser, "live-after-saves")

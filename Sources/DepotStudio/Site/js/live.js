@@ -114,6 +114,8 @@ export function mount(root, bridge) {
 
   /** Redraws the table; rows of `kinds` (id → change type) flash, moved rows slide from where they were. */
   function render(kinds) {
+    const oldBody = output.querySelector('tbody');
+    const oldRows = oldBody ? [...oldBody.children] : [];
     const before = new Map([...output.querySelectorAll('tr[data-id]')].map((row) => [row.dataset.id, row.getBoundingClientRect().top]));
     const body = h('tbody');
     state.sections.forEach((s, index) => {
@@ -133,6 +135,15 @@ export function mount(root, bridge) {
     status.replaceChildren(h('span.pill', {}, subscription), h('span.pill', {}, `seq ${state.seq}`),
       h('span.pill', {}, `transaction ${state.transaction}`), h('span.pill', {}, `${state.ids.length} objects`),
       h('span.pill', {}, `${state.sections.length} sections`));
+    // Deleted rows fade out where they were (ghosts without data-id: not part of the results).
+    oldRows.forEach((old, position) => {
+      if (kinds.get(old.dataset.id) !== 'delete') return;
+      const ghost = old.cloneNode(true);
+      delete ghost.dataset.id;
+      ghost.className = 'deleted';
+      body.insertBefore(ghost, body.children[position] ?? null);
+      setTimeout(() => ghost.remove(), 900);
+    });
     for (const row of body.querySelectorAll('tr[data-id]')) {
       const kind = kinds.get(row.dataset.id);
       if (!kind) continue;
