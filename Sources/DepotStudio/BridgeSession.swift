@@ -77,7 +77,11 @@ actor BridgeSession {
                 await pump(opened)
                 return
             } catch {
-                if !reported { link("disconnected", message: "depotd does not answer at \(endpoint): \(error)") }
+                if !reported {
+                    link(
+                        "disconnected",
+                        message: "depotd does not answer at \(endpoint) (\(error)); retrying every second")
+                }
                 reported = true
                 try? await Task.sleep(for: .seconds(1))
             }
@@ -98,7 +102,8 @@ actor BridgeSession {
                 for await event in events {
                     switch event {
                     case .disconnected:
-                        await self.link("disconnected", message: "the connection to depotd dropped; reconnecting")
+                        await self.link(
+                            "disconnected", message: "the connection to depotd dropped; reconnecting by itself")
                     case .reconnected:
                         await self.link("reconnected")
                     }

@@ -16,7 +16,7 @@ bridge.onLink((link) => {
   document.getElementById('endpoint').textContent = link.endpoint ? `depotd at ${link.endpoint}` : '';
   const down = link.state === 'disconnected' || link.state === 'studio-down';
   banner.hidden = !down;
-  banner.textContent = down ? `depotd is not reachable — ${link.message ?? ''} (reconnecting by itself)` : '';
+  banner.textContent = down ? `depotd is not reachable — ${link.message ?? 'reconnecting by itself'}` : '';
   document.body.dataset.link = link.state;
 });
 
