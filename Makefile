@@ -12,7 +12,7 @@ SWIFT_TEST_FLAGS ?=
 # e.g. BENCH_FLAGS="--quick" or BENCH_FLAGS="--filter ping --filter save"
 BENCH_FLAGS ?=
 
-.PHONY: setup setup-system setup-python build run test test-swift test-python test-consumer soak bench fuzz format clean
+.PHONY: setup setup-system setup-python setup-browser build run test test-swift test-python test-consumer test-browser studio soak bench fuzz format clean
 
 setup: setup-system setup-python
 
@@ -41,6 +41,15 @@ setup-python: $(VENV_PYTHON)
 	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check -r clients/python/requirements-dev.txt
 	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check ./clients/python
 
+# Depot Studio's browser tests: Debian's chromium and chromium-driver, selenium from PyPI.
+setup-browser: $(VENV_PYTHON)
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		echo "installing chromium and chromium-driver"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver; \
+	fi
+	@$(VENV_PYTHON) -m pip install -q --disable-pip-version-check -r Tests/Browser/requirements.txt
+
 build: setup-system
 	$(SWIFT) build
 
@@ -53,6 +62,7 @@ test: setup
 	$(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
 	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests
 	@$(MAKE) --no-print-directory test-consumer
+	@$(MAKE) --no-print-directory test-browser
 
 test-swift: setup-system
 	$(SWIFT) build --build-tests
@@ -79,6 +89,16 @@ SOAK_SECONDS ?= 600
 soak: setup
 	$(SWIFT) build --product depotd
 	$(VENV_PYTHON) scripts/soak.py --depotd .build/debug/depotd --duration $(SOAK_SECONDS)
+
+# Depot Studio in a real headless Chromium against a real depotd (screenshots: the folder it prints).
+test-browser: setup-system setup-browser
+	$(SWIFT) build --product depotd
+	$(SWIFT) build --product depot
+	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q Tests/Browser
+
+# Depot Studio against `make run`'s daemon: http://127.0.0.1:8080/
+studio: build
+	.build/debug/depot studio --data-dir $(DATA_DIR)
 
 bench: setup-system
 	$(SWIFT) build -c release --product depotd

@@ -14,6 +14,9 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libzmq from libzmq3-dev (`make setup-system`); the module map links it. No pkgConfig:
@@ -45,10 +48,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            name: "DepotStudio",
+            dependencies: [
+                "DepotClient", "DepotProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            resources: [.copy("Site")]
+        ),
         .executableTarget(
             name: "depot",
             dependencies: [
-                "DepotClient",
+                "DepotClient", "DepotStudio",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -82,6 +95,7 @@ let package = Package(
             dependencies: ["DepotStore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "DepotServerTests", dependencies: ["DepotServer"]),
+        .testTarget(name: "DepotStudioTests", dependencies: ["DepotStudio"]),
         .testTarget(name: "DepotClientTests", dependencies: ["DepotClient"]),
         .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "ZeroMQ"]),
     ]

@@ -43,6 +43,7 @@ STRING = {"type": "string"}
 INT = {"type": "integer"}
 NONNEG = {"type": "integer", "minimum": 0}
 BOOL = {"type": "boolean"}
+NUMBER = {"type": "number", "minimum": 0}
 ANY: Dict[str, Any] = {}
 EMPTY = {"type": "object", "additionalProperties": False, "properties": {}}
 NULL = {"type": "null"}
@@ -63,6 +64,10 @@ SCHEMAS: Dict[str, Any] = {
                           "{\"add\": [ids], \"remove\": [ids]} that changes it.",
                "type": "object"},
     "ImplementationInfo": obj({"name": STRING, "version": STRING}),
+    "Percentiles": obj({"count": {"type": "integer", "minimum": 0}, "meanMs": {"type": "number", "minimum": 0},
+                        "p50Ms": {"type": "number", "minimum": 0}, "p90Ms": {"type": "number", "minimum": 0},
+                        "p99Ms": {"type": "number", "minimum": 0}, "maxMs": {"type": "number", "minimum": 0}},
+                       description="A latency distribution in milliseconds (each within 1/32 of the true value)."),
     "SortDescriptor": obj({"key": STRING}, {"ascending": BOOL}),
     "FetchRequest": obj(
         {"entity": STRING},
@@ -299,6 +304,31 @@ METHODS = [
     method("results/unsubscribe", "Ends a subscription.", obj({"subscription": STRING}), NULL, errors=[-32013]),
     method("results/deleteCache", "Removes a named cache, or every cache when no name is given.",
            obj({}, {"cacheName": nullable(STRING)}), NULL),
+    method("server/stats", "What the daemon is doing now: sessions, shared result sets, writer queue, latency "
+           "percentiles, store size, last transaction (DESIGN.md §12).",
+           EMPTY,
+           obj({"server": obj({"name": STRING, "version": STRING, "uptimeSeconds": NUMBER,
+                               "endpoints": {"type": "array", "items": STRING}}),
+                "sessions": {"type": "array", "items": obj(
+                    {"id": STRING, "subscriptions": NONNEG, "observers": NONNEG, "inFlight": NONNEG,
+                     "outboundBacklog": NONNEG, "idleSeconds": NUMBER},
+                    {"client": nullable(ref("ImplementationInfo")), "key": nullable(STRING)})},
+                "subscriptions": {"type": "array", "items": obj(
+                    {"request": {"type": "object"}, "rows": NONNEG, "sections": NONNEG,
+                     "transaction": ref("Transaction"), "subscriptionIds": {"type": "array", "items": STRING},
+                     "sessions": NONNEG, "notificationsSent": NONNEG},
+                    {"sectionKeyPath": nullable(STRING), "cacheName": nullable(STRING)})},
+                "notificationsSent": {"type": "object", "additionalProperties": NONNEG},
+                "writer": obj({"queueDepth": NONNEG, "commits": NONNEG}),
+                "latency": obj({"commit": ref("Percentiles"), "delta": ref("Percentiles")}),
+                "store": obj({"path": STRING, "sizeBytes": NONNEG, "walBytes": NONNEG,
+                              "transaction": ref("Transaction")},
+                             {"lastTransaction": nullable(obj(
+                                 {"transaction": ref("Transaction"),
+                                  "timestamp": {"type": "string", "format": "date-time"},
+                                  "counts": {"type": "object", "additionalProperties": obj(
+                                      {"inserted": NONNEG, "updated": NONNEG, "deleted": NONNEG})}},
+                                 {"author": nullable(STRING)}))})})),
 ]
 
 NOTIFICATIONS: Dict[str, Dict[str, Any]] = {

@@ -20,6 +20,7 @@ public final class DepotServer: Sendable {
     let logger: Logger
     let sessions = SessionRegistry()
     let results: ResultsEngine
+    let stats = ServerStatistics()
     let transport: RouterTransport
     private let dispatcherBox = Mutex<Dispatcher?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -101,6 +102,7 @@ public final class DepotServer: Sendable {
         Self.registerStoreHandlers(&handlers)
         Self.registerResultsHandlers(&handlers)
         Self.registerBatchHandlers(&handlers)
+        Self.registerStatsHandlers(&handlers)
         dispatcherBox.withLock { $0 = Dispatcher(server: self, handlers: handlers) }
         transport.delegate = self
     }
@@ -144,13 +146,18 @@ public final class DepotServer: Sendable {
     func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters, to routingID: [UInt8]) {
         guard let bytes = try? JSONCoding.encodeBytes(params) else { return }
         send(MessageEncoder.notification(method: N.name, paramsJSON: bytes), to: routingID)
+        stats.notificationSent(N.name, subscription: (params as? ResultsDidChange.Parameters)?.subscription)
     }
 
     /// Publishes a committed transaction to observers (writer queue, after commit).
     func publish(_ transaction: CommittedTransaction?) {
         guard let transaction else { return }
+        let start = ContinuousClock.now
+        let subscribed = results.counts.sets > 0
         results.publish(transaction, server: self)
+        let delta = ContinuousClock.now - start
         ObservationCenter.publish(transaction, server: self)
+        stats.recordPublish(total: ContinuousClock.now - start, delta: subscribed ? delta : nil)
     }
 
     /// Re-reads the authorized-keys file (SIGHUP) and closes at once every
@@ -223,12 +230,20 @@ extension DepotServer: TransportDelegate {
         results.sendInvalidations(to: routingID, server: self)
     }
 
+    /// How many messages wait for the peer beyond ZeroMQ's own queue.
+    func outboundBacklog(of routingID: [UInt8]) -> Int {
+        transport.backlogCount(for: routingID)
+    }
+
     /// Whether the peer's outbound queue is past the slow-consumer limit.
     func isOverflowing(_ routingID: [UInt8]) -> Bool {
         transport.backlogCount(for: routingID) > configuration.sessionQueueLimit
     }
 
     func transportDidTick(_ transport: RouterTransport) {
+        if stats.countedSubscriptions > results.counts.subscriptions {
+            stats.forgetSubscriptions(except: results.subscriptionIDs)
+        }
         let limit = Duration.milliseconds(Int64(configuration.heartbeatInterval * 3000))
         for session in sessions.expire(silentFor: limit) {
             results.removeSubscriptions(of: session.routingID, server: self)

@@ -122,16 +122,20 @@ final class Dispatcher: Sendable {
             case .write:
                 let server = server
                 let entry = WriteQueue.Entry(
-                    groupable: handler.groupable, runAlone: run,
+                    groupable: handler.groupable, runAlone: { server.stats.measureWrite(run) },
                     runInGroup: { [self] group in
                         let slot = ResponseSlot()
-                        let bytes = execute(
-                            id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
-                            cancellation: cancellation, responseSlot: slot, writeGroup: group)
+                        var bytes: [UInt8] = []
+                        server.stats.measureWrite {
+                            bytes = execute(
+                                id: id, method: method, input: input, handler: handler, routingID: routingID,
+                                key: key, cancellation: cancellation, responseSlot: slot, writeGroup: group)
+                        }
                         return (bytes, slot.isSent)
                     },
                     send: { server.send($0, to: routingID) },
                     failure: { MessageEncoder.response(id: id, error: $0) })
+                server.stats.writeQueued()
                 writes.enqueue(entry, store: server.store) { server.publish($0) }
             }
         case .none:
@@ -260,7 +264,10 @@ final class Dispatcher: Sendable {
             server.send(writer.bytes, to: routingID)
         }
         if needsWriter {
-            writes.enqueue(WriteQueue.alone(run), store: server.store) { [server] in server.publish($0) }
+            server.stats.writeQueued()
+            writes.enqueue(WriteQueue.alone { [server] in server.stats.measureWrite(run) }, store: server.store) {
+                [server] in server.publish($0)
+            }
         } else {
             readers.async(execute: run)
         }

@@ -365,6 +365,29 @@ final class ResultsEngine: Sendable {
         for (name, entry) in named { try? store.saveResultsCache(name, entry) }
     }
 
+    /// How many subscriptions and shared sets are live (for `server/stats`).
+    var counts: (subscriptions: Int, sets: Int) {
+        state.withLock { ($0.subscriptions.count, $0.sets.count) }
+    }
+
+    /// The ids of every live subscription.
+    var subscriptionIDs: Set<String> { state.withLock { Set($0.subscriptions.keys) } }
+
+    /// Every shared set as `server/stats` reports it: its sharing key, row and
+    /// section counts, transaction, cache name and its subscriptions' (id, session) pairs.
+    func statistics() -> [SharedSetFigures] {
+        state.withLock { state in
+            state.sets.values.map { set in
+                SharedSetFigures(
+                    key: set.key, rows: set.index.count, sections: set.sectioned ? set.sections.count : 1,
+                    transaction: set.transaction, cacheName: set.cacheName,
+                    subscribers: set.subscribers.sorted().compactMap { id in
+                        state.subscriptions[id].map { (id, $0.routingID) }
+                    })
+            }
+        }
+    }
+
     /// The most object changes one `results/didChange` carries; a transaction that
     /// changes more (a big batch) gets `results/didInvalidate {reason: "largeTransaction"}`.
     static let largestNotification = 10_000

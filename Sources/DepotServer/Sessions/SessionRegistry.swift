@@ -143,6 +143,9 @@ final class SessionRegistry: Sendable {
         sessions.withLock { $0.values.filter { $0.keyID.map(keyIDs.contains) ?? false }.map(\.routingID) }
     }
 
+    /// Every open session, as of now (for `server/stats`).
+    var all: [Session] { sessions.withLock { Array($0.values) } }
+
     /// How many sessions are open.
     var count: Int { sessions.withLock { $0.count } }
 }

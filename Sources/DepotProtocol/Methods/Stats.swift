@@ -1,0 +1,251 @@
+/// `server/stats`: what the daemon is doing now (DESIGN.md §12): its sessions,
+/// its shared fetched-results sets, the writer's queue, commit and delta
+/// latency percentiles, the store's size and its last transaction.
+public enum ServerStats: Method {
+    public static let name = "server/stats"
+
+    /// No params.
+    public typealias Parameters = Empty
+
+    /// A snapshot of the daemon's figures.
+    public struct Result: Codable, Hashable, Sendable {
+        /// Who the server is and how long it has run.
+        public var server: Server
+        /// Every open session.
+        public var sessions: [Session]
+        /// Every maintained result set, with the subscriptions sharing it.
+        public var subscriptions: [SharedResults]
+        /// Notifications queued for clients since start, by method name.
+        public var notificationsSent: [String: Int64]
+        /// The single writer.
+        public var writer: Writer
+        /// Latency percentiles.
+        public var latency: Latency
+        /// The store on disk.
+        public var store: StoreFigures
+
+        /// Creates the result.
+        public init(
+            server: Server, sessions: [Session], subscriptions: [SharedResults], notificationsSent: [String: Int64],
+            writer: Writer, latency: Latency, store: StoreFigures
+        ) {
+            self.server = server
+            self.sessions = sessions
+            self.subscriptions = subscriptions
+            self.notificationsSent = notificationsSent
+            self.writer = writer
+            self.latency = latency
+            self.store = store
+        }
+    }
+
+    /// The daemon itself.
+    public struct Server: Codable, Hashable, Sendable {
+        /// `depotd`.
+        public var name: String
+        /// Its version.
+        public var version: String
+        /// Seconds since it started serving.
+        public var uptimeSeconds: Double
+        /// The endpoints it listens on.
+        public var endpoints: [String]
+
+        /// Creates the figures.
+        public init(name: String, version: String, uptimeSeconds: Double, endpoints: [String]) {
+            self.name = name
+            self.version = version
+            self.uptimeSeconds = uptimeSeconds
+            self.endpoints = endpoints
+        }
+    }
+
+    /// One client session.
+    public struct Session: Codable, Hashable, Sendable {
+        /// The session id `initialize` returned.
+        public var id: String
+        /// Who the client said it is.
+        public var client: ImplementationInfo?
+        /// The name of the CURVE key it authenticated with (`nil` on unauthenticated endpoints).
+        public var key: String?
+        /// How many fetched-results subscriptions it holds.
+        public var subscriptions: Int
+        /// How many `store/observe` registrations it holds.
+        public var observers: Int
+        /// Requests of it still running.
+        public var inFlight: Int
+        /// Messages waiting for it beyond ZeroMQ's own queue (a slow consumer's backlog).
+        public var outboundBacklog: Int
+        /// Seconds since it last sent anything.
+        public var idleSeconds: Double
+
+        /// Creates the figures.
+        public init(
+            id: String, client: ImplementationInfo?, key: String?, subscriptions: Int, observers: Int, inFlight: Int,
+            outboundBacklog: Int, idleSeconds: Double
+        ) {
+            self.id = id
+            self.client = client
+            self.key = key
+            self.subscriptions = subscriptions
+            self.observers = observers
+            self.inFlight = inFlight
+            self.outboundBacklog = outboundBacklog
+            self.idleSeconds = idleSeconds
+        }
+    }
+
+    /// One maintained result set and the subscriptions (of one or more sessions) sharing it.
+    public struct SharedResults: Codable, Hashable, Sendable {
+        /// The fetch request (without batch size and tokens, which do not change the results).
+        public var request: JSONValue
+        /// The section key path, if sectioned.
+        public var sectionKeyPath: String?
+        /// The named cache it persists under, if any.
+        public var cacheName: String?
+        /// How many objects match.
+        public var rows: Int
+        /// How many sections it has (1 when not sectioned and not empty).
+        public var sections: Int
+        /// The last transaction it reflects.
+        public var transaction: Int64
+        /// The ids of the subscriptions sharing it.
+        public var subscriptionIds: [String]
+        /// How many distinct sessions share it.
+        public var sessions: Int
+        /// `results/didChange` notifications sent for it, summed over its subscriptions.
+        public var notificationsSent: Int64
+
+        /// Creates the figures.
+        public init(
+            request: JSONValue, sectionKeyPath: String?, cacheName: String?, rows: Int, sections: Int,
+            transaction: Int64, subscriptionIds: [String], sessions: Int, notificationsSent: Int64
+        ) {
+            self.request = request
+            self.sectionKeyPath = sectionKeyPath
+            self.cacheName = cacheName
+            self.rows = rows
+            self.sections = sections
+            self.transaction = transaction
+            self.subscriptionIds = subscriptionIds
+            self.sessions = sessions
+            self.notificationsSent = notificationsSent
+        }
+    }
+
+    /// The single writer's queue.
+    public struct Writer: Codable, Hashable, Sendable {
+        /// Write requests queued or running now.
+        public var queueDepth: Int
+        /// Write requests that committed a transaction since start.
+        public var commits: Int64
+
+        /// Creates the figures.
+        public init(queueDepth: Int, commits: Int64) {
+            self.queueDepth = queueDepth
+            self.commits = commits
+        }
+    }
+
+    /// Latency percentiles since start.
+    public struct Latency: Codable, Hashable, Sendable {
+        /// A committing write on the writer: validation, SQL and the SQLite commit
+        /// (the fan-out of notifications that follows is not included).
+        public var commit: Percentiles
+        /// Turning one committed transaction into every subscription's `results/didChange`.
+        public var delta: Percentiles
+
+        /// Creates the figures.
+        public init(commit: Percentiles, delta: Percentiles) {
+            self.commit = commit
+            self.delta = delta
+        }
+    }
+
+    /// A latency distribution in milliseconds (each percentile within 1/32 of the true value).
+    public struct Percentiles: Codable, Hashable, Sendable {
+        /// How many samples.
+        public var count: Int64
+        /// The mean.
+        public var meanMs: Double
+        /// The median.
+        public var p50Ms: Double
+        /// The 90th percentile.
+        public var p90Ms: Double
+        /// The 99th percentile.
+        public var p99Ms: Double
+        /// The largest sample.
+        public var maxMs: Double
+
+        /// Creates the figures.
+        public init(count: Int64, meanMs: Double, p50Ms: Double, p90Ms: Double, p99Ms: Double, maxMs: Double) {
+            self.count = count
+            self.meanMs = meanMs
+            self.p50Ms = p50Ms
+            self.p90Ms = p90Ms
+            self.p99Ms = p99Ms
+            self.maxMs = maxMs
+        }
+    }
+
+    /// The store on disk.
+    public struct StoreFigures: Codable, Hashable, Sendable {
+        /// The SQLite file.
+        public var path: String
+        /// The database file's size in bytes.
+        public var sizeBytes: Int64
+        /// The write-ahead log's size in bytes.
+        public var walBytes: Int64
+        /// The newest committed transaction's number (0 before any).
+        public var transaction: Int64
+        /// The newest transaction still in history, if any.
+        public var lastTransaction: TransactionSummary?
+
+        /// Creates the figures.
+        public init(
+            path: String, sizeBytes: Int64, walBytes: Int64, transaction: Int64, lastTransaction: TransactionSummary?
+        ) {
+            self.path = path
+            self.sizeBytes = sizeBytes
+            self.walBytes = walBytes
+            self.transaction = transaction
+            self.lastTransaction = lastTransaction
+        }
+    }
+
+    /// One transaction, counted by entity.
+    public struct TransactionSummary: Codable, Hashable, Sendable {
+        /// Its number.
+        public var transaction: Int64
+        /// When it committed, ISO 8601 UTC.
+        public var timestamp: String
+        /// Who made it, if the save said.
+        public var author: String?
+        /// Inserted, updated and deleted objects, by entity.
+        public var counts: [String: ChangeCounts]
+
+        /// Creates the summary.
+        public init(transaction: Int64, timestamp: String, author: String?, counts: [String: ChangeCounts]) {
+            self.transaction = transaction
+            self.timestamp = timestamp
+            self.author = author
+            self.counts = counts
+        }
+    }
+
+    /// How many objects of one entity a transaction changed.
+    public struct ChangeCounts: Codable, Hashable, Sendable {
+        /// Inserted objects.
+        public var inserted: Int
+        /// Updated objects.
+        public var updated: Int
+        /// Deleted objects.
+        public var deleted: Int
+
+        /// Creates the counts.
+        public init(inserted: Int, updated: Int, deleted: Int) {
+            self.inserted = inserted
+            self.updated = updated
+            self.deleted = deleted
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import DepotProtocol
+import Foundation
+import Synchronization
+
+/// The daemon's running figures for `server/stats`: writer queue depth,
+/// commit and delta latencies, notifications sent (by method and by
+/// subscription). Everything else `server/stats` reports is read where it
+/// lives (sessions, result sets, the transport's backlogs, the store's files).
+///
+/// Counting costs a few atomic adds and one short lock per write and per notification.
+final class ServerStatistics: Sendable {
+    /// When the server was created.
+    let startedAt = ContinuousClock.now
+    private let queued = Atomic<Int>(0)
+    private let commits = Atomic<Int64>(0)
+    private let commitLatency = Mutex(LatencyHistogram())
+    private let deltaLatency = Mutex(LatencyHistogram())
+    /// Set up by ``measureWrite(_:)`` for the write running on the (serial) writer.
+    private let currentWrite = Mutex<WriteMeasurement?>(nil)
+    private let sentByMethod = Mutex<[String: Int64]>([:])
+    private let sentBySubscription = Mutex<[String: Int64]>([:])
+
+    private struct WriteMeasurement {
+        var published = false
+        var publishing: Duration = .zero
+    }
+
+    // MARK: The writer
+
+    /// A write request was queued for the writer.
+    func writeQueued() { queued.add(1, ordering: .relaxed) }
+
+    /// Write requests queued or running.
+    var writerQueueDepth: Int { queued.load(ordering: .relaxed) }
+
+    /// Write requests that committed a transaction.
+    var commitCount: Int64 { commits.load(ordering: .relaxed) }
+
+    /// Runs a queued write (on the serial writer) and records its commit latency
+    /// when it committed: its time minus the time its publishing took.
+    func measureWrite(_ body: () -> Void) {
+        currentWrite.withLock { $0 = WriteMeasurement() }
+        let start = ContinuousClock.now
+        body()
+        let elapsed = ContinuousClock.now - start
+        queued.subtract(1, ordering: .relaxed)
+        guard
+            let write = currentWrite.withLock({ state in
+                defer { state = nil }; return state
+            }), write.published
+        else { return }
+        commits.add(1, ordering: .relaxed)
+        recordCommit(elapsed - write.publishing)
+    }
+
+    /// Records one commit's latency.
+    func recordCommit(_ duration: Duration) {
+        commitLatency.withLock { $0.record(duration) }
+    }
+
+    /// Records how long publishing one transaction took; `delta` is the
+    /// fetched-results part, `nil` when no subscription could be affected.
+    func recordPublish(total: Duration, delta: Duration?) {
+        currentWrite.withLock { write in
+            write?.published = true
+            write?.publishing += total
+        }
+        if let delta { deltaLatency.withLock { $0.record(delta) } }
+    }
+
+    /// The latency percentiles.
+    var latency: ServerStats.Latency {
+        ServerStats.Latency(
+            commit: commitLatency.withLock { $0.percentiles }, delta: deltaLatency.withLock { $0.percentiles })
+    }
+
+    // MARK: Notifications
+
+    /// Counts a notification queued for a client; `subscription` names the
+    /// subscription of a `results/didChange`.
+    func notificationSent(_ method: String, subscription: String? = nil) {
+        sentByMethod.withLock { $0[method, default: 0] += 1 }
+        if let subscription { sentBySubscription.withLock { $0[subscription, default: 0] += 1 } }
+    }
+
+    /// Notifications sent since start, by method.
+    var notificationsByMethod: [String: Int64] { sentByMethod.withLock { $0 } }
+
+    /// `results/didChange` notifications sent to `subscription`.
+    func notificationsSent(to subscription: String) -> Int64 {
+        sentBySubscription.withLock { $0[subscription] ?? 0 }
+    }
+
+    /// Forgets the counters of subscriptions that are gone.
+    func forgetSubscriptions(except live: Set<String>) {
+        sentBySubscription.withLock { counters in
+            guard counters.count > live.count else { return }
+            counters = counters.filter { live.contains($0.key) }
+        }
+    }
+
+    /// How many subscriptions have a counter (for tests).
+    var countedSubscriptions: Int { sentBySubscription.withLock { $0.count } }
+}
