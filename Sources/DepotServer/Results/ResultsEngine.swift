@@ -626,6 +626,7 @@ final class ResultsEngine: Sendable {
                         server.send(
                             Self.didChange(shared, subscription: subscription, transaction: transaction),
                             to: subscription.routingID)
+                        server.stats.notificationSent(ResultsDidChange.name, subscription: subscription.id)
                     }
                 } else {
                     server.notify(
