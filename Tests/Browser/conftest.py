@@ -29,7 +29,7 @@ DEPOTD = os.environ.get("DEPOTD", str(REPO / ".build" / "debug" / "depotd"))
 DEPOT = os.environ.get("DEPOT", str(REPO / ".build" / "debug" / "depot"))
 CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", shutil.which("chromedriver") or "/usr/bin/chromedriver")
-MODEL = REPO / "examples" / "worldcup-model.json"
+MODEL = REPO / "Examples" / "worldcup-model.json"
 TEAMS: List[Dict[str, Any]] = json.loads((REPO / "Tests" / "Fixtures" / "worldcup.json").read_text())["teams"]
 SCREENSHOTS = pathlib.Path(tempfile.mkdtemp(prefix="depot-studio-screenshots-"))
 
