@@ -55,6 +55,8 @@ final class ResultsEngine: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Counts finished publishes, so that a reader can wait for the one in flight.
+    private let publishes = PublishSignal()
 
     /// Starts with the store's newest transaction as the one every set reflects.
     init(publishedThrough: Int64) {
@@ -294,10 +296,16 @@ final class ResultsEngine: Sendable {
         subscription: String, context: RequestContext, _ attempt: () throws(RPCError) -> [UInt8]?
     ) throws(RPCError) -> [UInt8] {
         let writer = context.server.dispatcher.writer
-        for _ in 0..<3 {
+        for _ in 0..<20 {
+            let epoch = publishes.epoch
             if let bytes = try attempt() { return bytes }
-            // Wait out the publish in flight; a coalescing window still open is announced first.
-            writer.sync { flush(subscription: subscription, server: context.server) }
+            if hasOpenWindow(subscription) {
+                // A coalescing window still open is announced first, on the writer.
+                writer.sync { flush(subscription: subscription, server: context.server) }
+            } else {
+                // Wait out the publish in flight (not the writer's whole queue: batches may be waiting there).
+                publishes.wait(after: epoch, timeout: 0.05)
+            }
         }
         let last: Result<[UInt8]?, RPCError> = writer.sync {
             flush(subscription: subscription, server: context.server)
@@ -307,6 +315,13 @@ final class ResultsEngine: Sendable {
             throw .internalError("the results could not be read consistently; resync with results/snapshot")
         }
         return bytes
+    }
+
+    /// Whether the set behind `subscription` has a coalescing window open.
+    private func hasOpenWindow(_ subscription: String) -> Bool {
+        state.withLock { state in
+            state.subscriptions[subscription].flatMap { state.sets[$0.setKey] }?.coalescing != nil
+        }
     }
 
     /// The subscription `id` of `routingID` and its set.
@@ -440,6 +455,7 @@ final class ResultsEngine: Sendable {
                 state.publishing = false
                 state.publishedThrough = max(state.publishedThrough, transaction.number)
             }
+            publishes.advance()
         }
         let changedRows = transaction.changes.mapValues { Set($0.allRows) }
         var memory = InMemoryRows(store: server.store, changedRows: changedRows)
@@ -745,5 +761,35 @@ struct InMemoryRows {
             }
         }
         return result
+    }
+}
+
+/// A counter of finished publishes that readers can wait on.
+final class PublishSignal: @unchecked Sendable {
+    // @unchecked: `epoch` is read and written only under `condition`'s lock.
+    private let condition = NSCondition()
+    private var count = 0
+
+    /// How many publishes have finished.
+    var epoch: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return count
+    }
+
+    /// One more publish finished.
+    func advance() {
+        condition.lock()
+        count += 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until a publish after `epoch` finishes, or `timeout` seconds pass.
+    func wait(after epoch: Int, timeout: Double) {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(timeout)
+        while count == epoch, condition.wait(until: deadline) {}
     }
 }

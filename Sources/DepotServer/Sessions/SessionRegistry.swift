@@ -50,7 +50,9 @@ final class SessionRegistry: Sendable {
     func expire(silentFor limit: Duration) -> [Session] {
         let now = ContinuousClock.now
         let expired = sessions.withLock { sessions in
-            let stale = sessions.values.filter { now - $0.lastSeen > limit }
+            // A session waiting for an answer is not silent: a long fetch or a write queued
+            // behind batches must not cost the client its session.
+            let stale = sessions.values.filter { now - $0.lastSeen > limit && $0.inFlight.isEmpty }
             for session in stale { sessions[session.routingID] = nil }
             return stale
         }
