@@ -107,8 +107,9 @@ bench: setup-system
 
 # libFuzzer targets (Fuzz/): JSON parser, predicates (SQL vs evaluator), dispatch. FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
+FUZZ_SEED ?= 0
 fuzz: setup-system
-	SWIFT=$(SWIFT) bash Fuzz/run.sh $(FUZZ_SECONDS)
+	SWIFT=$(SWIFT) FUZZ_SEED=$(FUZZ_SEED) bash Fuzz/run.sh $(FUZZ_SECONDS)
 
 format:
 	$(SWIFT) format -i -r Sources Tests Benchmarks

@@ -3,6 +3,8 @@
 #
 #   Fuzz/run.sh 60              every target, 60 s each (what CI runs)
 #   Fuzz/run.sh 600 FuzzJSON    one target, longer
+#   FUZZ_SEED=1 Fuzz/run.sh 45  a fixed seed: the same inputs in the same order on every machine
+#                               (what CI runs, so its verdict is reproducible; 0, the default, is random)
 #
 # Each target starts from its committed seed corpus (Fuzz/corpus/<name>, copied to a scratch
 # directory so new inputs stay out of the repository). A crash, sanitizer report or disagreement
@@ -38,7 +40,7 @@ for target in "${TARGETS[@]}"; do
     # detect_leaks=0: the targets keep one store or server for the whole run on purpose.
     # SWIFT_BACKTRACE off: the Swift backtracer trips ASan after a fatalError and hides the message.
     if ! SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$BIN/$target" \
-        -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
+        -seed="${FUZZ_SEED:-0}" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
         -print_final_stats=1 -artifact_prefix="Fuzz/artifacts/$target-" "$WORK/$name" \
         >"$WORK/$target.log" 2>&1; then
         status=1

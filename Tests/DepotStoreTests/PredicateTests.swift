@@ -151,7 +151,8 @@ final class PredicateTests: XCTestCase {
         ("zone < 'B'", nil, "BC"), ("zone > 'B'", nil, "AEF"),
         // BETWEEN and IN.
         ("wins BETWEEN {3, 5}", nil, "ABF"), ("wins BETWEEN {0, 0}", nil, "C"), ("rating BETWEEN {-5, 1}", nil, "EF"),
-        ("wins IN {0, 10}", nil, "CE"), ("wins IN {}", nil, ""), ("zone IN {'Asia', 'Africa'}", nil, "BC"),
+        ("wins IN {0, 10}", nil, "CE"), ("wins IN {}", nil, ""), ("NO IN {}", nil, ""), ("$v IN {}", ["v": 1], ""),
+        ("zone IN {'Asia', 'Africa'}", nil, "BC"),
         ("zone IN {'Asia', nil}", nil, "CD"), ("wins IN $list", ["list": [3, 5]], "ABF"),
         ("wins IN %@", [[0, 5]], "BC"),
         ("NOT wins IN {3}", nil, "BCDE"), ("zone IN[c] {'EUROPE'}", nil, "AEF"),

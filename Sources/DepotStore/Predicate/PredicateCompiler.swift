@@ -354,7 +354,8 @@ struct PredicateCompiler {
                 let high = fold(values[1].sql, options, type: left.type)
                 return "IFNULL(\(lhs) >= \(low) AND \(lhs) <= \(high), 0)"
             }
-            if values.isEmpty { return "0" }
+            // Still names the left side: its bound arguments (`NO IN {}`) must appear in the SQL.
+            if values.isEmpty { return "(0 AND \(lhs) IS NULL)" }
             return "(" + values.map { "\(lhs) IS \(fold($0.sql, options, type: left.type))" }.joined(separator: " OR ")
                 + ")"
         }
