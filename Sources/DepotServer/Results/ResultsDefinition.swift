@@ -97,6 +97,9 @@ struct InMemoryFollow: Sendable {
     /// files the set under it, so that a changed row reaches only the sets of
     /// its own value (and those that held it).
     let equality: (key: String, value: JSONValue)?
+    /// The keys the predicate reads: a row outside the set whose update changed
+    /// none of them still does not match, and needs no evaluation.
+    let predicateKeys: Set<String>
 
     init?(request: FetchRequest, sort: [SortDescriptor], entity: EntitySchema, dependencies: [ResultSet.Dependency]) {
         guard dependencies.isEmpty else { return nil }
@@ -110,6 +113,30 @@ struct InMemoryFollow: Sendable {
         }
         sortKeys = sort.map(\.key)
         equality = predicate.flatMap { Self.equality(in: $0, entity: entity) }
+        var keys = Set<String>()
+        predicate.map { Self.collectKeys(of: $0, into: &keys) }
+        predicateKeys = keys
+    }
+
+    /// The first key of every key path `node` reads (no relationships are followed here).
+    private static func collectKeys(of node: PredicateNode, into keys: inout Set<String>) {
+        switch node {
+        case .constant: break
+        case .not(let inner): collectKeys(of: inner, into: &keys)
+        case .and(let terms), .or(let terms): for term in terms { collectKeys(of: term, into: &keys) }
+        case .comparison(let comparison):
+            for side in [comparison.lhs, comparison.rhs] { collectKeys(of: side, into: &keys) }
+        }
+    }
+
+    private static func collectKeys(of expression: PredicateExpression, into keys: inout Set<String>) {
+        switch expression {
+        case .keyPath(let path): if let first = path.first { keys.insert(first) }
+        case .value: break
+        case .list(let elements): for element in elements { collectKeys(of: element, into: &keys) }
+        case .aggregate(_, let collection, _): if let first = collection.first { keys.insert(first) }
+        case .subqueryCount(let collection, _, _): if let first = collection.first { keys.insert(first) }
+        }
     }
 
     /// The first `key == constant` an object must satisfy to match `node`, when it can be filed by value.

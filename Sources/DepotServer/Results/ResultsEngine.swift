@@ -32,22 +32,57 @@ final class ResultsEngine: Sendable {
         var publishing = false
         /// Sets filed by their equality term: entity → key → value → set keys (``InMemoryFollow/equality``).
         var byEquality: [String: [String: [JSONValue: Set<String>]]] = [:]
+        /// The other sets, under every entity whose changes can affect them (their own and their dependencies').
+        var unfiled: [String: Set<String>] = [:]
+        /// For each filed entity and key: the current value of every row whose value has a filed set,
+        /// so that a row leaving a value reaches the sets of its old value without a search.
+        var filedValues: [String: [String: [Int64: JSONValue]]] = [:]
 
-        /// Installs `set` under `key`, filing it by its equality term.
+        /// Installs `set` under `key`, filing it by its equality term or under its entities.
         mutating func install(_ set: ResultSet, key: String) {
             sets[key] = set
-            if let (name, value) = set.inMemory?.equality {
-                byEquality[set.plan.entity.name, default: [:]][name, default: [:]][value, default: []].insert(key)
+            let entity = set.plan.entity.name
+            guard let (name, value) = set.inMemory?.equality else {
+                for name in Set([entity] + set.dependencies.map(\.entity)) { unfiled[name, default: []].insert(key) }
+                return
+            }
+            byEquality[entity, default: [:]][name, default: [:]][value, default: []].insert(key)
+            var values = filedValues[entity]?[name] ?? [:]
+            for entry in set.index.entries(in: 0..<set.index.count) { values[entry.id] = value }
+            filedValues[entity, default: [:]][name] = values
+        }
+
+        /// Files anew the rows of the filed sets of `entities` (after their rows could not be read).
+        mutating func refile(_ entities: [String]) {
+            for entity in entities {
+                filedValues[entity] = nil
+                for setKey in (byEquality[entity] ?? [:]).values.flatMap(\.values).flatMap({ $0 }) {
+                    guard let set = sets[setKey], let (name, value) = set.inMemory?.equality else { continue }
+                    for entry in set.index.entries(in: 0..<set.index.count) {
+                        filedValues[entity, default: [:]][name, default: [:]][entry.id] = value
+                    }
+                }
             }
         }
 
         /// Removes the set under `key` and its filing.
         mutating func uninstall(_ key: String) -> ResultSet? {
             guard let set = sets.removeValue(forKey: key) else { return nil }
-            if let (name, value) = set.inMemory?.equality {
-                byEquality[set.plan.entity.name]?[name]?[value]?.remove(key)
-                if byEquality[set.plan.entity.name]?[name]?[value]?.isEmpty == true {
-                    byEquality[set.plan.entity.name]?[name]?[value] = nil
+            let entity = set.plan.entity.name
+            guard let (name, value) = set.inMemory?.equality else {
+                for name in Set([entity] + set.dependencies.map(\.entity)) {
+                    unfiled[name]?.remove(key)
+                    if unfiled[name]?.isEmpty == true { unfiled[name] = nil }
+                }
+                return set
+            }
+            byEquality[entity]?[name]?[value]?.remove(key)
+            if byEquality[entity]?[name]?[value]?.isEmpty == true {
+                byEquality[entity]?[name]?[value] = nil
+                // No set of this value is left: its rows need no filing.
+                for entry in set.index.entries(in: 0..<set.index.count)
+                where filedValues[entity]?[name]?[entry.id] == value {
+                    filedValues[entity]?[name]?[entry.id] = nil
                 }
             }
             return set
@@ -443,12 +478,17 @@ final class ResultsEngine: Sendable {
     /// readers of ``objects(_:context:)`` and ``snapshot(_:context:)`` place
     /// their answers between two notifications and never among them.
     func publish(_ transaction: CommittedTransaction, server: DepotServer) {
-        let sets = state.withLock { state in
+        // Only the sets the transaction can affect: the unfiled ones of its entities, and of
+        // the filed ones those of the values its rows had or have (no pass over every set).
+        let (unfiled, filing) = state.withLock { state in
             state.publishing = true
-            return state.sets.values.filter { set in
-                transaction.changes[set.plan.entity.name] != nil
-                    || set.dependencies.contains { transaction.changes[$0.entity] != nil }
+            var keys = Set<String>()
+            var filing: [String: [String: [JSONValue: Set<String>]]] = [:]
+            for entity in transaction.changes.keys {
+                if let unfiled = state.unfiled[entity] { keys.formUnion(unfiled) }
+                if let filed = state.byEquality[entity] { filing[entity] = filed }
             }
+            return (keys.compactMap { state.sets[$0] }, filing)
         }
         defer {
             state.withLock { state in
@@ -458,19 +498,17 @@ final class ResultsEngine: Sendable {
             publishes.advance()
         }
         let changedRows = transaction.changes.mapValues { Set($0.allRows) }
+        let touchedKeys = transaction.changes.mapValues { changes in
+            Dictionary(changes.updated.map { ($0.row, $0.keys) }, uniquingKeysWith: { $0.union($1) })
+        }
         var memory = InMemoryRows(store: server.store, changedRows: changedRows)
-        let narrowed = narrowByEquality(transaction, memory: &memory)
-        for set in sets {
-            var only: Set<Int64>?
-            if let equality = set.inMemory?.equality, let rows = narrowed[set.plan.entity.name]?[equality.key] {
-                // Filed by value: only the rows of its value, and those it held, can change it.
-                guard let mine = rows[set.key], !mine.isEmpty else { continue }
-                only = mine
-            }
+        let (filed, unread) = narrowByEquality(transaction, filing: filing, memory: &memory, store: server.store)
+        defer { if !unread.isEmpty { state.withLock { $0.refile(unread) } } }
+        for (set, only) in unfiled.map({ ($0, Set<Int64>?.none) }) + filed.map({ ($0.0, Optional($0.1)) }) {
             do {
                 try follow(
-                    set, transaction: transaction, changedRows: changedRows, only: only, memory: &memory, server: server
-                )
+                    set, transaction: transaction, changedRows: changedRows, touchedKeys: touchedKeys, only: only,
+                    memory: &memory, server: server)
             } catch {
                 // Never a silent desync: the set is rebuilt and its subscribers told to resync.
                 server.logger.error(
@@ -481,64 +519,84 @@ final class ResultsEngine: Sendable {
         }
     }
 
-    /// For the sets filed by an equality term (entity → key → set key), the
-    /// changed rows each must look at: a row goes to the sets of its new value
-    /// and, when it was deleted or that key changed (its old value unknown
-    /// here), to every set of the key that holds it.
-    private func narrowByEquality(_ transaction: CommittedTransaction, memory: inout InMemoryRows)
-        -> [String: [String: [String: Set<Int64>]]]
-    {
-        let filed = state.withLock { state in
-            transaction.changes.keys.reduce(into: [String: [String: [JSONValue: [ResultSet]]]]()) { result, entity in
-                guard let keys = state.byEquality[entity] else { return }
-                result[entity] = keys.mapValues { values in
-                    values.mapValues { keys in keys.compactMap { state.sets[$0] } }
+    /// The filed sets (entity → key → value → set keys) that `transaction` can
+    /// change, each with the changed rows it must look at: a row goes to the
+    /// sets of its new value and of the value it had (``State/filedValues``),
+    /// which then records its new one.
+    private func narrowByEquality(
+        _ transaction: CommittedTransaction, filing: [String: [String: [JSONValue: Set<String>]]],
+        memory: inout InMemoryRows, store: Store
+    ) -> (sets: [(ResultSet, Set<Int64>)], unread: [String]) {
+        var perSet: [String: Set<Int64>] = [:]
+        var unread: [String] = []
+        var learned: [(entity: String, key: String, row: Int64, value: JSONValue?)] = []
+        for (entityName, keys) in filing {
+            guard let changes = transaction.changes[entityName] else { continue }
+            let changed = changes.allRows
+            guard let entity = store.schema.entity(named: entityName), let rows = try? memory.rows(of: entity) else {
+                // Unreadable: every filed set of the entity looks at every changed row, and its
+                // filing is made anew from the sets afterwards.
+                unread.append(entityName)
+                for setKeys in keys.values.flatMap(\.values) {
+                    for key in setKeys { perSet[key, default: []].formUnion(changed) }
                 }
+                continue
             }
-        }
-        var narrowed: [String: [String: [String: Set<Int64>]]] = [:]
-        for (entityName, keys) in filed {
-            guard let changes = transaction.changes[entityName],
-                let entity = keys.values.first?.values.first?.first?.plan.entity,
-                let rows = try? memory.rows(of: entity)
-            else { continue }
-            let changedKeys = Dictionary(changes.updated.map { ($0.row, $0.keys) }, uniquingKeysWith: { $0.union($1) })
+            let known = state.withLock { $0.filedValues[entityName] ?? [:] }
             for (key, byValue) in keys {
-                var perSet: [String: Set<Int64>] = [:]
-                for id in changes.allRows {
-                    if let value = rows[id]?.object[key] {
-                        for set in byValue[value] ?? [] { perSet[set.key, default: []].insert(id) }
+                let values = known[key] ?? [:]
+                for id in changed {
+                    let new = rows[id]?.object[key]
+                    let old = values[id]
+                    if let new, let sets = byValue[new] {
+                        for set in sets { perSet[set, default: []].insert(id) }
                     }
-                    let unknownOld = rows[id] == nil || changedKeys[id]?.contains(key) == true
-                    guard unknownOld else { continue }
-                    for sets in byValue.values {
-                        for set in sets where set.index.entry(for: id) != nil {
-                            perSet[set.key, default: []].insert(id)
-                        }
+                    if let old, old != new, let sets = byValue[old] {
+                        for set in sets { perSet[set, default: []].insert(id) }
                     }
+                    if old != new { learned.append((entityName, key, id, new)) }
                 }
-                narrowed[entityName, default: [:]][key] = perSet
             }
         }
-        return narrowed
+        return state.withLock { state in
+            for (entity, key, row, value) in learned {
+                let filed = value.map { state.byEquality[entity]?[key]?[$0] != nil } ?? false
+                state.filedValues[entity, default: [:]][key, default: [:]][row] = filed ? value : nil
+            }
+            return (perSet.compactMap { key, rows in state.sets[key].map { ($0, rows) } }, unread)
+        }
     }
 
     /// Applies `transaction` to one set and notifies its subscribers.
     private func follow(
-        _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>], only: Set<Int64>? = nil,
-        memory: inout InMemoryRows, server: DepotServer
+        _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>],
+        touchedKeys: [String: [Int64: Set<String>]], only: Set<Int64>? = nil, memory: inout InMemoryRows,
+        server: DepotServer
     ) throws(RPCError) {
         if let fault = server.configuration.failDeltasAtTransaction, fault == transaction.number {
             throw .internalError("injected failure at transaction \(fault) (DEPOTD_FAIL_DELTAS_AT)")
         }
         let store = server.store
         let entity = set.plan.entity
-        let candidates: Set<Int64>
+        var candidates: Set<Int64>
         if let only {
             candidates = only
         } else {
             candidates = try candidateRows(
                 entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+        }
+        let touched = touchedKeys[entity.name] ?? [:]
+        if let keys = set.inMemory?.predicateKeys {
+            // A row it does not hold, updated in keys its predicate does not read, still does not match.
+            candidates = state.withLock { _ in
+                candidates.filter { id in
+                    guard let changed = touched[id], !changed.isEmpty, changed.isDisjoint(with: keys) else {
+                        return true
+                    }
+                    return set.index.contains(id)
+                }
+            }
+            guard !candidates.isEmpty else { return }
         }
         let evaluated: [Int64: SortKey]
         if let inMemory = set.inMemory {
@@ -546,8 +604,6 @@ final class ResultsEngine: Sendable {
         } else {
             evaluated = try store.keyedRows(set.plan, among: Array(candidates))
         }
-        var touched: [Int64: Set<String>] = [:]
-        for update in transaction.changes[entity.name]?.updated ?? [] { touched[update.row] = update.keys }
         // Applied under the lock: a reader may be paging the set.
         let (delta, opened) = state.withLock { state -> (ResultSet.Delta?, Bool) in
             guard state.sets[set.key] === set else { return (nil, false) }

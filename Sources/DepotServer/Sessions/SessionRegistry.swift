@@ -8,6 +8,8 @@ import Synchronization
 final class SessionRegistry: Sendable {
     private let sessions = Mutex<[[UInt8]: Session]>([:])
     private let nextObserver = Atomic<Int>(1)
+    /// The sessions that have (or had) an observer: a publish looks at these, not at every session.
+    private let observing = Mutex<Set<[UInt8]>>([])
 
     /// Opens a session for `routingID`; `nil` if one is already open.
     func open(
@@ -119,10 +121,14 @@ final class SessionRegistry: Sendable {
     /// Adds an observer to the session; returns its id.
     func addObserver(_ parameters: StoreObserve.Parameters, routingID: [UInt8]) -> String? {
         let id = "o\(nextObserver.wrappingAdd(1, ordering: .relaxed).oldValue)"
-        return sessions.withLock { sessions in
-            guard sessions[routingID] != nil else { return nil }
-            sessions[routingID]!.observers[id] = parameters
-            return id
+        // Both under `observing`'s lock (then the sessions'), the order the clean-up in `observers()` takes them.
+        return observing.withLock { observing in
+            sessions.withLock { sessions in
+                guard sessions[routingID] != nil else { return nil }
+                sessions[routingID]!.observers[id] = parameters
+                observing.insert(routingID)
+                return id
+            }
         }
     }
 
@@ -133,11 +139,29 @@ final class SessionRegistry: Sendable {
 
     /// Every (session, observer id, params) registered.
     func observers() -> [(routingID: [UInt8], observer: String, parameters: StoreObserve.Parameters)] {
-        sessions.withLock { sessions in
-            sessions.values.flatMap { session in
-                session.observers.map { (session.routingID, $0.key, $0.value) }
+        let candidates = observing.withLock { $0 }
+        guard !candidates.isEmpty else { return [] }
+        let (found, gone) = sessions.withLock { sessions in
+            var found: [(routingID: [UInt8], observer: String, parameters: StoreObserve.Parameters)] = []
+            var gone: [[UInt8]] = []
+            for routingID in candidates {
+                guard let session = sessions[routingID], !session.observers.isEmpty else {
+                    gone.append(routingID)
+                    continue
+                }
+                found += session.observers.map { (routingID, $0.key, $0.value) }
+            }
+            return (found, gone)
+        }
+        if !gone.isEmpty {
+            // Forgotten only if still without observers: one may have been added meanwhile.
+            observing.withLock { observing in
+                for routingID in gone where sessions.withLock({ $0[routingID]?.observers.isEmpty ?? true }) {
+                    observing.remove(routingID)
+                }
             }
         }
+        return found
     }
 
     /// The routing ids of the sessions opened with one of `keyIDs`.
