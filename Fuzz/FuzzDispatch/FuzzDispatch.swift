@@ -49,9 +49,9 @@ enum FuzzDispatch {
         let server = Self.server
         for chunk in bytes.split(separator: 0, omittingEmptySubsequences: true).prefix(64) {
             let peer: [UInt8] = [0x70, chunk.first! % 4]
-            server.dispatcher.receive(Array(chunk.dropFirst()), from: peer)
+            server.service.receive(Array(chunk.dropFirst()), from: peer)
         }
-        server.dispatcher.drain()
+        server.service.drain()
         // Nobody reads the answers: drop them so memory stays flat across runs.
         _ = server.transport.outbox.drain()
     }

@@ -5,27 +5,20 @@ import Logging
 import Synchronization
 import ZeroMQ
 
-/// The Depot daemon's core: a ZeroMQ ROUTER serving JSON-RPC over a ``Store``.
+/// The Depot daemon: a ``DepotService`` core behind a ZeroMQ ROUTER.
 ///
-/// A request travels: ``RouterTransport`` (the socket's one thread) →
-/// ``Dispatcher`` (parse, session rules, pick a queue) → a handler in
-/// `Handlers/` → the store → the response back through the transport's outbox.
-/// Commits publish `store/didSave` (and fetched-results deltas) from the
-/// writer queue before the committing request's response is queued.
+/// It owns what the core does not: the data directory and its lock, the store
+/// file, the bound endpoints and the transport thread (`Transport/`), whose
+/// frames it hands to the core and whose sends serve as the core's ``Outbox``.
 public final class DepotServer: Sendable {
     /// The configuration it runs with.
     public let configuration: ServerConfiguration
     /// The store it serves.
-    public let store: Store
+    public var store: Store { service.store }
+    /// The transport-free core that serves every request.
+    public let service: DepotService
     let logger: Logger
-    let sessions = SessionRegistry()
-    let results: ResultsEngine
-    let stats = ServerStatistics()
     let transport: RouterTransport
-    private let dispatcherBox = Mutex<Dispatcher?>(nil)
-    private let stopping = Atomic<Bool>(false)
-    /// The client keys in force when CURVE is configured.
-    let keys: KeyRing?
     /// Held for the daemon's lifetime: a second daemon on the same directory is refused.
     private let lock: DataDirectoryLock
 
@@ -44,6 +37,7 @@ public final class DepotServer: Sendable {
         let directory = configuration.dataDirectory
         try Self.makeDirectory(directory.path)
         lock = try DataDirectoryLock(directory: directory)
+        let store: Store
         do {
             store = try Store(
                 path: directory.appendingPathComponent("depot.sqlite").path,
@@ -61,11 +55,6 @@ public final class DepotServer: Sendable {
             } catch {
                 throw ConfigurationError(description: "the model cannot be defined: \(error.message)")
             }
-        }
-        do {
-            results = ResultsEngine(publishedThrough: try store.latestTransaction())
-        } catch {
-            throw ConfigurationError(description: "cannot read the store in \(directory.path): \(error.message)")
         }
         let socketPath = directory.appendingPathComponent("depot.sock").path
         if configuration.effectiveEndpoints.contains("ipc://" + socketPath) {
@@ -88,7 +77,6 @@ public final class DepotServer: Sendable {
             security = TransportSecurity(secretKey: secretKey, keys: ring)
             logger.info("CURVE on tcp endpoints: \(ring.count) authorized key(s) from \(keysFile)")
         }
-        keys = security?.keys
         do {
             transport = try RouterTransport(
                 endpoints: configuration.effectiveEndpoints, maxMessageSize: configuration.maxMessageSize,
@@ -96,14 +84,13 @@ public final class DepotServer: Sendable {
         } catch {
             throw ConfigurationError(description: "cannot listen: \(error)")
         }
-        var handlers = HandlerRegistry()
-        Self.registerLifecycleHandlers(&handlers)
-        Self.registerModelHandlers(&handlers)
-        Self.registerStoreHandlers(&handlers)
-        Self.registerResultsHandlers(&handlers)
-        Self.registerBatchHandlers(&handlers)
-        Self.registerStatsHandlers(&handlers)
-        dispatcherBox.withLock { $0 = Dispatcher(server: self, handlers: handlers) }
+        do {
+            service = try DepotService(
+                configuration: configuration, store: store, outbox: transport, keys: security?.keys,
+                endpoints: transport.boundEndpoints, logger: logger)
+        } catch {
+            throw ConfigurationError(description: "cannot read the store in \(directory.path): \(error.message)")
+        }
         transport.delegate = self
     }
 
@@ -112,10 +99,6 @@ public final class DepotServer: Sendable {
 
     /// Every endpoint bound, with the chosen ports, in the order bound (plain ones first).
     public var boundEndpoints: [String] { transport.boundEndpoints }
-
-    var dispatcher: Dispatcher { dispatcherBox.withLock { $0! } }
-
-    var isStopping: Bool { stopping.load(ordering: .relaxed) }
 
     /// Starts serving on the transport thread.
     public func start() {
@@ -127,37 +110,12 @@ public final class DepotServer: Sendable {
     /// Stops gracefully: cancels running requests, lets queued writes finish,
     /// sends what is queued, checkpoints the WAL and closes the socket.
     public func stop() {
-        guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        guard !service.isStopping else { return }
         logger.info("stopping")
-        sessions.cancelAll()
-        dispatcher.drain()
-        results.persistAll(store: store)
+        service.stop()
         transport.stop()
         store.checkpoint()
         logger.info("stopped")
-    }
-
-    /// Queues `bytes` for the peer.
-    func send(_ bytes: [UInt8], to routingID: [UInt8]) {
-        transport.send(bytes, to: routingID)
-    }
-
-    /// Queues a notification for the peer.
-    func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters, to routingID: [UInt8]) {
-        guard let bytes = try? JSONCoding.encodeBytes(params) else { return }
-        send(MessageEncoder.notification(method: N.name, paramsJSON: bytes), to: routingID)
-        stats.notificationSent(N.name, subscription: (params as? ResultsDidChange.Parameters)?.subscription)
-    }
-
-    /// Publishes a committed transaction to observers (writer queue, after commit).
-    func publish(_ transaction: CommittedTransaction?) {
-        guard let transaction else { return }
-        let start = ContinuousClock.now
-        let subscribed = results.counts.sets > 0
-        results.publish(transaction, server: self)
-        let delta = ContinuousClock.now - start
-        ObservationCenter.publish(transaction, server: self)
-        stats.recordPublish(total: ContinuousClock.now - start, delta: subscribed ? delta : nil)
     }
 
     /// Re-reads the authorized-keys file (SIGHUP) and closes at once every
@@ -167,26 +125,16 @@ public final class DepotServer: Sendable {
     /// - Returns: how many sessions were closed.
     @discardableResult
     public func reloadAuthorizedKeys() throws(ConfigurationError) -> Int {
-        guard let keys, let path = configuration.authorizedKeysFile else {
+        guard let keys = service.keys, let path = configuration.authorizedKeysFile else {
             throw ConfigurationError(description: "no --authorized-keys file to reload")
         }
         let fresh = try AuthorizedKeys(contentsOf: path)
         let removed = keys.replace(with: fresh)
-        let closing = sessions.routingIDs(ofKeys: removed)
-        for routingID in closing {
-            closeSession(routingID, reason: "its key was removed from \(path)")
-        }
+        let closed = service.closeSessions(ofKeys: removed, reason: "its key was removed from \(path)")
         logger.notice(
-            "reloaded \(path): \(fresh.keys.count) key(s), \(removed.count) removed, \(closing.count) session(s) closed"
+            "reloaded \(path): \(fresh.keys.count) key(s), \(removed.count) removed, \(closed) session(s) closed"
         )
-        return closing.count
-    }
-
-    func closeSession(_ routingID: [UInt8], reason: String) {
-        results.removeSubscriptions(of: routingID, server: self)
-        if let session = sessions.close(routingID) {
-            logger.debug("session \(session.id) closed: \(reason)")
-        }
+        return closed
     }
 }
 
@@ -219,35 +167,20 @@ extension DepotServer {
 
 extension DepotServer: TransportDelegate {
     func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8], keyID: String?) {
-        dispatcher.receive(payload, from: routingID, keyID: keyID)
+        service.receive(payload, from: routingID, keyID: keyID)
     }
 
     func transport(_ transport: RouterTransport, peerVanished routingID: [UInt8]) {
-        closeSession(routingID, reason: "peer vanished")
+        service.peerVanished(routingID)
     }
 
     func transport(_ transport: RouterTransport, didDrain routingID: [UInt8]) {
-        results.sendInvalidations(to: routingID, server: self)
-    }
-
-    /// How many messages wait for the peer beyond ZeroMQ's own queue.
-    func outboundBacklog(of routingID: [UInt8]) -> Int {
-        transport.backlogCount(for: routingID)
-    }
-
-    /// Whether the peer's outbound queue is past the slow-consumer limit.
-    func isOverflowing(_ routingID: [UInt8]) -> Bool {
-        transport.backlogCount(for: routingID) > configuration.sessionQueueLimit
+        service.peerDrained(routingID)
     }
 
     func transportDidTick(_ transport: RouterTransport) {
-        if stats.countedSubscriptions > results.counts.subscriptions {
-            stats.forgetSubscriptions(except: results.subscriptionIDs)
-        }
-        let limit = Duration.milliseconds(Int64(configuration.heartbeatInterval * 3000))
-        for session in sessions.expire(silentFor: limit) {
-            results.removeSubscriptions(of: session.routingID, server: self)
-            logger.debug("session \(session.id) expired after \(limit) of silence")
-        }
+        service.tick()
     }
 }
+
+extension RouterTransport: Outbox {}

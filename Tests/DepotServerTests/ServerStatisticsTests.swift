@@ -108,12 +108,11 @@ final class ServerStatisticsTests: XCTestCase {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "depot-stats-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try DepotServer(configuration: ServerConfiguration(dataDirectory: directory))
-        defer {
-            // Started only now, so that the socket is closed (its context waits for it) after the figures were read.
-            server.start()
-            server.stop()
-        }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let server = try DepotService(
+            configuration: ServerConfiguration(dataDirectory: directory),
+            store: Store(path: directory.appendingPathComponent("depot.sqlite").path), outbox: RecordingOutbox())
+        defer { server.stop() }
         _ = try server.store.defineModel([
             EntityDescription(
                 name: "Team",
@@ -143,7 +142,7 @@ final class ServerStatisticsTests: XCTestCase {
             _ = try server.results.subscribe(
                 subscribe,
                 context: RequestContext(
-                    server: server, routingID: peer, requestID: nil, cancellation: Cancellation(), responseSlot: nil))
+                    service: server, routingID: peer, requestID: nil, cancellation: Cancellation(), responseSlot: nil))
         }
         let save = try JSONCoding.decode(
             StoreSave.Parameters.self,

@@ -14,8 +14,8 @@ final class ResponseSlot: Sendable {
 
 /// What a handler knows about the request it serves.
 struct RequestContext: Sendable {
-    /// The server, for the store and notifications.
-    let server: DepotServer
+    /// The service core, for the store and notifications.
+    let service: DepotService
     /// The peer that sent the request.
     let routingID: [UInt8]
     /// The request's id (`nil` inside notifications).
@@ -36,15 +36,15 @@ struct RequestContext: Sendable {
     func publish(_ transaction: CommittedTransaction?) {
         guard let transaction else { return }
         if let writeGroupSlot { return writeGroupSlot.publishAfterCommit(transaction) }
-        server.publish(transaction)
+        service.publish(transaction)
     }
 
     /// The store.
-    var store: Store { server.store }
+    var store: Store { service.store }
 
     /// Sends a notification to this request's session.
     func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters) {
-        server.notify(method, params, to: routingID)
+        service.notify(method, params, to: routingID)
     }
 
     /// Sends the response with `resultJSON` now, from the calling thread, and
@@ -56,13 +56,13 @@ struct RequestContext: Sendable {
     /// the session's stream exactly where its `seq` says (DESIGN.md §7).
     func respondNow(_ resultJSON: [UInt8]) -> Bool {
         guard let responseSlot, let requestID else { return false }
-        server.send(MessageEncoder.response(id: requestID, resultJSON: resultJSON), to: routingID)
+        service.send(MessageEncoder.response(id: requestID, resultJSON: resultJSON), to: routingID)
         responseSlot.markSent()
         return true
     }
 
     /// A work-done progress reporter for `token`, or `nil` when the request carried none.
     func progress(token: JSONValue?) -> ProgressReporter? {
-        token.map { ProgressReporter(token: $0, routingID: routingID, server: server) }
+        token.map { ProgressReporter(token: $0, routingID: routingID, service: service) }
     }
 }

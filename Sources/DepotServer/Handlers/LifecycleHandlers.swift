@@ -1,6 +1,6 @@
 import DepotProtocol
 
-extension DepotServer {
+extension DepotService {
     static func registerLifecycleHandlers(_ handlers: inout HandlerRegistry) {
         handlers.register(Initialize.self, .inline) { (params, context) throws(RPCError) in
             guard params.protocolVersion == depotProtocolVersion else {
@@ -8,9 +8,9 @@ extension DepotServer {
                     "protocolVersion '\(params.protocolVersion)' is not supported (this server speaks \"\(depotProtocolVersion)\")",
                     field: "params.protocolVersion")
             }
-            let server = context.server
+            let service = context.service
             guard
-                let session = server.sessions.open(
+                let session = service.sessions.open(
                     routingID: context.routingID, clientInfo: params.clientInfo, keyID: context.key?.publicKey,
                     keyName: context.key?.name)
             else {
@@ -18,23 +18,23 @@ extension DepotServer {
                     code: .invalidRequest,
                     message: "this connection is already initialized; send disconnect first to start over")
             }
-            server.logger.debug(
+            service.logger.debug(
                 "session \(session.id) opened by \(params.clientInfo?.name ?? "unnamed client")\(context.key.map { " with key '\($0.name)' (\($0.role.rawValue))" } ?? "")"
             )
             return Initialize.Result(
-                serverInfo: ImplementationInfo(name: "depotd", version: server.configuration.version),
+                serverInfo: ImplementationInfo(name: "depotd", version: service.configuration.version),
                 protocolVersion: depotProtocolVersion,
                 sessionId: session.id,
-                heartbeatInterval: server.configuration.heartbeatInterval,
+                heartbeatInterval: service.configuration.heartbeatInterval,
                 capabilities: [
                     "batch": true, "progress": true, "partialResults": true, "cancellation": true,
-                    "maxMessageSize": .int(server.configuration.maxMessageSize),
-                    "methods": .array(server.dispatcher.methodNames.map { .string($0) }),
+                    "maxMessageSize": .int(service.configuration.maxMessageSize),
+                    "methods": .array(service.methodNames.map { .string($0) }),
                 ])
         }
         handlers.register(Ping.self, .inline) { _, _ in Empty() }
         handlers.register(Disconnect.self, .inline) { _, context in
-            context.server.closeSession(context.routingID, reason: "disconnect")
+            context.service.closeSession(context.routingID, reason: "disconnect")
             return Null()
         }
     }

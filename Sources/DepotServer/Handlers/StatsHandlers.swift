@@ -2,10 +2,10 @@ import DepotProtocol
 import DepotStore
 import Foundation
 
-extension DepotServer {
+extension DepotService {
     static func registerStatsHandlers(_ handlers: inout HandlerRegistry) {
         handlers.register(ServerStats.self, .read) { (_, context) throws(RPCError) in
-            try context.server.statistics()
+            try context.service.statistics()
         }
     }
 

@@ -1,7 +1,7 @@
 import DepotProtocol
 import DepotStore
 
-extension DepotServer {
+extension DepotService {
     static func registerStoreHandlers(_ handlers: inout HandlerRegistry) {
         handlers.registerRaw(StoreFetch.self, .read) { (request, context) throws(RPCError) in
             try fetch(request, context: context)
@@ -23,13 +23,13 @@ extension DepotServer {
             for (index, name) in (params.entities ?? []).enumerated() {
                 _ = try schema.entity(name, field: "params.entities[\(index)]")
             }
-            guard let observer = context.server.sessions.addObserver(params, routingID: context.routingID) else {
+            guard let observer = context.service.sessions.addObserver(params, routingID: context.routingID) else {
                 throw RPCError(code: .serverNotInitialized, message: "the session is closed")
             }
             return StoreObserve.Result(observer: observer)
         }
         handlers.register(StoreUnobserve.self, .inline) { (params, context) throws(RPCError) in
-            guard context.server.sessions.removeObserver(params.observer, routingID: context.routingID) else {
+            guard context.service.sessions.removeObserver(params.observer, routingID: context.routingID) else {
                 throw .notFound("no observer '\(params.observer)' in this session", id: params.observer)
             }
             return Null()
@@ -48,7 +48,7 @@ extension DepotServer {
         // With countFirst the begin waits for the count, so that it carries the total (§8).
         if request.countFirst != true { progress?.begin(title: title, total: nil) }
         let resultType = request.resultType ?? .objects
-        let limit = context.server.configuration.maxFetchObjects * (resultType == .ids ? 10 : 1)
+        let limit = context.service.configuration.maxFetchObjects * (resultType == .ids ? 10 : 1)
         var elements = JSONWriter()
         var gathered = 0
         var completed = 0
@@ -65,7 +65,7 @@ extension DepotServer {
                     params.writeRaw(",\"value\":{\"objects\":[")
                     params.writeRaw(batch.json)
                     params.writeRaw("]}}")
-                    context.server.send(
+                    context.service.send(
                         MessageEncoder.notification(method: ProgressNotification.name, paramsJSON: params.bytes),
                         to: context.routingID)
                 } else if batch.count > 0 {

@@ -6,8 +6,8 @@ import DepotStore
 struct ObservationCenter {
     /// Queues the notifications for `transaction`; runs on the writer queue
     /// right after the commit, so they precede the committing request's response.
-    static func publish(_ transaction: CommittedTransaction, server: DepotServer) {
-        let observers = server.sessions.observers()
+    static func publish(_ transaction: CommittedTransaction, service: DepotService) {
+        let observers = service.sessions.observers()
         guard !observers.isEmpty else { return }
         let changes = transaction.wireChanges
         var values: [String: JSONValue]?
@@ -23,7 +23,7 @@ struct ObservationCenter {
                 && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count })
                     <= ResultsEngine.largestNotification
             {
-                if values == nil { values = readValues(changes, store: server.store) }
+                if values == nil { values = readValues(changes, store: service.store) }
                 objects = values?.filter { key, _ in
                     selected.keys.contains(String(key.split(separator: "/").first ?? ""))
                 }
@@ -31,7 +31,7 @@ struct ObservationCenter {
             let params = DidSave.Parameters(
                 observer: observer, transaction: transaction.number, author: transaction.author, changes: selected,
                 objects: objects)
-            server.notify(DidSave.self, params, to: routingID)
+            service.notify(DidSave.self, params, to: routingID)
         }
     }
 

@@ -8,19 +8,19 @@ import Foundation
 final class ProgressReporter: @unchecked Sendable {
     private let token: JSONValue
     private let routingID: [UInt8]
-    private let server: DepotServer
+    private let service: DepotService
     private var lastReport = ContinuousClock.now - .seconds(1)
     private var total: Int64?
     static let interval: Duration = .milliseconds(50)
 
-    init(token: JSONValue, routingID: [UInt8], server: DepotServer) {
+    init(token: JSONValue, routingID: [UInt8], service: DepotService) {
         self.token = token
         self.routingID = routingID
-        self.server = server
+        self.service = service
     }
 
     private func send(_ value: WorkDoneProgress) {
-        server.notify(ProgressNotification.self, .init(token: token, value: value.json), to: routingID)
+        service.notify(ProgressNotification.self, .init(token: token, value: value.json), to: routingID)
     }
 
     /// Starts the progress.

@@ -6,7 +6,7 @@ import Synchronization
 /// The fetched-results engine: subscriptions, their shared result sets, and
 /// the deltas each committed transaction makes to them (DESIGN.md §7).
 ///
-/// After a commit the writer calls ``publish(_:server:)``: for each result set
+/// After a commit the writer calls ``publish(_:service:)``: for each result set
 /// whose entities the transaction touched, the changed rows (and rows reached
 /// through relationships) are re-read with the set's predicate and sort
 /// expressions (`WHERE id IN (changed)`), compared with the index, and turned
@@ -147,12 +147,12 @@ final class ResultsEngine: Sendable {
         // set is caught up, the subscription registered, the first batch read
         // at that same transaction, and the answer queued before any delta of
         // a later transaction (DESIGN.md §7: the first didChange follows it).
-        let result: Result<[UInt8], RPCError> = context.server.dispatcher.writer.sync {
+        let result: Result<[UInt8], RPCError> = context.service.writer.sync {
             Result { () throws(RPCError) in
                 if let set = built { try self.catchUp(set, store: store) }
                 // A joining subscriber starts from the set as it is: announce an open window to the others first.
                 if let shared = self.state.withLock({ $0.sets[definition.key] }), shared.coalescing != nil {
-                    self.flush(shared, server: context.server)
+                    self.flush(shared, service: context.service)
                 }
                 let registration = try self.register(
                     built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID
@@ -330,20 +330,20 @@ final class ResultsEngine: Sendable {
     private func answerInOrder(
         subscription: String, context: RequestContext, _ attempt: () throws(RPCError) -> [UInt8]?
     ) throws(RPCError) -> [UInt8] {
-        let writer = context.server.dispatcher.writer
+        let writer = context.service.writer
         for _ in 0..<20 {
             let epoch = publishes.epoch
             if let bytes = try attempt() { return bytes }
             if hasOpenWindow(subscription) {
                 // A coalescing window still open is announced first, on the writer.
-                writer.sync { flush(subscription: subscription, server: context.server) }
+                writer.sync { flush(subscription: subscription, service: context.service) }
             } else {
                 // Wait out the publish in flight (not the writer's whole queue: batches may be waiting there).
                 publishes.wait(after: epoch, timeout: 0.05)
             }
         }
         let last: Result<[UInt8]?, RPCError> = writer.sync {
-            flush(subscription: subscription, server: context.server)
+            flush(subscription: subscription, service: context.service)
             return Result { () throws(RPCError) in try attempt() }
         }
         guard let bytes = try last.get() else {
@@ -368,24 +368,24 @@ final class ResultsEngine: Sendable {
     }
 
     /// `results/unsubscribe`.
-    func unsubscribe(_ id: String, routingID: [UInt8], server: DepotServer) throws(RPCError) {
+    func unsubscribe(_ id: String, routingID: [UInt8], service: DepotService) throws(RPCError) {
         let freed = try state.withLock { state throws(RPCError) in
             guard Self.lookup(id, routingID, in: state) != nil else {
                 throw .notFound("no subscription '\(id)' in this session", id: id)
             }
             return Self.remove(id, from: &state)
         }
-        persist(freed.map { [$0] } ?? [], server: server)
+        persist(freed.map { [$0] } ?? [], service: service)
     }
 
     /// Frees every subscription of a closed session.
-    func removeSubscriptions(of routingID: [UInt8], server: DepotServer) {
+    func removeSubscriptions(of routingID: [UInt8], service: DepotService) {
         let freed = state.withLock { state in
             state.subscriptions.filter { $0.value.routingID == routingID }.keys.compactMap {
                 Self.remove($0, from: &state)
             }
         }
-        persist(freed, server: server)
+        persist(freed, service: service)
     }
 
     /// Removes a subscription; returns its set when that was the last subscriber.
@@ -397,12 +397,12 @@ final class ResultsEngine: Sendable {
     }
 
     /// Writes named caches of freed sets, on the writer queue (ordered with commits).
-    private func persist(_ sets: [ResultSet], server: DepotServer) {
+    private func persist(_ sets: [ResultSet], service: DepotService) {
         let named = sets.filter { $0.cacheName != nil }
         guard !named.isEmpty else { return }
-        server.dispatcher.writer.async {
+        service.writer.async {
             for set in named {
-                try? server.store.saveResultsCache(set.cacheName!, set.cacheEntry)
+                try? service.store.saveResultsCache(set.cacheName!, set.cacheEntry)
             }
         }
     }
@@ -446,23 +446,23 @@ final class ResultsEngine: Sendable {
 
     /// Whether `subscription`'s deltas must be dropped (under the lock): its
     /// session's queue is past the limit, or it already overflowed and owes a resync.
-    private func overflows(_ subscription: inout Subscription, server: DepotServer) -> Bool {
+    private func overflows(_ subscription: inout Subscription, service: DepotService) -> Bool {
         if subscription.overflowed { return true }
-        guard server.isOverflowing(subscription.routingID) else { return false }
+        guard service.isOverflowing(subscription.routingID) else { return false }
         subscription.overflowed = true
-        server.logger.notice(
+        service.logger.notice(
             "subscription \(subscription.id) overflowed its session's queue; deltas stop until it drains")
         return true
     }
 
     /// After a session's queue drained: tells each of its overflowed
     /// subscriptions to resync (`results/didInvalidate`, reason `overflow`).
-    func sendInvalidations(to routingID: [UInt8], server: DepotServer) {
+    func sendInvalidations(to routingID: [UInt8], service: DepotService) {
         state.withLock { state in
             let ids = state.subscriptions.values.filter { $0.routingID == routingID && $0.overflowed }.map(\.id)
             for id in ids.sorted() {
                 state.subscriptions[id]?.overflowed = false
-                server.notify(ResultsDidInvalidate.self, .init(subscription: id, reason: "overflow"), to: routingID)
+                service.notify(ResultsDidInvalidate.self, .init(subscription: id, reason: "overflow"), to: routingID)
             }
         }
     }
@@ -477,7 +477,7 @@ final class ResultsEngine: Sendable {
     /// increments and the sends happen under the lock, which is what lets the
     /// readers of ``objects(_:context:)`` and ``snapshot(_:context:)`` place
     /// their answers between two notifications and never among them.
-    func publish(_ transaction: CommittedTransaction, server: DepotServer) {
+    func publish(_ transaction: CommittedTransaction, service: DepotService) {
         // Only the sets the transaction can affect: the unfiled ones of its entities, and of
         // the filed ones those of the values its rows had or have (no pass over every set).
         let (unfiled, filing) = state.withLock { state in
@@ -501,20 +501,20 @@ final class ResultsEngine: Sendable {
         let touchedKeys = transaction.changes.mapValues { changes in
             Dictionary(changes.updated.map { ($0.row, $0.keys) }, uniquingKeysWith: { $0.union($1) })
         }
-        var memory = InMemoryRows(store: server.store, changedRows: changedRows)
-        let (filed, unread) = narrowByEquality(transaction, filing: filing, memory: &memory, store: server.store)
+        var memory = InMemoryRows(store: service.store, changedRows: changedRows)
+        let (filed, unread) = narrowByEquality(transaction, filing: filing, memory: &memory, store: service.store)
         defer { if !unread.isEmpty { state.withLock { $0.refile(unread) } } }
         for (set, only) in unfiled.map({ ($0, Set<Int64>?.none) }) + filed.map({ ($0.0, Optional($0.1)) }) {
             do {
                 try follow(
                     set, transaction: transaction, changedRows: changedRows, touchedKeys: touchedKeys, only: only,
-                    memory: &memory, server: server)
+                    memory: &memory, service: service)
             } catch {
                 // Never a silent desync: the set is rebuilt and its subscribers told to resync.
-                server.logger.error(
+                service.logger.error(
                     "fetched results for \(set.plan.entity.name) could not follow transaction \(transaction.number): \(error); rebuilding and invalidating"
                 )
-                invalidate(set, reason: "error", store: server.store, server: server)
+                invalidate(set, reason: "error", store: service.store, service: service)
             }
         }
     }
@@ -571,12 +571,12 @@ final class ResultsEngine: Sendable {
     private func follow(
         _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>],
         touchedKeys: [String: [Int64: Set<String>]], only: Set<Int64>? = nil, memory: inout InMemoryRows,
-        server: DepotServer
+        service: DepotService
     ) throws(RPCError) {
-        if let fault = server.configuration.failDeltasAtTransaction, fault == transaction.number {
+        if let fault = service.configuration.failDeltasAtTransaction, fault == transaction.number {
             throw .internalError("injected failure at transaction \(fault) (DEPOTD_FAIL_DELTAS_AT)")
         }
-        let store = server.store
+        let store = service.store
         let entity = set.plan.entity
         var candidates: Set<Int64>
         if let only {
@@ -629,17 +629,17 @@ final class ResultsEngine: Sendable {
             return (nil, opening)
         }
         if opened, let milliseconds = set.coalesceMilliseconds {
-            server.dispatcher.writer.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [self] in
-                flush(set, server: server)
+            service.writer.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [self] in
+                flush(set, service: service)
             }
         }
         guard let delta, !delta.isEmpty else { return }
-        try deliver(delta, of: set, transaction: transaction.number, transactions: nil, server: server)
+        try deliver(delta, of: set, transaction: transaction.number, transactions: nil, service: service)
     }
 
     /// Announces a coalescing set's open window as one `results/didChange`
     /// (writer queue: the store holds exactly the state the set reflects).
-    func flush(_ set: ResultSet, server: DepotServer) {
+    func flush(_ set: ResultSet, service: DepotService) {
         let folded = state.withLock { state -> (ResultSet.Delta, Int64, Int64)? in
             guard state.sets[set.key] === set, let window = set.coalescing else { return nil }
             set.coalescing = nil
@@ -651,27 +651,27 @@ final class ResultsEngine: Sendable {
         guard let (delta, first, last) = folded, !delta.isEmpty else { return }
         do {
             try deliver(
-                delta, of: set, transaction: last, transactions: first == last ? nil : [first, last], server: server)
+                delta, of: set, transaction: last, transactions: first == last ? nil : [first, last], service: service)
         } catch {
-            server.logger.error(
+            service.logger.error(
                 "fetched results for \(set.plan.entity.name) could not announce transactions \(first)...\(last): \(error); rebuilding and invalidating"
             )
-            invalidate(set, reason: "error", store: server.store, server: server)
+            invalidate(set, reason: "error", store: service.store, service: service)
         }
     }
 
     /// Flushes the open window of the set behind `subscription`, if any (writer queue).
-    private func flush(subscription: String, server: DepotServer) {
+    private func flush(subscription: String, service: DepotService) {
         let set = state.withLock { state in
             state.subscriptions[subscription].flatMap { state.sets[$0.setKey] }
         }
-        if let set, set.coalesceMilliseconds != nil { flush(set, server: server) }
+        if let set, set.coalesceMilliseconds != nil { flush(set, service: service) }
     }
 
     /// Reads the delta's object values once, encodes it once, and sends each
     /// subscriber its notification with its own `subscription` and `seq`.
     private func deliver(
-        _ delta: ResultSet.Delta, of set: ResultSet, transaction: Int64, transactions: [Int64]?, server: DepotServer
+        _ delta: ResultSet.Delta, of set: ResultSet, transaction: Int64, transactions: [Int64]?, service: DepotService
     ) throws(RPCError) {
         let entity = set.plan.entity
         // One notification carrying this many objects would be larger than resyncing.
@@ -680,7 +680,7 @@ final class ResultsEngine: Sendable {
             shared = nil
         } else {
             let valued = delta.objects.filter { $0.type != .delete }.map(\.id)
-            let objects = try server.store.objects(rows: valued, shape: set.shape)
+            let objects = try service.store.objects(rows: valued, shape: set.shape)
             let changes = delta.objects.map { change in
                 ObjectChange(
                     type: change.type, indexPath: change.old, newIndexPath: change.new,
@@ -694,14 +694,14 @@ final class ResultsEngine: Sendable {
                 guard var subscription = state.subscriptions[id] else { continue }
                 subscription.seq += 1
                 if let shared {
-                    if !overflows(&subscription, server: server) {
-                        server.send(
+                    if !overflows(&subscription, service: service) {
+                        service.send(
                             Self.didChange(shared, subscription: subscription, transaction: transaction),
                             to: subscription.routingID)
-                        server.stats.notificationSent(ResultsDidChange.name, subscription: subscription.id)
+                        service.stats.notificationSent(ResultsDidChange.name, subscription: subscription.id)
                     }
                 } else {
-                    server.notify(
+                    service.notify(
                         ResultsDidInvalidate.self, .init(subscription: id, reason: "largeTransaction"),
                         to: subscription.routingID)
                 }
@@ -744,7 +744,7 @@ final class ResultsEngine: Sendable {
     /// and tells its subscribers to resync (`results/didInvalidate`); when even
     /// the rebuild fails, the set and its subscriptions are dropped, so that a
     /// resync finds no stale results and subscribes again.
-    private func invalidate(_ set: ResultSet, reason: String, store: Store, server: DepotServer) {
+    private func invalidate(_ set: ResultSet, reason: String, store: Store, service: DepotService) {
         var rows: [KeyedRow] = []
         let rebuilt = try? store.keyedRows(set.plan, expectedCount: { rows.reserveCapacity($0) }) { rows.append($0) }
         state.withLock { state in
@@ -758,7 +758,7 @@ final class ResultsEngine: Sendable {
             for id in set.subscribers.sorted() {
                 guard let subscription = state.subscriptions[id] else { continue }
                 if rebuilt == nil { state.subscriptions[id] = nil }
-                server.notify(
+                service.notify(
                     ResultsDidInvalidate.self, .init(subscription: id, reason: reason), to: subscription.routingID)
             }
         }

@@ -4,41 +4,25 @@ import Dispatch
 import Logging
 import Synchronization
 
-/// Turns one inbound frame into handler calls and responses (transport thread).
+/// Turning one inbound frame into handler calls and responses (transport thread).
 ///
 /// Parses the JSON, enforces JSON-RPC 2.0 and the session rules (-32002 before
 /// `initialize`), and runs each request where its ``Execution`` says: inline,
 /// on the reader pool, or on the single writer queue. Batches run in order on
 /// one worker and answer with one array.
-final class Dispatcher: Sendable {
-    private let handlers: HandlerRegistry
-    private unowned let server: DepotServer
-    private let readers = DispatchQueue(label: "depot.reader", attributes: .concurrent)
-    /// The single writer (group commit of queued saves).
-    let writes = WriteQueue()
-    /// The writer's serial queue: commits and publishing run on it.
-    var writer: DispatchQueue { writes.queue }
-    private let parser = DispatchQueue(label: "depot.parser")
-    /// Peers with messages waiting on the parser queue, and how many.
-    private let deferredPeers = Mutex<[[UInt8]: Int]>([:])
-
+extension DepotService {
     /// Methods that work before `initialize`.
     private static let preSession: Set<String> = [Initialize.name, Ping.name]
-
-    init(server: DepotServer, handlers: HandlerRegistry) {
-        self.server = server
-        self.handlers = handlers
-    }
 
     /// The names of the methods it serves.
     var methodNames: [String] { handlers.methodNames }
 
-    /// Handles one inbound frame from `routingID`.
+    /// Handles one inbound frame from the peer `routingID` (in each peer's order).
     ///
     /// `keyID` is the client's CURVE public key on an authenticated endpoint:
     /// every request is then checked against that key's role as of now.
-    func receive(_ payload: [UInt8], from routingID: [UInt8], keyID: String? = nil) {
-        server.sessions.touch(routingID)
+    public func receive(_ payload: [UInt8], from routingID: [UInt8], keyID: String? = nil) {
+        sessions.touch(routingID)
         // A large message (a big batchInsert) takes long to parse: parse it off the
         // transport thread so other clients' pings keep flowing. Later messages of
         // the same peer follow it through the same serial queue, keeping its order.
@@ -73,7 +57,7 @@ final class Dispatcher: Sendable {
         } catch {
             let rpcError = RPCError(
                 code: .parseError, message: "parse error: \(error)", data: ["offset": .int(Int64(error.offset))])
-            return server.send(MessageEncoder.response(id: nil, error: rpcError), to: routingID)
+            return send(MessageEncoder.response(id: nil, error: rpcError), to: routingID)
         }
         if case .array(let elements) = json {
             return receiveBatch(elements, from: routingID, keyID: keyID)
@@ -82,12 +66,12 @@ final class Dispatcher: Sendable {
     }
 
     /// What a handler runs on: parsed params, or the raw bytes of a large request.
-    private enum Input: Sendable {
+    fileprivate enum Input: Sendable {
         case parsed(JSONValue?)
         case raw(RawParams)
     }
 
-    private enum Step {
+    fileprivate enum Step {
         case respond([UInt8])
         case run(RequestID, String, Input, Handler, AuthorizedKey?)
         case none
@@ -97,46 +81,45 @@ final class Dispatcher: Sendable {
     private func run(_ step: Step, routingID: [UInt8]) {
         switch step {
         case .respond(let bytes):
-            server.send(bytes, to: routingID)
+            send(bytes, to: routingID)
         case .run(let id, let method, let input, let handler, let key):
             // Registered now, not when a worker picks it up: a $/cancelRequest for a
             // request still queued behind others must find it.
-            let limit = server.configuration.maxInFlightPerSession
-            guard let cancellation = server.sessions.begin(id, routingID: routingID, limit: limit) else {
+            let limit = configuration.maxInFlightPerSession
+            guard let cancellation = sessions.begin(id, routingID: routingID, limit: limit) else {
                 let error = RPCError.overloaded(
                     "this session already has \(limit) requests in flight (--max-in-flight-per-session); wait for answers before sending more",
                     limit: "maxInFlightPerSession", value: limit)
-                if method == ResultsSubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
-                return server.send(MessageEncoder.response(id: id, error: error), to: routingID)
+                if method == ResultsSubscribe.name { sessions.releaseSubscription(routingID: routingID) }
+                return send(MessageEncoder.response(id: id, error: error), to: routingID)
             }
             let run: @Sendable () -> Void = { [self] in
                 let slot = ResponseSlot()
                 let bytes = execute(
                     id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
                     cancellation: cancellation, responseSlot: slot)
-                if !slot.isSent { server.send(bytes, to: routingID) }
+                if !slot.isSent { send(bytes, to: routingID) }
             }
             switch handler.execution {
             case .inline: run()
             case .read: readers.async(execute: run)
             case .write:
-                let server = server
                 let entry = WriteQueue.Entry(
-                    groupable: handler.groupable, runAlone: { server.stats.measureWrite(run) },
+                    groupable: handler.groupable, runAlone: { [self] in stats.measureWrite(run) },
                     runInGroup: { [self] group in
                         let slot = ResponseSlot()
                         var bytes: [UInt8] = []
-                        server.stats.measureWrite {
+                        stats.measureWrite {
                             bytes = execute(
                                 id: id, method: method, input: input, handler: handler, routingID: routingID,
                                 key: key, cancellation: cancellation, responseSlot: slot, writeGroup: group)
                         }
                         return (bytes, slot.isSent)
                     },
-                    send: { server.send($0, to: routingID) },
+                    send: { [self] in send($0, to: routingID) },
                     failure: { MessageEncoder.response(id: id, error: $0) })
-                server.stats.writeQueued()
-                writes.enqueue(entry, store: server.store) { server.publish($0) }
+                stats.writeQueued()
+                writes.enqueue(entry, store: store) { [self] in publish($0) }
             }
         case .none:
             break
@@ -154,11 +137,11 @@ final class Dispatcher: Sendable {
         case .request(let id, let method, let params):
             return request(id: id, method: method, input: .parsed(params), routingID: routingID, keyID: keyID)
         case .notification(let method, let params):
-            if let keyID, server.keys?.key(keyID) == nil { return .none }
+            if let keyID, keys?.key(keyID) == nil { return .none }
             if method == CancelRequest.name, let params,
                 let cancel = try? JSONCoding.decode(CancelRequest.Parameters.self, from: params)
             {
-                server.sessions.cancel(cancel.id, routingID: routingID)
+                sessions.cancel(cancel.id, routingID: routingID)
             }
             return .none
         case .result, .error:
@@ -183,7 +166,7 @@ final class Dispatcher: Sendable {
             case .failure(let error): return .respond(MessageEncoder.response(id: id, error: error))
             }
         }
-        if !Self.preSession.contains(method) && server.sessions.session(for: routingID) == nil {
+        if !Self.preSession.contains(method) && sessions.session(for: routingID) == nil {
             return .respond(
                 MessageEncoder.response(
                     id: id,
@@ -202,14 +185,14 @@ final class Dispatcher: Sendable {
         key: AuthorizedKey?, cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil,
         writeGroup: WriteGroupSlot? = nil
     ) -> [UInt8] {
-        let cancellation = cancellation ?? server.sessions.begin(id, routingID: routingID)
-        defer { server.sessions.end(id, routingID: routingID) }
+        let cancellation = cancellation ?? sessions.begin(id, routingID: routingID)
+        defer { sessions.end(id, routingID: routingID) }
         var context = RequestContext(
-            server: server, routingID: routingID, requestID: id, cancellation: cancellation, responseSlot: responseSlot)
+            service: self, routingID: routingID, requestID: id, cancellation: cancellation, responseSlot: responseSlot)
         context.key = key
         context.writeGroupSlot = writeGroup
         do throws(RPCError) {
-            if server.isStopping && handler.execution != .inline {
+            if isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")
             }
             let result: [UInt8]
@@ -220,14 +203,14 @@ final class Dispatcher: Sendable {
                 }
             } catch {
                 // A subscribe that failed holds no subscription: give back what admit(_:) counted.
-                if method == ResultsSubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
+                if method == ResultsSubscribe.name { sessions.releaseSubscription(routingID: routingID) }
                 throw error
             }
-            if method == ResultsUnsubscribe.name { server.sessions.releaseSubscription(routingID: routingID) }
+            if method == ResultsUnsubscribe.name { sessions.releaseSubscription(routingID: routingID) }
             return MessageEncoder.response(id: id, resultJSON: result)
         } catch {
             if error.code == .internalError {
-                server.logger.error("\(method) failed: \(error.message)")
+                logger.error("\(method) failed: \(error.message)")
             }
             return MessageEncoder.response(id: id, error: error)
         }
@@ -236,7 +219,7 @@ final class Dispatcher: Sendable {
     private func receiveBatch(_ elements: [JSONValue], from routingID: [UInt8], keyID: String?) {
         guard !elements.isEmpty else {
             let error = RPCError(code: .invalidRequest, message: "an empty batch is not a valid request")
-            return server.send(MessageEncoder.response(id: nil, error: error), to: routingID)
+            return send(MessageEncoder.response(id: nil, error: error), to: routingID)
         }
         let steps = elements.map { classify($0, from: routingID, keyID: keyID) }
         let needsWriter = steps.contains {
@@ -261,12 +244,12 @@ final class Dispatcher: Sendable {
                 writer.writeRaw(response)
             }
             writer.writeRaw("]")
-            server.send(writer.bytes, to: routingID)
+            send(writer.bytes, to: routingID)
         }
         if needsWriter {
-            server.stats.writeQueued()
-            writes.enqueue(WriteQueue.alone { [server] in server.stats.measureWrite(run) }, store: server.store) {
-                [server] in server.publish($0)
+            stats.writeQueued()
+            writes.enqueue(WriteQueue.alone { [self] in stats.measureWrite(run) }, store: store) {
+                [self] in publish($0)
             }
         } else {
             readers.async(execute: run)
@@ -277,15 +260,15 @@ final class Dispatcher: Sendable {
     private func admit(_ method: String, routingID: [UInt8]) -> RPCError? {
         switch method {
         case Initialize.name:
-            let limit = server.configuration.maxSessions
-            guard server.sessions.session(for: routingID) == nil, server.sessions.count >= limit else { return nil }
-            server.logger.warning("refused a session: \(limit) sessions are open (--max-sessions)")
+            let limit = configuration.maxSessions
+            guard sessions.session(for: routingID) == nil, sessions.count >= limit else { return nil }
+            logger.warning("refused a session: \(limit) sessions are open (--max-sessions)")
             return .overloaded(
                 "the daemon already serves \(limit) sessions (--max-sessions); try again later",
                 limit: "maxSessions", value: limit)
         case ResultsSubscribe.name:
-            let limit = server.configuration.maxSubscriptionsPerSession
-            guard !server.sessions.reserveSubscription(routingID: routingID, limit: limit) else { return nil }
+            let limit = configuration.maxSubscriptionsPerSession
+            guard !sessions.reserveSubscription(routingID: routingID, limit: limit) else { return nil }
             return .overloaded(
                 "this session already holds \(limit) subscriptions (--max-subscriptions-per-session); unsubscribe some first",
                 limit: "maxSubscriptionsPerSession", value: limit)
@@ -298,8 +281,8 @@ final class Dispatcher: Sendable {
     ///
     /// A key no longer listed (removed, then SIGHUP) closes its session and is refused.
     private func authorize(_ method: String, keyID: String, routingID: [UInt8]) -> Result<AuthorizedKey, RPCError> {
-        guard let key = server.keys?.key(keyID) else {
-            server.closeSession(routingID, reason: "its key was revoked")
+        guard let key = keys?.key(keyID) else {
+            closeSession(routingID, reason: "its key was revoked")
             return .failure(
                 RPCError(
                     code: .forbidden,

@@ -1,0 +1,173 @@
+import DepotProtocol
+import DepotStore
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// Where the service core puts what it sends: responses and notifications,
+/// each for one peer, in the order it sends them.
+///
+/// The daemon's ROUTER transport is one; a test can record them instead, and
+/// drive the whole core without a socket or a process.
+public protocol Outbox: Sendable {
+    /// Queues `bytes` for `peer`, after everything queued for it before.
+    func send(_ bytes: [UInt8], to peer: [UInt8])
+    /// How many messages wait for `peer` beyond what the peer can take now (the slow-consumer policy reads it).
+    func backlogCount(for peer: [UInt8]) -> Int
+}
+
+/// Depot's service core, without a transport: it takes each peer's messages
+/// (``receive(_:from:keyID:)``) and writes the responses and notifications to
+/// an ``Outbox``.
+///
+/// A request travels: ``receive(_:from:keyID:)`` (parse, session rules, pick a
+/// queue: `Dispatch/`) → a handler in `Handlers/` → the store → the response
+/// into the outbox. Commits publish `store/didSave` (`Observation/`) and
+/// fetched-results deltas (`Results/`) from the writer queue before the
+/// committing request's response is queued.
+public final class DepotService: Sendable {
+    /// The configuration it runs with.
+    public let configuration: ServerConfiguration
+    /// The store it serves.
+    public let store: Store
+    let logger: Logger
+    let outbox: any Outbox
+    /// The client keys in force when CURVE is configured.
+    let keys: KeyRing?
+    let sessions = SessionRegistry()
+    let results: ResultsEngine
+    let stats = ServerStatistics()
+    let handlers: HandlerRegistry
+    /// Reads run here, concurrently.
+    let readers = DispatchQueue(label: "depot.reader", attributes: .concurrent)
+    /// The single writer (group commit of queued saves).
+    let writes = WriteQueue()
+    /// Large messages are parsed here, off the transport thread, in each peer's order.
+    let parser = DispatchQueue(label: "depot.parser")
+    /// Peers with messages waiting on the parser queue, and how many.
+    let deferredPeers = Mutex<[[UInt8]: Int]>([:])
+    private let stopping = Atomic<Bool>(false)
+    /// The endpoints the transport bound, as `server/stats` reports them.
+    let boundEndpoints: [String]
+
+    /// A core serving `store`, sending through `outbox`.
+    ///
+    /// - Parameter keys: the authorized client keys when the transport authenticates peers (CURVE).
+    public convenience init(
+        configuration: ServerConfiguration, store: Store, outbox: any Outbox,
+        logger: Logger = Logger(label: "depotd")
+    ) throws(RPCError) {
+        try self.init(
+            configuration: configuration, store: store, outbox: outbox, keys: nil, endpoints: [], logger: logger)
+    }
+
+    init(
+        configuration: ServerConfiguration, store: Store, outbox: any Outbox, keys: KeyRing?, endpoints: [String],
+        logger: Logger
+    ) throws(RPCError) {
+        self.configuration = configuration
+        boundEndpoints = endpoints
+        self.store = store
+        self.outbox = outbox
+        self.keys = keys
+        self.logger = logger
+        results = ResultsEngine(publishedThrough: try store.latestTransaction())
+        var handlers = HandlerRegistry()
+        Self.registerLifecycleHandlers(&handlers)
+        Self.registerModelHandlers(&handlers)
+        Self.registerStoreHandlers(&handlers)
+        Self.registerResultsHandlers(&handlers)
+        Self.registerBatchHandlers(&handlers)
+        Self.registerStatsHandlers(&handlers)
+        self.handlers = handlers
+    }
+
+    /// The writer's serial queue: commits and publishing run on it.
+    var writer: DispatchQueue { writes.queue }
+
+    var isStopping: Bool { stopping.load(ordering: .relaxed) }
+
+    /// Stops serving: cancels running requests, lets queued writes finish and
+    /// writes every live named results cache. Messages received afterwards get
+    /// -32800 (cancelled) for anything but inline methods.
+    public func stop() {
+        guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        sessions.cancelAll()
+        drain()
+        results.persistAll(store: store)
+    }
+
+    // MARK: Peers
+
+    /// The peer is gone (its sends fail): its session and subscriptions end.
+    public func peerVanished(_ peer: [UInt8]) {
+        closeSession(peer, reason: "peer vanished")
+    }
+
+    /// A peer whose backlog had built up took everything queued for it: owed invalidations go out.
+    public func peerDrained(_ peer: [UInt8]) {
+        results.sendInvalidations(to: peer, service: self)
+    }
+
+    /// Timers, about once a second: sessions silent for three heartbeats expire.
+    public func tick() {
+        if stats.countedSubscriptions > results.counts.subscriptions {
+            stats.forgetSubscriptions(except: results.subscriptionIDs)
+        }
+        let limit = Duration.milliseconds(Int64(configuration.heartbeatInterval * 3000))
+        for session in sessions.expire(silentFor: limit) {
+            results.removeSubscriptions(of: session.routingID, service: self)
+            logger.debug("session \(session.id) expired after \(limit) of silence")
+        }
+    }
+
+    func closeSession(_ routingID: [UInt8], reason: String) {
+        results.removeSubscriptions(of: routingID, service: self)
+        if let session = sessions.close(routingID) {
+            logger.debug("session \(session.id) closed: \(reason)")
+        }
+    }
+
+    // MARK: Sending
+
+    /// Queues `bytes` for the peer.
+    func send(_ bytes: [UInt8], to routingID: [UInt8]) {
+        outbox.send(bytes, to: routingID)
+    }
+
+    /// Queues a notification for the peer.
+    func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters, to routingID: [UInt8]) {
+        guard let bytes = try? JSONCoding.encodeBytes(params) else { return }
+        send(MessageEncoder.notification(method: N.name, paramsJSON: bytes), to: routingID)
+        stats.notificationSent(N.name, subscription: (params as? ResultsDidChange.Parameters)?.subscription)
+    }
+
+    /// How many messages wait for the peer beyond ZeroMQ's own queue.
+    func outboundBacklog(of routingID: [UInt8]) -> Int {
+        outbox.backlogCount(for: routingID)
+    }
+
+    /// Whether the peer's outbound queue is past the slow-consumer limit.
+    func isOverflowing(_ routingID: [UInt8]) -> Bool {
+        outbox.backlogCount(for: routingID) > configuration.sessionQueueLimit
+    }
+
+    /// Publishes a committed transaction to observers (writer queue, after commit).
+    func publish(_ transaction: CommittedTransaction?) {
+        guard let transaction else { return }
+        let start = ContinuousClock.now
+        let subscribed = results.counts.sets > 0
+        results.publish(transaction, service: self)
+        let delta = ContinuousClock.now - start
+        ObservationCenter.publish(transaction, service: self)
+        stats.recordPublish(total: ContinuousClock.now - start, delta: subscribed ? delta : nil)
+    }
+
+    /// Closes at once every session opened with one of `keyIDs` (their keys were removed).
+    func closeSessions(ofKeys keyIDs: Set<String>, reason: String) -> Int {
+        let closing = sessions.routingIDs(ofKeys: keyIDs)
+        for routingID in closing { closeSession(routingID, reason: reason) }
+        return closing.count
+    }
+}

@@ -1,0 +1,218 @@
+import DepotProtocol
+import DepotStore
+import Foundation
+import XCTest
+
+@testable import DepotServer
+
+/// The service core driven in memory: messages in through
+/// ``DepotService/receive(_:from:keyID:)``, everything it sends recorded by an
+/// outbox. No socket, no process.
+final class ServiceCoreTests: XCTestCase {
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-core-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    static let model = #"""
+        {"entities": [{"name": "Item", "uniquenessConstraints": [["name"]], "attributes": [
+          {"name": "name", "type": "string"}, {"name": "score", "type": "integer"}]}]}
+        """#
+
+    private func makeService() throws -> (DepotService, RecordingOutbox) {
+        let store = try Store(path: directory.appendingPathComponent("depot.sqlite").path)
+        let outbox = RecordingOutbox()
+        let service = try DepotService(
+            configuration: ServerConfiguration(dataDirectory: directory), store: store, outbox: outbox)
+        return (service, outbox)
+    }
+
+    /// Opens a session for `peer`, subscribes it to `subscription` (include all) and makes it observe saves.
+    private func join(
+        _ service: DepotService, _ outbox: RecordingOutbox, _ peer: [UInt8], subscription: String
+    ) throws -> [JSONValue] {
+        request(
+            service, peer, id: 1, "initialize",
+            #"{"protocolVersion": "1", "clientInfo": {"name": "p\#(peer)", "version": "1"}}"#)
+        let initialized = try outbox.response(1, of: peer)
+        XCTAssertNotNil(initialized["result"]?["sessionId"], "\(initialized)")
+        request(service, peer, id: 2, "results/subscribe", #"{"request": \#(subscription), "include": "all"}"#)
+        let subscribed = try outbox.response(2, of: peer)
+        request(service, peer, id: 3, "store/observe", "{}")
+        XCTAssertNotNil(try outbox.response(3, of: peer)["result"]?["observer"])
+        return subscribed["result"]?["objects"]?.arrayValue ?? []
+    }
+
+    private static func position(in messages: [JSONValue], where test: (JSONValue) -> Bool) -> Int? {
+        messages.firstIndex(where: test)
+    }
+
+    func testASaveIsAnsweredAfterItsNotificationsWhichEveryPeerGets() throws {
+        let (service, outbox) = try makeService()
+        defer { service.stop() }
+        let admin: [UInt8] = [9]
+        request(service, admin, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
+        _ = try outbox.response(1, of: admin)
+        request(service, admin, id: 2, "model/define", Self.model)
+        XCTAssertNotNil(try outbox.response(2, of: admin)["result"], "\(outbox.received(by: admin))")
+        let byName = #"{"entity": "Item", "sort": [{"key": "name"}]}"#
+        let alice: [UInt8] = [1]
+        let bob: [UInt8] = [2]
+        XCTAssertEqual(try join(service, outbox, alice, subscription: byName), [])
+        XCTAssertEqual(try join(service, outbox, bob, subscription: byName), [])
+
+        request(
+            service, bob, id: 4, "store/save",
+            #"{"inserted": [{"entity": "Item", "values": {"name": "a", "score": 1}}]}"#)
+        let response = try outbox.response(4, of: bob)
+        XCTAssertEqual(response["result"]?["transaction"], 1)
+        let messages = outbox.received(by: bob)
+        let answered = try XCTUnwrap(Self.position(in: messages) { $0["id"] == 4 })
+        let didSave = try XCTUnwrap(Self.position(in: messages) { $0["method"] == "store/didSave" })
+        let didChange = try XCTUnwrap(Self.position(in: messages) { $0["method"] == "results/didChange" })
+        XCTAssertLessThan(didSave, answered, "store/didSave precedes the committing response")
+        XCTAssertLessThan(didChange, answered, "results/didChange precedes the committing response")
+        XCTAssertEqual(messages[didChange]["params"]?["seq"], 1)
+        let insert = messages[didChange]["params"]?["objects"]?.arrayValue?.first
+        XCTAssertEqual(insert?["type"], "insert")
+        XCTAssertEqual(insert?["newIndexPath"], [0, 0])
+
+        // The other peer gets the same transaction's notifications, and no response.
+        let other = try outbox.wait(for: alice) { $0.contains { $0["method"] == "results/didChange" } }
+        XCTAssertTrue(other.contains { $0["method"] == "store/didSave" && $0["params"]?["transaction"] == 1 })
+        XCTAssertFalse(other.contains { $0["id"] == 4 })
+    }
+
+    /// Several peers fire saves without waiting (so that they queue and commit
+    /// in groups), some of which fail (a duplicate name, an object that does
+    /// not exist). Every peer must see: the committed transactions' `store/didSave`
+    /// in order without holes; each successful response after the notifications
+    /// of its transaction; its subscription's `seq` without gaps; and the deltas,
+    /// applied to the first results, equal to a fresh fetch.
+    func testInterleavedSavesFromSeveralPeersKeepEachPeersOrder() throws {
+        let (service, outbox) = try makeService()
+        defer { service.stop() }
+        let admin: [UInt8] = [9]
+        request(service, admin, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
+        _ = try outbox.response(1, of: admin)
+        request(service, admin, id: 2, "model/define", Self.model)
+        _ = try outbox.response(2, of: admin)
+        let subscription =
+            #"{"entity": "Item", "predicate": "score >= 20", "sort": [{"key": "score"}, {"key": "name"}]}"#
+        let peers: [[UInt8]] = (1...4).map { [UInt8($0)] }
+        var initial: [[UInt8]: [JSONValue]] = [:]
+        for peer in peers { initial[peer] = try join(service, outbox, peer, subscription: subscription) }
+
+        let savesPerPeer = 60
+        DispatchQueue.concurrentPerform(iterations: peers.count) { index in
+            var generator = SeededRandom(seed: UInt64(index + 1))
+            for number in 0..<savesPerPeer {
+                let id = 100 + number
+                let target = Int.random(in: 1...40, using: &generator)
+                let params: String
+                switch Int.random(in: 0..<10, using: &generator) {
+                case 0..<4:
+                    // Names repeat across peers: some inserts break the uniqueness constraint.
+                    let name = "n\(Int.random(in: 0..<50, using: &generator))"
+                    let score = Int.random(in: 0..<40, using: &generator)
+                    params = #"{"inserted": [{"entity": "Item", "values": {"name": "\#(name)", "score": \#(score)}}]}"#
+                case 4..<8:
+                    let score = Int.random(in: 0..<40, using: &generator)
+                    params = #"{"updated": [{"id": "Item/\#(target)", "values": {"score": \#(score)}}]}"#
+                default:
+                    params = #"{"deleted": [{"id": "Item/\#(target)"}]}"#
+                }
+                request(service, peers[index], id: id, "store/save", params)
+            }
+        }
+
+        var committed = Set<Int64>()
+        var failures = 0
+        for peer in peers {
+            let messages = try outbox.wait(for: peer) { messages in
+                (100..<100 + savesPerPeer).allSatisfy { id in messages.contains { $0["id"] == .int(Int64(id)) } }
+            }
+            for message in messages where message["id"]?.intValue ?? 0 >= 100 {
+                if let transaction = message["result"]?["transaction"]?.intValue, transaction > 0 {
+                    committed.insert(transaction)
+                } else if message["error"] != nil {
+                    failures += 1
+                }
+            }
+        }
+        XCTAssertGreaterThan(failures, 0, "some saves were meant to fail")
+        XCTAssertGreaterThan(committed.count, 20)
+        XCTAssertEqual(committed, Set(1...Int64(committed.count)), "transactions are numbered without holes")
+        let finalTransaction = Int64(committed.count)
+
+        let fresh =
+            try service.store.fetch(
+                FetchRequest(
+                    entity: "Item", predicate: "score >= 20",
+                    sort: [SortDescriptor(key: "score"), SortDescriptor(key: "name")])
+            ).objects ?? []
+        for peer in peers {
+            let messages = try outbox.wait(for: peer) { messages in
+                messages.contains {
+                    $0["method"] == "store/didSave" && $0["params"]?["transaction"] == .int(finalTransaction)
+                }
+            }
+            let saved = messages.filter { $0["method"] == "store/didSave" }.compactMap {
+                $0["params"]?["transaction"]?.intValue
+            }
+            XCTAssertEqual(saved, Array(1...finalTransaction), "peer \(peer): every transaction once, in order")
+            var seen = Set<Int64>()
+            for message in messages {
+                if message["method"] == "store/didSave", let transaction = message["params"]?["transaction"]?.intValue {
+                    seen.insert(transaction)
+                }
+                if let transaction = message["result"]?["transaction"]?.intValue, transaction > 0,
+                    message["id"]?.intValue ?? 0 >= 100
+                {
+                    XCTAssertTrue(
+                        seen.isSuperset(of: 1...transaction),
+                        "peer \(peer): the response of transaction \(transaction) came before its notifications")
+                }
+            }
+            let changes = messages.filter { $0["method"] == "results/didChange" }.compactMap(\.["params"])
+            XCTAssertEqual(changes.compactMap { $0["seq"]?.intValue }, Array(1...Int64(changes.count)))
+            var results = initial[peer] ?? []
+            for change in changes { Self.apply(change, to: &results) }
+            XCTAssertEqual(results, fresh, "peer \(peer): the deltas applied to the first results give a fresh fetch")
+        }
+    }
+
+    /// DESIGN.md §7's apply rule on one unsectioned list.
+    static func apply(_ change: JSONValue, to results: inout [JSONValue]) {
+        let objects = change["objects"]?.arrayValue ?? []
+        func row(_ object: JSONValue, _ key: String) -> Int { Int(object[key]?.arrayValue?.last?.intValue ?? 0) }
+        let removed = objects.filter { $0["type"] == "delete" || $0["type"] == "move" }.map { row($0, "indexPath") }
+        for index in removed.sorted(by: >) { results.remove(at: index) }
+        let inserted = objects.filter { $0["type"] == "insert" || $0["type"] == "move" }
+        for object in inserted.sorted(by: { row($0, "newIndexPath") < row($1, "newIndexPath") }) {
+            results.insert(object["object"] ?? .null, at: row(object, "newIndexPath"))
+        }
+        for object in objects where object["type"] == "update" {
+            results[row(object, "newIndexPath")] = object["object"] ?? .null
+        }
+    }
+}
+
+/// A small seeded generator (SplitMix64), so that a failure replays.
+struct SeededRandom: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

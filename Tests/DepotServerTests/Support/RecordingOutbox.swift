@@ -1,0 +1,61 @@
+import DepotProtocol
+import Foundation
+import Synchronization
+
+@testable import DepotServer
+
+/// An ``Outbox`` that keeps every message the core sends, by peer, in order,
+/// and lets a test wait for the ones it expects.
+final class RecordingOutbox: Outbox {
+    private let condition = NSCondition()
+    // Guarded by `condition`.
+    nonisolated(unsafe) private var messages: [[UInt8]: [JSONValue]] = [:]
+
+    func send(_ bytes: [UInt8], to peer: [UInt8]) {
+        let message = (try? JSONParser.parse(bytes)) ?? .string("unparsable: \(bytes.count) bytes")
+        condition.lock()
+        messages[peer, default: []].append(message)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func backlogCount(for peer: [UInt8]) -> Int { 0 }
+
+    /// Everything sent to `peer` so far.
+    func received(by peer: [UInt8]) -> [JSONValue] {
+        condition.lock()
+        defer { condition.unlock() }
+        return messages[peer] ?? []
+    }
+
+    /// Waits until `peer` has received a message that satisfies `test`; returns all it received by then.
+    func wait(
+        for peer: [UInt8], timeout: Double = 10, file: StaticString = #filePath, line: UInt = #line,
+        until test: ([JSONValue]) -> Bool
+    ) throws -> [JSONValue] {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !test(messages[peer] ?? []) {
+            guard condition.wait(until: deadline) else {
+                throw TimeoutError(description: "peer \(peer) received only \(messages[peer] ?? [])")
+            }
+        }
+        return messages[peer] ?? []
+    }
+
+    /// Waits for the response to request `id` of `peer`.
+    func response(_ id: Int, of peer: [UInt8]) throws -> JSONValue {
+        let all = try wait(for: peer) { $0.contains { $0["id"] == .int(Int64(id)) } }
+        return all.first { $0["id"] == .int(Int64(id)) }!
+    }
+
+    struct TimeoutError: Error, CustomStringConvertible {
+        let description: String
+    }
+}
+
+/// Sends one JSON-RPC request to the core as `peer`.
+func request(_ service: DepotService, _ peer: [UInt8], id: Int, _ method: String, _ params: String) {
+    service.receive(Array(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"#.utf8), from: peer)
+}
