@@ -42,7 +42,12 @@ struct DepotBenchmarks: AsyncParsableCommand {
     @Flag(help: "List the suites and exit.")
     var list = false
 
+    @Option(parsing: .remaining, help: .hidden)
+    var fanOutChild: [String] = []
+
     mutating func run() async throws {
+        // A child process of the fan-out suite, not a run.
+        if !fanOutChild.isEmpty { return try FanOutBenchmark.runChild(fanOutChild) }
         if list {
             for suite in BenchmarkRegistry.all {
                 print(

@@ -13,6 +13,7 @@ enum BenchmarkRegistry {
         HistoryBenchmark.self,
         SaveBehindBatchBenchmark.self,
         SubscriptionCostBenchmark.self,
+        FanOutBenchmark.self,
         CurveBenchmark.self,
     ]
 

@@ -8,11 +8,12 @@ import Foundation
 ///
 /// - 100 subscriptions with distinct predicates, none matching the saved row (target ≤ 1.5×);
 /// - 1,000 sessions each holding one distinct `score == k` subscription, none matching (≤ 2×);
-/// - 10,000 distinct equality subscriptions, one of which matches the saved row (≤ 2×).
+/// - 10,000 distinct equality subscriptions, one of which matches the saved row (≤ 2×);
+/// - one subscription over a 1M-row table, which holds the saved row (≤ 1.2×).
 struct SubscriptionCostBenchmark: Benchmark {
     static let name = "subscription-cost"
     static let summary =
-        "save p50 with 100 / 1,000-session / 10,000 live subscriptions vs none (targets ≤ 1.5×, ≤ 2×, ≤ 2×)"
+        "save p50 with 100 / 1,000-session / 10,000 live subscriptions / one over 1M rows vs none (≤ 1.5×, 2×, 2×, 1.2×)"
 
     static let model = """
         {"entities":[{"name":"Item","attributes":[
@@ -30,8 +31,9 @@ struct SubscriptionCostBenchmark: Benchmark {
 
         for (label, sessions, perSession, matching, target) in [
             ("100-subscriptions", 1, 100, false, 1.5), ("1000-sessions", quick ? 200 : 1_000, 1, false, 2.0),
-            ("10000-subscriptions", 10, quick ? 200 : 1_000, true, 2.0),
+            ("10000-subscriptions", 10, quick ? 200 : 1_000, true, 2.0), ("1M-rows", 1, 1, true, 1.2),
         ] {
+            let rows = label == "1M-rows" ? (quick ? 50_000 : 1_000_000) : 1_000
             let daemon = try DaemonProcess(
                 executable: suite.options.depotd, dataDirectory: suite.directory.appendingPathComponent(label),
                 transport: .ipc, extraArguments: suite.options.daemonArguments + ["--max-sessions", "5000"])
@@ -39,9 +41,13 @@ struct SubscriptionCostBenchmark: Benchmark {
             let writer = try RawRPCClient(endpoint: daemon.endpoint)
             try writer.initialize()
             _ = try writer.call("model/define", params: Self.model)
-            let seed = (0..<1_000).map { #"{"name":"item \#($0)","score":\#($0 + 1_000_000)}"# }
-            _ = try writer.call(
-                "store/batchInsert", params: #"{"entity":"Item","objects":[\#(seed.joined(separator: ","))]}"#)
+            for start in stride(from: 0, to: rows, by: 50_000) {
+                let seed = (start..<min(rows, start + 50_000)).map {
+                    #"{"name":"item \#($0)","score":\#($0 + 1_000_000)}"#
+                }
+                _ = try writer.call(
+                    "store/batchInsert", params: #"{"entity":"Item","objects":[\#(seed.joined(separator: ","))]}"#)
+            }
 
             func p50() throws -> Double {
                 var latencies: [Double] = []
@@ -68,11 +74,14 @@ struct SubscriptionCostBenchmark: Benchmark {
                 for number in 0..<perSession {
                     let k = session * perSession + number
                     let predicate =
-                        label == "100-subscriptions" ? #""name CONTAINS 'zz\#(k)'""# : #""score == \#(k)""#
+                        switch label {
+                        case "100-subscriptions": #""predicate":"name CONTAINS 'zz\#(k)'","#
+                        case "1M-rows": ""
+                        default: #""predicate":"score == \#(k)","#
+                        }
                     _ = try client.call(
                         "results/subscribe",
-                        params:
-                            #"{"request":{"entity":"Item","predicate":\#(predicate),"sort":[{"key":"score"}]},"include":"none"}"#
+                        params: #"{"request":{"entity":"Item",\#(predicate)"sort":[{"key":"score"}]},"include":"none"}"#
                     )
                 }
                 clients.append(client)
