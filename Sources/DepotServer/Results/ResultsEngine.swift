@@ -689,15 +689,25 @@ final class ResultsEngine: Sendable {
             shared = Self.sharedDelta(transactions: transactions, sections: delta.sections, objects: changes)
         }
         state.withLock { state in
+            // Handed to the outbox at once, still under the lock (readers place their answers between two
+            // notifications, never among them).
+            var messages: [(bytes: [UInt8], peer: [UInt8])] = []
+            var notified: [String] = []
+            defer {
+                service.outbox.send(contentsOf: messages)
+                service.stats.didChangeSent(to: notified)
+            }
             for id in set.subscribers.sorted() {
                 guard var subscription = state.subscriptions[id] else { continue }
                 subscription.seq += 1
                 if let shared {
                     if !overflows(&subscription, service: service) {
-                        service.send(
-                            Self.didChange(shared, subscription: subscription, transaction: transaction),
-                            to: subscription.routingID)
-                        service.stats.notificationSent(ResultsDidChange.name, subscription: subscription.id)
+                        messages.append(
+                            (
+                                Self.didChange(shared, subscription: subscription, transaction: transaction),
+                                subscription.routingID
+                            ))
+                        notified.append(subscription.id)
                     }
                 } else {
                     service.notify(

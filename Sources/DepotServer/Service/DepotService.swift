@@ -13,8 +13,17 @@ import Synchronization
 public protocol Outbox: Sendable {
     /// Queues `bytes` for `peer`, after everything queued for it before.
     func send(_ bytes: [UInt8], to peer: [UInt8])
+    /// Queues several messages, each for its peer, in order (a transaction's fan-out).
+    func send(contentsOf messages: [(bytes: [UInt8], peer: [UInt8])])
     /// How many messages wait for `peer` beyond what the peer can take now (the slow-consumer policy reads it).
     func backlogCount(for peer: [UInt8]) -> Int
+}
+
+extension Outbox {
+    /// One ``send(_:to:)`` after the other.
+    public func send(contentsOf messages: [(bytes: [UInt8], peer: [UInt8])]) {
+        for message in messages { send(message.bytes, to: message.peer) }
+    }
 }
 
 /// Depot's service core, without a transport: it takes each peer's messages

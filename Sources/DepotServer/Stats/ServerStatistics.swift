@@ -83,6 +83,15 @@ final class ServerStatistics: Sendable {
         if let subscription { sentBySubscription.withLock { $0[subscription, default: 0] += 1 } }
     }
 
+    /// `results/didChange` notifications sent to each of `subscriptions` (one each), counted at once.
+    func didChangeSent(to subscriptions: [String]) {
+        guard !subscriptions.isEmpty else { return }
+        sentByMethod.withLock { $0[ResultsDidChange.name, default: 0] += Int64(subscriptions.count) }
+        sentBySubscription.withLock { counters in
+            for subscription in subscriptions { counters[subscription, default: 0] += 1 }
+        }
+    }
+
     /// Notifications sent since start, by method.
     var notificationsByMethod: [String: Int64] { sentByMethod.withLock { $0 } }
 

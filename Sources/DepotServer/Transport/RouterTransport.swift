@@ -127,6 +127,11 @@ final class RouterTransport: @unchecked Sendable {
         outbox.post(OutboundMessage(routingID: routingID, payload: payload))
     }
 
+    /// Queues several messages with one hand-off (and at most one wake-up) to the transport thread.
+    func send(contentsOf messages: [(bytes: [UInt8], peer: [UInt8])]) {
+        outbox.post(contentsOf: messages.map { OutboundMessage(routingID: $0.peer, payload: $0.bytes) })
+    }
+
     /// How many messages wait for `routingID` beyond ZeroMQ's own queue (any thread; as of the last flush).
     func backlogCount(for routingID: [UInt8]) -> Int { backlogSizes.withLock { $0[routingID] ?? 0 } }
 
