@@ -88,15 +88,18 @@ let package = Package(
             name: "FuzzDispatch",
             dependencies: ["DepotServer", "DepotProtocol", .product(name: "Logging", package: "swift-log")],
             path: "Fuzz/FuzzDispatch"),
+        // What the test targets share: the daemon launcher, the seeded generator, the fixtures. Not a product.
+        .target(
+            name: "DepotTestSupport", dependencies: ["DepotClient", "DepotProtocol"], path: "Tests/DepotTestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "DepotProtocolTests", dependencies: ["DepotProtocol"]),
         .testTarget(
             name: "DepotStoreTests",
-            dependencies: ["DepotStore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["DepotStore", "DepotTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "DepotServerTests", dependencies: ["DepotServer"]),
         .testTarget(name: "DepotStudioTests", dependencies: ["DepotStudio"]),
-        .testTarget(name: "DepotClientTests", dependencies: ["DepotClient"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "ZeroMQ"]),
+        .testTarget(name: "DepotClientTests", dependencies: ["DepotClient", "DepotTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "DepotTestSupport", "ZeroMQ"]),
     ]
 )

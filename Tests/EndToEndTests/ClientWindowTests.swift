@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -22,21 +23,6 @@ final class ClientWindowTests: XCTestCase {
                 SectionInfo(name: $0.name, indexTitle: $0.indexTitle, count: $0.ids.count)
             },
             objects: objects)
-    }
-
-    /// Saves `params` from another process (`depot call`), as an importer or a script would.
-    static func saveFromAnotherProcess(_ daemon: Daemon, _ params: StoreSave.Parameters) throws -> StoreSave.Result {
-        let process = Process()
-        process.executableURL = Daemon.executable.deletingLastPathComponent().appendingPathComponent("depot")
-        let json = String(decoding: JSONWriter.encode(try JSONCoding.encode(params)), as: UTF8.self)
-        process.arguments = ["call", "--connect", daemon.endpoint, "store/save", json]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "depot call store/save")
-        return try JSONCoding.decode(StoreSave.Result.self, from: try JSONParser.parse(Array(data)))
     }
 
     @MainActor
@@ -83,7 +69,7 @@ final class ClientWindowTests: XCTestCase {
             // Every fifth save comes from another process.
             let result =
                 step % 5 == 0
-                ? try Self.saveFromAnotherProcess(daemon, params) : try await writer.call(StoreSave.self, params)
+                ? try daemon.saveFromAnotherProcess(params) : try await writer.call(StoreSave.self, params)
             ids = Array(Set(ids).union(result.versions.keys).subtracting(params.deleted.map(\.id)))
             let touched = Set(params.updated.map(\.id) + params.deleted.map(\.id) + result.ids.values)
             for index in controllers.indices {
