@@ -81,12 +81,17 @@ let package = Package(
             path: "Benchmarks/DepotBenchmarks"
         ),
         // Fuzz targets: Fuzz/run.sh builds them with -sanitize=fuzzer (libFuzzer); a plain build replays files.
-        .executableTarget(name: "FuzzJSON", dependencies: ["DepotProtocol"], path: "Fuzz/FuzzJSON"),
+        // FuzzSupport: their shared main (libFuzzer's driver, or the replay of files).
+        .target(name: "FuzzSupport", path: "Fuzz/FuzzSupport"),
+        .executableTarget(name: "FuzzJSON", dependencies: ["DepotProtocol", "FuzzSupport"], path: "Fuzz/FuzzJSON"),
         .executableTarget(
-            name: "FuzzPredicate", dependencies: ["DepotStore", "DepotProtocol"], path: "Fuzz/FuzzPredicate"),
+            name: "FuzzPredicate", dependencies: ["DepotStore", "DepotProtocol", "FuzzSupport"],
+            path: "Fuzz/FuzzPredicate"),
         .executableTarget(
             name: "FuzzDispatch",
-            dependencies: ["DepotServer", "DepotProtocol", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "DepotServer", "DepotProtocol", "FuzzSupport", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Fuzz/FuzzDispatch"),
         // What the test targets share: the daemon launcher, the seeded generator, the fixtures. Not a product.
         .target(
