@@ -73,7 +73,7 @@ let package = Package(
         .executableTarget(
             name: "DepotBenchmarks",
             dependencies: [
-                "DepotClient", "DepotProtocol", "DepotStore", "ZeroMQ", "CZeroMQ",
+                "DepotClient", "DepotProtocol", "DepotStore", "DepotTestSupport", "ZeroMQ", "CZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -93,7 +93,8 @@ let package = Package(
                 "DepotServer", "DepotProtocol", "FuzzSupport", .product(name: "Logging", package: "swift-log"),
             ],
             path: "Fuzz/FuzzDispatch"),
-        // What the test targets share: the daemon launcher, the seeded generator, the fixtures. Not a product.
+        // What the test targets share: the daemon launcher (DepotBenchmarks starts its daemons with it too),
+        // the seeded generator, the fixtures. Not a product.
         .target(
             name: "DepotTestSupport", dependencies: ["DepotClient", "DepotProtocol"], path: "Tests/DepotTestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),

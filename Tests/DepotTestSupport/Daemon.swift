@@ -2,9 +2,10 @@ import DepotClient
 import DepotProtocol
 import Foundation
 
-/// A real `depotd` process on a temporary data directory and a loopback TCP port, for tests.
+/// A real `depotd` process on a temporary data directory and a loopback TCP port, for tests and benchmarks.
 ///
-/// Killed (SIGKILL) when released; ``stop(signal:)`` stops it earlier, ``removeData()`` removes its directory.
+/// Killed (SIGKILL) when released; ``stop(signal:killAfter:)`` stops it earlier, ``removeData()`` removes its
+/// directory.
 public final class Daemon: @unchecked Sendable {
     /// The child process.
     public let process = Process()
@@ -13,7 +14,8 @@ public final class Daemon: @unchecked Sendable {
     /// The endpoint the daemon reported (`depotd listening on ENDPOINT`).
     public private(set) var endpoint = ""
     private let output = Pipe()
-    private let errors = Pipe()
+    private let errors: Pipe?
+    private let logFile: URL?
 
     /// Starts a daemon and waits until it listens (on `listen`, a fresh loopback port by default).
     ///
@@ -23,15 +25,18 @@ public final class Daemon: @unchecked Sendable {
     ///   - heartbeat: The heartbeat interval in seconds, when not the daemon's default.
     ///   - listen: The endpoint to listen on.
     ///   - environment: Variables added to this process's environment for the daemon.
+    ///   - executable: The daemon to run.
+    ///   - logFile: Where the daemon's standard error goes, for a long run; a pipe by default.
     /// - Throws: ``DaemonError/didNotStart(_:)`` when the daemon exits or says nothing within 20 s.
     public init(
         dataDirectory: URL? = nil, arguments: [String] = [], heartbeat: Double? = nil,
-        listen: String = "tcp://127.0.0.1:*", environment: [String: String] = [:]
+        listen: String = "tcp://127.0.0.1:*", environment: [String: String] = [:],
+        executable: URL = Executables.depotd, logFile: URL? = nil
     ) throws {
         self.dataDirectory =
             dataDirectory
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("depot-e2e-\(UUID().uuidString)")
-        process.executableURL = Executables.depotd
+        process.executableURL = executable
         var arguments =
             ["--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning"] + arguments
         if let heartbeat { arguments += ["--heartbeat-interval", String(heartbeat)] }
@@ -40,7 +45,15 @@ public final class Daemon: @unchecked Sendable {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
         process.standardOutput = output
-        process.standardError = errors
+        self.logFile = logFile
+        if let logFile {
+            errors = nil
+            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: logFile)
+        } else {
+            errors = Pipe()
+            process.standardError = errors
+        }
         try process.run()
         endpoint = try waitForEndpoint()
     }
@@ -65,8 +78,7 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         kill()
-        let stderr = String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self)
-        throw .didNotStart("\(text) \(stderr)")
+        throw .didNotStart("\(text) \(log)")
     }
 
     /// A new client session named `name`.
@@ -75,11 +87,25 @@ public final class Daemon: @unchecked Sendable {
             to: endpoint, clientInfo: ImplementationInfo(name: name, version: "1"), timeout: .seconds(30))
     }
 
-    /// Sends `signal` and waits for the exit; returns the exit status.
+    /// What the daemon wrote to standard error: so far with a log file, else once it exited (empty before).
+    public var log: String {
+        if let logFile { return (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+        // Reading a pipe whose writer is alive would wait for it.
+        guard let errors, !process.isRunning else { return "" }
+        return String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self)
+    }
+
+    /// Sends `signal` and waits for the exit, killing the daemon (SIGKILL) if it still runs after `timeout`;
+    /// returns the exit status.
     @discardableResult
-    public func stop(signal: Int32 = SIGTERM) -> Int32 {
+    public func stop(signal: Int32 = SIGTERM, killAfter timeout: Duration? = nil) -> Int32 {
         guard process.isRunning else { return process.terminationStatus }
         Foundation.kill(process.processIdentifier, signal)
+        if let timeout {
+            let deadline = ContinuousClock.now + timeout
+            while process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
+            if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        }
         process.waitUntilExit()
         return process.terminationStatus
     }
@@ -88,7 +114,7 @@ public final class Daemon: @unchecked Sendable {
     @discardableResult
     public func kill() -> Int32 { stop(signal: SIGKILL) }
 
-    /// Removes the data directory (after ``stop(signal:)``).
+    /// Removes the data directory (after ``stop(signal:killAfter:)``).
     public func removeData() { try? FileManager.default.removeItem(at: dataDirectory) }
 
     /// Saves `parameters` from another process (`depot call store/save`), as an importer or a script would.
