@@ -85,7 +85,7 @@ let package = Package(
         .target(name: "FuzzSupport", path: "Fuzz/FuzzSupport"),
         .executableTarget(name: "FuzzJSON", dependencies: ["DepotProtocol", "FuzzSupport"], path: "Fuzz/FuzzJSON"),
         .executableTarget(
-            name: "FuzzPredicate", dependencies: ["DepotStore", "DepotProtocol", "FuzzSupport"],
+            name: "FuzzPredicate", dependencies: ["DepotStore", "DepotProtocol", "DepotTestSupport", "FuzzSupport"],
             path: "Fuzz/FuzzPredicate"),
         .executableTarget(
             name: "FuzzDispatch",
@@ -94,7 +94,7 @@ let package = Package(
             ],
             path: "Fuzz/FuzzDispatch"),
         // What the test targets share: the daemon launcher (DepotBenchmarks starts its daemons with it too),
-        // the seeded generator, the fixtures. Not a product.
+        // the seeded generator, the fixtures (FuzzPredicate's model too). Not a product.
         .target(
             name: "DepotTestSupport", dependencies: ["DepotClient", "DepotProtocol"], path: "Tests/DepotTestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),

@@ -1,4 +1,5 @@
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import FuzzSupport
 
@@ -7,7 +8,7 @@ import FuzzSupport
 /// Fuzz target: the predicate lexer, parser, SQL compiler and in-memory evaluator.
 ///
 /// Each input is a predicate's text, tried on a small store of teams, players
-/// and countries. The SQL compiled from it and the evaluator must agree on the
+/// and countries (the predicate tests' model, whose tags it leaves empty). The SQL compiled from it and the evaluator must agree on the
 /// matching teams, or both refuse it; anything else stops the run. (The one
 /// allowance: a predicate SQL refuses as mistyped, -32602, may be answered by the
 /// evaluator, which the daemon never runs on a predicate that did not compile.)
@@ -73,42 +74,19 @@ enum FuzzPredicate {
                 }
             }
             let objects = byID
-            let players_ = playersOfTeam
-            let teams_ = teamsOfCountry
+            let playersByTeam = playersOfTeam
+            let teamsByCountry = teamsOfCountry
             evaluator = PredicateEvaluator(model: Self.model, object: { objects[$0] }) { owner, key in
                 let id = owner["id"]?.stringValue ?? ""
-                return key == "players" ? players_[id] ?? [] : teams_[id] ?? []
+                switch key {
+                case "players": return playersByTeam[id] ?? []
+                case "teams": return teamsByCountry[id] ?? []
+                default: return []  // tags: the fixture stores none
+                }
             }
         }
 
-        static let model: [EntityDescription] = [
-            EntityDescription(
-                name: "Country", attributes: [AttributeDescription(name: "name", type: .string)],
-                relationships: [
-                    RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "country")
-                ]),
-            EntityDescription(
-                name: "Team",
-                attributes: [
-                    AttributeDescription(name: "teamName", type: .string),
-                    AttributeDescription(name: "zone", type: .string, optional: true),
-                    AttributeDescription(name: "wins", type: .integer, optional: true),
-                    AttributeDescription(name: "rating", type: .double, optional: true),
-                    AttributeDescription(name: "active", type: .boolean, defaultValue: true),
-                    AttributeDescription(name: "founded", type: .date, optional: true),
-                ],
-                relationships: [
-                    RelationshipDescription(name: "country", destination: "Country", inverse: "teams"),
-                    RelationshipDescription(
-                        name: "players", destination: "Player", toMany: true, inverse: "team", deleteRule: .cascade),
-                ]),
-            EntityDescription(
-                name: "Player",
-                attributes: [
-                    AttributeDescription(name: "name", type: .string),
-                    AttributeDescription(name: "age", type: .integer, optional: true),
-                ], relationships: [RelationshipDescription(name: "team", destination: "Team", inverse: "players")]),
-        ]
+        static let model = PredicateFixture.model
     }
 
     static let fixture = Fixture()
