@@ -51,4 +51,15 @@ extension DepotConnection {
         }
         return try await call(StoreSave.self, .init(inserted: inserts)).ids
     }
+
+    /// Defines the Item model alone and inserts `count` items named `item 000`, `item 001`…
+    public func loadItems(_ count: Int) async throws {
+        _ = try await call(ModelDefine.self, .init(entities: [WorldCup.item]))
+        let items = (0..<count).map {
+            InsertedObject(
+                entity: "Item",
+                values: ["name": .string(String(format: "item %03d", $0)), "createdAt": "2026-01-01T00:00:00.000Z"])
+        }
+        _ = try await call(StoreSave.self, .init(inserted: items))
+    }
 }

@@ -109,13 +109,7 @@ final class ClientWindowTests: XCTestCase {
         let daemon = try Daemon()
         defer { daemon.stop() }
         let connection = try await daemon.connect()
-        _ = try await connection.call(ModelDefine.self, .init(entities: [WorldCup.item]))
-        let items = (0..<300).map {
-            InsertedObject(
-                entity: "Item",
-                values: ["name": .string(String(format: "item %03d", $0)), "createdAt": "2026-01-01T00:00:00.000Z"])
-        }
-        _ = try await connection.call(StoreSave.self, .init(inserted: items))
+        try await connection.loadItems(300)
         let controller = FetchedResultsController<DepotObject>(
             fetchRequest: FetchRequest(
                 entity: "Item", sortDescriptors: [SortDescriptor(key: "name")], fetchLimit: 50, fetchOffset: 100,

@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import GRDBSQLite
 import ZeroMQ
@@ -82,17 +83,7 @@ struct FoundationSaveConcurrencyBenchmark: Benchmark {
         let clientPing = try await asyncRate(iterations) { _ = try await client.call(Ping.self, Empty()) }
 
         // Saves: one Item insert per transaction.
-        _ = try await client.call(
-            ModelDefine.self,
-            .init(entities: [
-                EntityDescription(
-                    name: "Item",
-                    attributes: [
-                        AttributeDescription(name: "name", type: .string),
-                        AttributeDescription(name: "createdAt", type: .date),
-                        AttributeDescription(name: "done", type: .boolean, defaultValue: false),
-                    ])
-            ]))
+        _ = try await client.call(ModelDefine.self, .init(entities: [WorldCup.item]))
         let saves = max(iterations / 4, 100)
         var counter = 0
         let depotSaves = try rate(saves) {
