@@ -73,7 +73,7 @@ let package = Package(
         .executableTarget(
             name: "DepotBenchmarks",
             dependencies: [
-                "DepotClient", "DepotProtocol", "DepotStore", "ZeroMQ", "CZeroMQ",
+                "DepotClient", "DepotProtocol", "DepotStore", "DepotTestSupport", "ZeroMQ", "CZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -81,22 +81,31 @@ let package = Package(
             path: "Benchmarks/DepotBenchmarks"
         ),
         // Fuzz targets: Fuzz/run.sh builds them with -sanitize=fuzzer (libFuzzer); a plain build replays files.
-        .executableTarget(name: "FuzzJSON", dependencies: ["DepotProtocol"], path: "Fuzz/FuzzJSON"),
+        // FuzzSupport: their shared main (libFuzzer's driver, or the replay of files).
+        .target(name: "FuzzSupport", path: "Fuzz/FuzzSupport"),
+        .executableTarget(name: "FuzzJSON", dependencies: ["DepotProtocol", "FuzzSupport"], path: "Fuzz/FuzzJSON"),
         .executableTarget(
-            name: "FuzzPredicate", dependencies: ["DepotStore", "DepotProtocol"], path: "Fuzz/FuzzPredicate"),
+            name: "FuzzPredicate", dependencies: ["DepotStore", "DepotProtocol", "DepotTestSupport", "FuzzSupport"],
+            path: "Fuzz/FuzzPredicate"),
         .executableTarget(
             name: "FuzzDispatch",
-            dependencies: ["DepotServer", "DepotProtocol", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "DepotServer", "DepotProtocol", "FuzzSupport", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Fuzz/FuzzDispatch"),
+        // What the test targets share: the daemon launcher (DepotBenchmarks starts its daemons with it too),
+        // the seeded generator, the fixtures (FuzzPredicate's model too). Not a product.
+        .target(
+            name: "DepotTestSupport", dependencies: ["DepotClient", "DepotProtocol"], path: "Tests/DepotTestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "DepotProtocolTests", dependencies: ["DepotProtocol"]),
         .testTarget(
             name: "DepotStoreTests",
-            dependencies: ["DepotStore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["DepotStore", "DepotTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "DepotServerTests", dependencies: ["DepotServer"]),
         .testTarget(name: "DepotStudioTests", dependencies: ["DepotStudio"]),
-        .testTarget(name: "DepotClientTests", dependencies: ["DepotClient"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "ZeroMQ"]),
+        .testTarget(name: "DepotClientTests", dependencies: ["DepotClient", "DepotTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "DepotTestSupport", "ZeroMQ"]),
     ]
 )

@@ -1,5 +1,6 @@
 import DepotProtocol
 import Foundation
+import FuzzSupport
 
 /// Fuzz target: the JSON parser, the JSON-RPC envelope and the params decoders.
 ///
@@ -32,32 +33,8 @@ public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CIn
     return 0
 }
 
-#if FUZZING
-    @_silgen_name("LLVMFuzzerRunDriver")
-    func runFuzzerDriver(
-        _ argc: UnsafeMutablePointer<CInt>,
-        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-        _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
-    ) -> CInt
-#endif
-
-/// Built with `-sanitize=fuzzer -DFUZZING` (`Fuzz/run.sh`): libFuzzer's driver, with
-/// its usual options. Built plainly: replays the files (or directories) named,
-/// e.g. `FuzzJSON Fuzz/corpus/json` (the committed corpus as a regression test).
+/// `FuzzJSON Fuzz/corpus/json` replays the committed corpus; `Fuzz/run.sh` fuzzes (see ``FuzzDriver``).
 @main
 enum FuzzMain {
-    static func main() {
-        #if FUZZING
-            var argc = CommandLine.argc
-            var argv = CommandLine.unsafeArgv
-            exit(runFuzzerDriver(&argc, &argv, fuzzerTestOneInput))
-        #else
-            let count = FuzzReplay.each(CommandLine.arguments.dropFirst()) { bytes in
-                bytes.withUnsafeBufferPointer {
-                    _ = fuzzerTestOneInput($0.baseAddress ?? UnsafePointer(bitPattern: 1)!, $0.count)
-                }
-            }
-            print("FuzzJSON: replayed \(count) inputs")
-        #endif
-    }
+    static func main() { FuzzDriver.main("FuzzJSON", fuzzerTestOneInput) }
 }

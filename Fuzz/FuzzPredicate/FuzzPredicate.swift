@@ -1,12 +1,14 @@
 import DepotProtocol
+import DepotTestSupport
 import Foundation
+import FuzzSupport
 
 @testable import DepotStore
 
 /// Fuzz target: the predicate lexer, parser, SQL compiler and in-memory evaluator.
 ///
 /// Each input is a predicate's text, tried on a small store of teams, players
-/// and countries. The SQL compiled from it and the evaluator must agree on the
+/// and countries (the predicate tests' model, whose tags it leaves empty). The SQL compiled from it and the evaluator must agree on the
 /// matching teams, or both refuse it; anything else stops the run. (The one
 /// allowance: a predicate SQL refuses as mistyped, -32602, may be answered by the
 /// evaluator, which the daemon never runs on a predicate that did not compile.)
@@ -72,42 +74,19 @@ enum FuzzPredicate {
                 }
             }
             let objects = byID
-            let players_ = playersOfTeam
-            let teams_ = teamsOfCountry
+            let playersByTeam = playersOfTeam
+            let teamsByCountry = teamsOfCountry
             evaluator = PredicateEvaluator(model: Self.model, object: { objects[$0] }) { owner, key in
                 let id = owner["id"]?.stringValue ?? ""
-                return key == "players" ? players_[id] ?? [] : teams_[id] ?? []
+                switch key {
+                case "players": return playersByTeam[id] ?? []
+                case "teams": return teamsByCountry[id] ?? []
+                default: return []  // tags: the fixture stores none
+                }
             }
         }
 
-        static let model: [EntityDescription] = [
-            EntityDescription(
-                name: "Country", attributes: [AttributeDescription(name: "name", type: .string)],
-                relationships: [
-                    RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "country")
-                ]),
-            EntityDescription(
-                name: "Team",
-                attributes: [
-                    AttributeDescription(name: "teamName", type: .string),
-                    AttributeDescription(name: "zone", type: .string, optional: true),
-                    AttributeDescription(name: "wins", type: .integer, optional: true),
-                    AttributeDescription(name: "rating", type: .double, optional: true),
-                    AttributeDescription(name: "active", type: .boolean, defaultValue: true),
-                    AttributeDescription(name: "founded", type: .date, optional: true),
-                ],
-                relationships: [
-                    RelationshipDescription(name: "country", destination: "Country", inverse: "teams"),
-                    RelationshipDescription(
-                        name: "players", destination: "Player", toMany: true, inverse: "team", deleteRule: .cascade),
-                ]),
-            EntityDescription(
-                name: "Player",
-                attributes: [
-                    AttributeDescription(name: "name", type: .string),
-                    AttributeDescription(name: "age", type: .integer, optional: true),
-                ], relationships: [RelationshipDescription(name: "team", destination: "Team", inverse: "players")]),
-        ]
+        static let model = PredicateFixture.model
     }
 
     static let fixture = Fixture()
@@ -175,32 +154,8 @@ public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CIn
     return 0
 }
 
-#if FUZZING
-    @_silgen_name("LLVMFuzzerRunDriver")
-    func runFuzzerDriver(
-        _ argc: UnsafeMutablePointer<CInt>,
-        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-        _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
-    ) -> CInt
-#endif
-
-/// Built with `-sanitize=fuzzer -DFUZZING` (`Fuzz/run.sh`): libFuzzer's driver, with
-/// its usual options. Built plainly: replays the files (or directories) named,
-/// e.g. `FuzzPredicate Fuzz/corpus/predicate` (the committed corpus as a regression test).
+/// `FuzzPredicate Fuzz/corpus/predicate` replays the committed corpus; `Fuzz/run.sh` fuzzes (see ``FuzzDriver``).
 @main
 enum FuzzMain {
-    static func main() {
-        #if FUZZING
-            var argc = CommandLine.argc
-            var argv = CommandLine.unsafeArgv
-            exit(runFuzzerDriver(&argc, &argv, fuzzerTestOneInput))
-        #else
-            let count = FuzzReplay.each(CommandLine.arguments.dropFirst()) { bytes in
-                bytes.withUnsafeBufferPointer {
-                    _ = fuzzerTestOneInput($0.baseAddress ?? UnsafePointer(bitPattern: 1)!, $0.count)
-                }
-            }
-            print("FuzzPredicate: replayed \(count) inputs")
-        #endif
-    }
+    static func main() { FuzzDriver.main("FuzzPredicate", fuzzerTestOneInput) }
 }

@@ -1,4 +1,5 @@
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -8,7 +9,7 @@ import XCTest
 /// random data for thousands of random well-typed predicates.
 final class PredicateDifferentialTests: XCTestCase {
     func testSQLAndEvaluatorAgree() throws {
-        var random = SplitMix(seed: 2026)
+        var random = SeededGenerator(seed: 2026)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-diff-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try Store(path: directory.appendingPathComponent("d.sqlite").path)
@@ -130,7 +131,7 @@ final class PredicateDifferentialTests: XCTestCase {
             "\(disagreements.count) disagreements:\n" + disagreements.prefix(15).joined(separator: "\n"))
     }
 
-    static func randomPredicate(depth: Int, _ random: inout SplitMix) -> String {
+    static func randomPredicate(depth: Int, _ random: inout SeededGenerator) -> String {
         if depth > 0 {
             switch Int.random(in: 0..<6, using: &random) {
             case 0:
@@ -204,18 +205,5 @@ final class PredicateDifferentialTests: XCTestCase {
             }
         default: return "teamName MATCHES\(pick(options)) '\(pick([".*e.*", "[A-Z].*", "É.*", ".*[0-9]"]))'"
         }
-    }
-}
-
-/// A deterministic generator (SplitMix64), so a failing case replays.
-struct SplitMix: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

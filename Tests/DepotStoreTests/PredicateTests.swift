@@ -1,4 +1,5 @@
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -7,43 +8,7 @@ import XCTest
 /// The predicate language over a small seeded model with to-one and to-many
 /// relationships and non-ASCII strings: each case lists the teams that match.
 final class PredicateTests: XCTestCase {
-    static let model: [EntityDescription] = [
-        EntityDescription(
-            name: "Country", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [
-                RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "country")
-            ]),
-        EntityDescription(
-            name: "Team",
-            attributes: [
-                AttributeDescription(name: "teamName", type: .string),
-                AttributeDescription(name: "zone", type: .string, optional: true),
-                AttributeDescription(name: "wins", type: .integer, optional: true),
-                AttributeDescription(name: "rating", type: .double, optional: true),
-                AttributeDescription(name: "active", type: .boolean, defaultValue: true),
-                AttributeDescription(name: "founded", type: .date, optional: true),
-            ],
-            relationships: [
-                RelationshipDescription(name: "country", destination: "Country", inverse: "teams"),
-                RelationshipDescription(
-                    name: "players", destination: "Player", toMany: true, inverse: "team", deleteRule: .cascade),
-                RelationshipDescription(name: "tags", destination: "Tag", toMany: true, inverse: "teams"),
-            ]),
-        EntityDescription(
-            name: "Player",
-            attributes: [
-                AttributeDescription(name: "name", type: .string),
-                AttributeDescription(name: "age", type: .integer, optional: true),
-            ], relationships: [RelationshipDescription(name: "team", destination: "Team", inverse: "players")]),
-        // Many-to-many: a team has many tags, a tag many teams.
-        EntityDescription(
-            name: "Tag",
-            attributes: [
-                AttributeDescription(name: "name", type: .string),
-                AttributeDescription(name: "weight", type: .integer, optional: true),
-            ],
-            relationships: [RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "tags")]),
-    ]
+    static let model = PredicateFixture.model
 
     private var seeded: Store?
 

@@ -1,4 +1,5 @@
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -35,13 +36,7 @@ let testModel: [EntityDescription] = [
             AttributeDescription(name: "age", type: .integer, optional: true),
         ],
         relationships: [RelationshipDescription(name: "team", destination: "Team", inverse: "players")]),
-    EntityDescription(
-        name: "Item",
-        attributes: [
-            AttributeDescription(name: "name", type: .string),
-            AttributeDescription(name: "createdAt", type: .date),
-            AttributeDescription(name: "done", type: .boolean, defaultValue: false),
-        ]),
+    WorldCup.item,
 ]
 
 extension Store {

@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -78,8 +79,7 @@ final class BatchTests: XCTestCase {
                     ],
                     uniquenessConstraints: [["name", "release"]])
             ]))
-        let page = try JSONParser.parse(
-            Array(try Data(contentsOf: Daemon.fixtures.appendingPathComponent("specs/page-1.json"))))
+        let page = try JSONParser.parse(try Fixtures.bytes("specs/page-1.json"))
         let objects = (page["result"]?.arrayValue ?? []).map { row -> [String: JSONValue] in
             [
                 "name": row["name"]!, "release": row["version"]!, "downloads": row["downloads_a_month"]!,
@@ -321,12 +321,8 @@ final class BatchTests: XCTestCase {
         XCTAssertEqual(history.latest, 141)
         XCTAssertGreaterThan(history.oldest, 100, "older transactions were pruned")
         XCTAssertLessThanOrEqual(history.transactions.count, 10 + 64)
-        let refused = Process()
-        refused.executableURL = Daemon.executable
-        refused.arguments = ["--data-dir", daemon.dataDirectory.path + "-x", "--history-retention", "soon"]
-        refused.standardError = Pipe()
-        try refused.run()
-        refused.waitUntilExit()
-        XCTAssertNotEqual(refused.terminationStatus, 0)
+        let refused = try ProcessOutcome.run(
+            Executables.depotd, ["--data-dir", daemon.dataDirectory.path + "-x", "--history-retention", "soon"])
+        XCTAssertNotEqual(refused.status, 0)
     }
 }

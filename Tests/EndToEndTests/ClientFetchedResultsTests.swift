@@ -1,4 +1,5 @@
 import DepotClient
+import DepotTestSupport
 import Foundation
 import Synchronization
 import XCTest
@@ -186,13 +187,7 @@ final class ClientFetchedResultsTests: XCTestCase {
         let daemon = try Daemon()
         let connection = try await daemon.connect()
         try await ClientSupport.requireFetchedResults(connection)
-        _ = try await connection.call(ModelDefine.self, .init(entities: [WorldCup.item]))
-        let items = (0..<200).map {
-            InsertedObject(
-                entity: "Item",
-                values: ["name": .string(String(format: "item %03d", $0)), "createdAt": "2026-01-01T00:00:00.000Z"])
-        }
-        _ = try await connection.call(StoreSave.self, .init(inserted: items))
+        try await connection.loadItems(200)
         let controller = FetchedResultsController<DepotObject>(
             fetchRequest: FetchRequest(
                 entity: "Item", sortDescriptors: [SortDescriptor(key: "name")], fetchBatchSize: 20),

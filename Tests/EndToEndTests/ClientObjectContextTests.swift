@@ -1,4 +1,5 @@
 import DepotClient
+import DepotTestSupport
 import Foundation
 import XCTest
 

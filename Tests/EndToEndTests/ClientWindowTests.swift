@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -22,21 +23,6 @@ final class ClientWindowTests: XCTestCase {
                 SectionInfo(name: $0.name, indexTitle: $0.indexTitle, count: $0.ids.count)
             },
             objects: objects)
-    }
-
-    /// Saves `params` from another process (`depot call`), as an importer or a script would.
-    static func saveFromAnotherProcess(_ daemon: Daemon, _ params: StoreSave.Parameters) throws -> StoreSave.Result {
-        let process = Process()
-        process.executableURL = Daemon.executable.deletingLastPathComponent().appendingPathComponent("depot")
-        let json = String(decoding: JSONWriter.encode(try JSONCoding.encode(params)), as: UTF8.self)
-        process.arguments = ["call", "--connect", daemon.endpoint, "store/save", json]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "depot call store/save")
-        return try JSONCoding.decode(StoreSave.Result.self, from: try JSONParser.parse(Array(data)))
     }
 
     @MainActor
@@ -83,7 +69,7 @@ final class ClientWindowTests: XCTestCase {
             // Every fifth save comes from another process.
             let result =
                 step % 5 == 0
-                ? try Self.saveFromAnotherProcess(daemon, params) : try await writer.call(StoreSave.self, params)
+                ? try daemon.saveFromAnotherProcess(params) : try await writer.call(StoreSave.self, params)
             ids = Array(Set(ids).union(result.versions.keys).subtracting(params.deleted.map(\.id)))
             let touched = Set(params.updated.map(\.id) + params.deleted.map(\.id) + result.ids.values)
             for index in controllers.indices {
@@ -123,13 +109,7 @@ final class ClientWindowTests: XCTestCase {
         let daemon = try Daemon()
         defer { daemon.stop() }
         let connection = try await daemon.connect()
-        _ = try await connection.call(ModelDefine.self, .init(entities: [WorldCup.item]))
-        let items = (0..<300).map {
-            InsertedObject(
-                entity: "Item",
-                values: ["name": .string(String(format: "item %03d", $0)), "createdAt": "2026-01-01T00:00:00.000Z"])
-        }
-        _ = try await connection.call(StoreSave.self, .init(inserted: items))
+        try await connection.loadItems(300)
         let controller = FetchedResultsController<DepotObject>(
             fetchRequest: FetchRequest(
                 entity: "Item", sortDescriptors: [SortDescriptor(key: "name")], fetchLimit: 50, fetchOffset: 100,

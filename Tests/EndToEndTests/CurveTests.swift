@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 import ZeroMQ
@@ -232,18 +233,11 @@ final class CurveTests: XCTestCase {
                 "does not hold a Z85 key"
             ),
         ] {
-            let process = Process()
-            process.executableURL = Daemon.executable
-            process.arguments =
-                ["--data-dir", directory.appendingPathComponent("d").path, "--listen", "tcp://0.0.0.0:0"] + arguments
-            let errors = Pipe()
-            process.standardError = errors
-            process.standardOutput = Pipe()
-            try process.run()
-            process.waitUntilExit()
-            XCTAssertNotEqual(process.terminationStatus, 0)
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            XCTAssertTrue(text.contains(expected), text)
+            let outcome = try ProcessOutcome.run(
+                Executables.depotd,
+                ["--data-dir", directory.appendingPathComponent("d").path, "--listen", "tcp://0.0.0.0:0"] + arguments)
+            XCTAssertNotEqual(outcome.status, 0)
+            XCTAssertTrue(outcome.errors.contains(expected), outcome.errors)
         }
         try "\(clients["reader"]!.publicKey) superuser bob\n".write(to: keysFile, atomically: true, encoding: .utf8)
         XCTAssertThrowsError(try startDaemon()) { error in

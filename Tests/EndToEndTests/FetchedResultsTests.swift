@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -179,7 +180,7 @@ final class FetchedResultsTests: XCTestCase {
             let params = Self.randomTeamSave(ids: ids, counter: &counter, using: &generator)
             let result: StoreSave.Result
             if step % 30 == 29 {
-                result = try runCLISave(daemon, params)
+                result = try daemon.saveFromAnotherProcess(params)
             } else {
                 result = try await writer.call(StoreSave.self, params)
             }
@@ -243,32 +244,5 @@ final class FetchedResultsTests: XCTestCase {
         var seen = Set<String>(params.deleted.map(\.id))
         params.updated = params.updated.filter { seen.insert($0.id).inserted }
         return params
-    }
-
-    private func runCLISave(_ daemon: Daemon, _ params: StoreSave.Parameters) throws -> StoreSave.Result {
-        let process = Process()
-        process.executableURL = Daemon.executable.deletingLastPathComponent().appendingPathComponent("depot")
-        let json = String(decoding: JSONWriter.encode(try JSONCoding.encode(params)), as: UTF8.self)
-        process.arguments = ["call", "--connect", daemon.endpoint, "store/save", json]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0)
-        return try JSONCoding.decode(StoreSave.Result.self, from: try JSONParser.parse(Array(data)))
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so failures replay.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -70,18 +71,14 @@ final class FoundationTests: XCTestCase {
         try await observer.loadWorldCup()
         let notes = ChangeCollector(observer)
         let registration = try await observer.call(StoreObserve.self, .init())
-        let cli = Process()
-        cli.executableURL = Daemon.executable.deletingLastPathComponent().appendingPathComponent("depot")
-        cli.arguments = [
-            "call", "--connect", daemon.endpoint, "store/save",
-            #"{"inserted":[{"entity":"Team","tempId":"n","values":{"teamName":"Narnia","qualifyingZone":"Fiction"}}],"author":"cli"}"#,
-        ]
-        let output = Pipe()
-        cli.standardOutput = output
-        try cli.run()
-        let printed = try JSONParser.parse(Array(output.fileHandleForReading.readDataToEndOfFile()))
-        cli.waitUntilExit()
-        XCTAssertEqual(cli.terminationStatus, 0)
+        let cli = try ProcessOutcome.run(
+            Executables.depot,
+            [
+                "call", "--connect", daemon.endpoint, "store/save",
+                #"{"inserted":[{"entity":"Team","tempId":"n","values":{"teamName":"Narnia","qualifyingZone":"Fiction"}}],"author":"cli"}"#,
+            ])
+        XCTAssertEqual(cli.status, 0, cli.errors)
+        let printed = try JSONParser.parse(Array(cli.output.utf8))
         let note = await notes.take { $0.method == DidSave.name }?.decode(DidSave.self)
         XCTAssertEqual(note?.observer, registration.observer)
         XCTAssertEqual(note?.author, "cli")
@@ -131,19 +128,12 @@ final class FoundationTests: XCTestCase {
     }
 
     func testNonLoopbackTCPIsRefused() throws {
-        let process = Process()
-        process.executableURL = Daemon.executable
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "depot-refuse-\(UUID().uuidString)")
-        process.arguments = ["--data-dir", directory.path, "--listen", "tcp://0.0.0.0:0"]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = Pipe()
-        try process.run()
-        process.waitUntilExit()
-        XCTAssertNotEqual(process.terminationStatus, 0)
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        XCTAssertTrue(message.contains("non-loopback"), message)
+        let outcome = try ProcessOutcome.run(
+            Executables.depotd, ["--data-dir", directory.path, "--listen", "tcp://0.0.0.0:0"])
+        XCTAssertNotEqual(outcome.status, 0)
+        XCTAssertTrue(outcome.errors.contains("non-loopback"), outcome.errors)
     }
 
     func testDataDirectoryIsPrivate() throws {

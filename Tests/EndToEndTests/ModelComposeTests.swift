@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -16,20 +17,8 @@ final class ModelComposeTests: XCTestCase {
 
     /// Runs `depot ARGUMENTS` (a separate process) and returns its exit status and standard output.
     private func depot(_ arguments: [String], input: String? = nil) throws -> (Int32, String) {
-        let cli = Process()
-        cli.executableURL = Daemon.executable.deletingLastPathComponent().appendingPathComponent("depot")
-        cli.arguments = arguments
-        let output = Pipe()
-        cli.standardOutput = output
-        cli.standardError = Pipe()
-        let stdin = Pipe()
-        cli.standardInput = stdin
-        try cli.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try stdin.fileHandleForWriting.close()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        cli.waitUntilExit()
-        return (cli.terminationStatus, printed)
+        let outcome = try ProcessOutcome.run(Executables.depot, arguments, input: input)
+        return (outcome.status, outcome.output)
     }
 
     func testSecondProcessDefinesItsOwnEntity() async throws {

@@ -1,4 +1,5 @@
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -19,7 +20,7 @@ final class SchemaBoundsTests: XCTestCase {
     }
 
     static var document: JSONValue {
-        let url = Daemon.fixtures.deletingLastPathComponent().deletingLastPathComponent()
+        let url = Fixtures.directory.deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("proto/depot.openrpc.json")
         return try! JSONParser.parse(Array(try! Data(contentsOf: url)))
     }

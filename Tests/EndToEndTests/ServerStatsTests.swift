@@ -1,5 +1,6 @@
 import DepotClient
 import DepotProtocol
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -43,7 +44,15 @@ final class ServerStatsTests: XCTestCase {
         let save = try await editor.call(
             StoreSave.self,
             .init(updated: [UpdatedObject(id: ids["Japan"]!, values: ["wins": 9])], author: "stats-test"))
-        let after = try await watcher.call(ServerStats.self, Empty())
+        // The save's answer may overtake the writer's counters and the publishing: wait for them.
+        var after = try await watcher.call(ServerStats.self, Empty())
+        let deadline = ContinuousClock.now + .seconds(5)
+        while after.writer.commits <= commitsBefore || after.notificationsSent["results/didChange"] ?? 0 < 2,
+            ContinuousClock.now < deadline
+        {
+            try await Task.sleep(for: .milliseconds(20))
+            after = try await watcher.call(ServerStats.self, Empty())
+        }
         XCTAssertEqual(after.writer.commits, commitsBefore + 1)
         XCTAssertEqual(after.latency.commit.count, commitsBefore + 1)
         XCTAssertGreaterThan(after.latency.commit.p50Ms, 0)

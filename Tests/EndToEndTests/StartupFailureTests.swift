@@ -1,3 +1,4 @@
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -16,25 +17,8 @@ final class StartupFailureTests: XCTestCase {
     }
 
     /// Runs depotd with `arguments`; returns its exit status and standard error. Fails after 15 s.
-    private func run(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> (
-        status: Int32, errors: String
-    ) {
-        let process = Process()
-        process.executableURL = Daemon.executable
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = Pipe()
-        try process.run()
-        let deadline = Date().addingTimeInterval(15)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            XCTFail("depotd \(arguments) did not exit within 15 s", file: file, line: line)
-        }
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (process.terminationStatus, text)
+    private func run(_ arguments: [String]) throws -> ProcessOutcome {
+        try ProcessOutcome.run(Executables.depotd, arguments, timeout: .seconds(15))
     }
 
     private func writeModel(_ text: String) throws -> String {

@@ -87,11 +87,13 @@ final class SuiteRun {
     /// Records a free-form figure (daemon memory, sizes, counts).
     func note(_ key: String, _ value: JSONValue) { notes[key] = value }
 
-    /// Starts a `depotd` for this suite on `transport`, in a subdirectory.
-    func startDaemon(_ transport: DaemonProcess.Transport, label: String = "depotd") throws -> DaemonProcess {
+    /// Starts a `depotd` for this suite on `transport`, in a subdirectory, with `extraArguments`.
+    func startDaemon(_ transport: DaemonProcess.Transport, label: String = "depotd", extraArguments: [String] = [])
+        throws -> DaemonProcess
+    {
         try DaemonProcess(
             executable: options.depotd, dataDirectory: directory.appendingPathComponent(label),
-            transport: transport, extraArguments: options.daemonArguments)
+            transport: transport, extraArguments: options.daemonArguments + extraArguments)
     }
 }
 

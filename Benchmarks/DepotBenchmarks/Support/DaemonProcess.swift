@@ -1,8 +1,9 @@
+import DepotTestSupport
 import Foundation
 
 /// A `depotd` child process on its own data directory, listening on one
-/// endpoint; stopped with SIGTERM (then SIGKILL) when ``stop()`` is called or
-/// the value is released.
+/// endpoint, its standard error in a log file beside the directory; stopped
+/// with SIGTERM (then SIGKILL) when ``stop()`` is called or the value is released.
 final class DaemonProcess {
     /// Where the daemon listens.
     enum Transport: String, CaseIterable, Sendable {
@@ -12,80 +13,39 @@ final class DaemonProcess {
         case tcp
     }
 
-    /// The child process.
-    let process = Process()
-    /// Its data directory.
-    let dataDirectory: URL
-    /// The endpoint it reported (`depotd listening on ENDPOINT`).
-    private(set) var endpoint = ""
-    private let output = Pipe()
-    private let logFile: URL
+    private let daemon: Daemon
 
     /// Starts `executable` and waits (up to 20 s) for its `listening on` line.
     init(executable: URL, dataDirectory: URL, transport: Transport, extraArguments: [String] = []) throws {
-        self.dataDirectory = dataDirectory.standardizedFileURL
-        try FileManager.default.createDirectory(at: self.dataDirectory, withIntermediateDirectories: true)
+        let dataDirectory = dataDirectory.standardizedFileURL
+        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         let listen =
             switch transport {
-            case .ipc: "ipc://" + self.dataDirectory.appendingPathComponent("depot.sock").path
+            case .ipc: "ipc://" + dataDirectory.appendingPathComponent("depot.sock").path
             case .tcp: "tcp://127.0.0.1:*"
             }
-        logFile = self.dataDirectory.deletingLastPathComponent().appendingPathComponent(
-            "\(self.dataDirectory.lastPathComponent).log")
-        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        process.executableURL = executable
         // A long heartbeat: a benchmark session may sit idle while the baseline runs.
-        process.arguments =
-            [
-                "--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning",
-                "--heartbeat-interval", "3600",
-            ]
-            + extraArguments
-        process.standardOutput = output
-        process.standardError = try FileHandle(forWritingTo: logFile)
-        try process.run()
-        endpoint = try waitForEndpoint()
+        daemon = try Daemon(
+            dataDirectory: dataDirectory, arguments: extraArguments, heartbeat: 3600, listen: listen,
+            executable: executable,
+            logFile: dataDirectory.deletingLastPathComponent().appendingPathComponent(
+                "\(dataDirectory.lastPathComponent).log"))
     }
 
     deinit { stop() }
 
+    /// Its data directory.
+    var dataDirectory: URL { daemon.dataDirectory }
+    /// The endpoint it reported (`depotd listening on ENDPOINT`).
+    var endpoint: String { daemon.endpoint }
     /// The daemon's process id.
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { daemon.process.processIdentifier }
+    /// What the daemon wrote to standard error.
+    var log: String { daemon.log }
 
     /// The daemon's memory now and at its peak.
     func memory() -> ProcessMemory? { ProcessMemory.sample(pid: pid) }
 
     /// Asks the daemon to stop (SIGTERM) and waits; kills it after 10 s.
-    func stop() {
-        guard process.isRunning else { return }
-        kill(pid, SIGTERM)
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(pid, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
-    /// What the daemon wrote to standard error.
-    var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
-
-    private func waitForEndpoint() throws -> String {
-        let handle = output.fileHandleForReading
-        var text = ""
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
-            let data = handle.availableData
-            if data.isEmpty {
-                if !process.isRunning { break }
-                continue
-            }
-            text += String(decoding: data, as: UTF8.self)
-            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("depotd listening on ") }) {
-                return String(line.dropFirst("depotd listening on ".count))
-            }
-        }
-        stop()
-        throw BenchmarkError("depotd did not start: \(text) \(log)")
-    }
+    func stop() { daemon.stop(killAfter: .seconds(10)) }
 }

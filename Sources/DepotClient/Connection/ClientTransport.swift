@@ -32,7 +32,7 @@ final class ClientTransport: @unchecked Sendable {
     private let monitor: Socket
     private let outbox = Mailbox<[UInt8]>()
     private let pending = Mutex<[RequestID: Pending]>([:])
-    private let subscribers = Mutex<[UUID: AsyncStream<ServerNotification>.Continuation]>([:])
+    private let notificationBroadcaster = Broadcaster<ServerNotification>()
     private let nextID = Atomic<Int64>(1)
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
@@ -96,9 +96,6 @@ final class ClientTransport: @unchecked Sendable {
         outbox.post(bytes)
     }
 
-    /// Forgets a pending request (its answer, if any, is dropped).
-    func abandon(_ id: RequestID) { _ = pending.withLock { $0.removeValue(forKey: id) } }
-
     /// Fails every pending call with `error`.
     func failPending(with error: (String) -> DepotClientError) {
         let failed = pending.withLock { pending in
@@ -112,15 +109,7 @@ final class ClientTransport: @unchecked Sendable {
     func send(_ bytes: [UInt8]) { outbox.post(bytes) }
 
     /// A new stream of every notification from now on.
-    func notifications() -> AsyncStream<ServerNotification> {
-        let (stream, continuation) = AsyncStream.makeStream(of: ServerNotification.self, bufferingPolicy: .unbounded)
-        let key = UUID()
-        subscribers.withLock { $0[key] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.subscribers.withLock { $0.removeValue(forKey: key) }
-        }
-        return stream
-    }
+    func notifications() -> AsyncStream<ServerNotification> { notificationBroadcaster.stream() }
 
     /// Whether ``stop()`` was called.
     var isStopped: Bool { stopRequested.load(ordering: .relaxed) }
@@ -136,12 +125,7 @@ final class ClientTransport: @unchecked Sendable {
             return Array(all)
         }
         failed.forEach { $0.completion(.failure(.closed)) }
-        // Finished outside the lock: finishing runs onTermination, which takes it.
-        let streams = subscribers.withLock { subscribers in
-            defer { subscribers.removeAll() }
-            return Array(subscribers.values)
-        }
-        streams.forEach { $0.finish() }
+        notificationBroadcaster.finish()
     }
 
     private func run() {
@@ -216,9 +200,7 @@ final class ClientTransport: @unchecked Sendable {
                 pending.withLock { $0.removeValue(forKey: id) }?.completion(.failure(.server(error)))
             case .notification(let method, let params):
                 let notification = ServerNotification(method: method, params: params ?? .object([:]))
-                for continuation in subscribers.withLock({ Array($0.values) }) {
-                    continuation.yield(notification)
-                }
+                notificationBroadcaster.yield(notification)
             case .error(nil, _), .request:
                 break
             }

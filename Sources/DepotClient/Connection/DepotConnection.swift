@@ -31,7 +31,7 @@ public final class DepotConnection: Sendable {
 
     private let transport: ClientTransport
     private let session: Mutex<SessionState>
-    private let eventSubscribers = Mutex<[UUID: AsyncStream<ConnectionEvent>.Continuation]>([:])
+    private let events = Broadcaster<ConnectionEvent>()
     private let clientInfo: ImplementationInfo
     /// The endpoint it connected to.
     public let endpoint: String
@@ -159,24 +159,13 @@ public final class DepotConnection: Sendable {
         transport.send(Message.notification(method: N.name, params: json).encoded)
     }
 
-    /// Sends raw bytes as one message (for tests of the server's input handling).
-    public func sendRaw(_ bytes: [UInt8]) { transport.send(bytes) }
-
     /// Every notification the server sends from now on. Each call returns an
     /// independent stream; it ends when the connection closes.
     public func notifications() -> AsyncStream<ServerNotification> { transport.notifications() }
 
     /// Every change of the link from now on (``ConnectionEvent``). Each call
     /// returns an independent stream; it ends when the connection closes.
-    public func connectionEvents() -> AsyncStream<ConnectionEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: ConnectionEvent.self, bufferingPolicy: .unbounded)
-        let key = UUID()
-        eventSubscribers.withLock { $0[key] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.eventSubscribers.withLock { $0.removeValue(forKey: key) }
-        }
-        return stream
-    }
+    public func connectionEvents() -> AsyncStream<ConnectionEvent> { events.stream() }
 
     /// Whether the connection was closed (``close()`` or ``abort()``); calls then fail with ``DepotClientError/closed``.
     public var isClosed: Bool { transport.isStopped }
@@ -199,11 +188,7 @@ public final class DepotConnection: Sendable {
     private func shutDown() {
         transport.stop()
         session.withLock { $0.recovery?.cancel() }
-        let streams = eventSubscribers.withLock { subscribers in
-            defer { subscribers.removeAll() }
-            return Array(subscribers.values)
-        }
-        streams.forEach { $0.finish() }
+        events.finish()
     }
 
     private func linkChanged(_ event: ClientTransport.LinkEvent) {
@@ -254,11 +239,7 @@ public final class DepotConnection: Sendable {
         session.withLock { $0.recovery = nil }
     }
 
-    private func broadcast(_ event: ConnectionEvent) {
-        for continuation in eventSubscribers.withLock({ Array($0.values) }) {
-            continuation.yield(event)
-        }
-    }
+    private func broadcast(_ event: ConnectionEvent) { events.yield(event) }
 
     // MARK: Plumbing
 

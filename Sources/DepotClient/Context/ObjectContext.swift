@@ -42,7 +42,6 @@ public final class ObjectContext: Sendable {
         var observer: String?
         var merging: Bool = false
         var listener: Task<Void, Never>?
-        var changeSubscribers: [UUID: AsyncStream<ObjectsDidChange>.Continuation] = [:]
         /// The permanent id of each object inserted and saved, by its temporary id: a copy
         /// of the object made before the save still changes the right object.
         var permanentIDs: [String: String] = [:]
@@ -55,6 +54,7 @@ public final class ObjectContext: Sendable {
     /// Recorded as `author` in history and `store/didSave`.
     public let author: String?
     let state = Mutex(State())
+    private let changeBroadcaster = Broadcaster<ObjectsDidChange>()
 
     /// Creates an empty context.
     public init(connection: DepotConnection, mergePolicy: MergePolicy = .error, author: String? = nil) {
@@ -465,15 +465,7 @@ public final class ObjectContext: Sendable {
     }
 
     /// Every merge of other processes' saves from now on. Each call returns an independent stream.
-    public func objectsDidChange() -> AsyncStream<ObjectsDidChange> {
-        let (stream, continuation) = AsyncStream.makeStream(of: ObjectsDidChange.self, bufferingPolicy: .unbounded)
-        let key = UUID()
-        state.withLock { $0.changeSubscribers[key] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.changeSubscribers.removeValue(forKey: key) }
-        }
-        return stream
-    }
+    public func objectsDidChange() -> AsyncStream<ObjectsDidChange> { changeBroadcaster.stream() }
 
     /// Re-reads every registered object from the store (local changes are kept on top).
     public func refreshAllObjects() async throws(DepotClientError) {
@@ -541,9 +533,7 @@ public final class ObjectContext: Sendable {
         }
     }
 
-    private func publish(_ change: ObjectsDidChange) {
-        for continuation in state.withLock({ Array($0.changeSubscribers.values) }) { continuation.yield(change) }
-    }
+    private func publish(_ change: ObjectsDidChange) { changeBroadcaster.yield(change) }
 
     // MARK: Helpers
 

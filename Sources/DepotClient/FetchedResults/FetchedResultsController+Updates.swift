@@ -85,9 +85,8 @@ extension FetchedResultsController {
         let delegate = self.delegate
         delegate?.controllerWillChangeContent(self)
         var deleted: [String: Entry] = [:]
-        let (entries, subscribers) = state.withLock {
-            state -> ([String: Entry], [AsyncStream<FetchedResultsChangeSet<Object>>.Continuation]) in
-            guard state.subscription == change.subscription else { return ([:], []) }
+        let (entries, isCurrent) = state.withLock { state -> ([String: Entry], Bool) in
+            guard state.subscription == change.subscription else { return ([:], false) }
             state.layout = layout
             state.transaction = change.transaction
             state.indexPaths = nil
@@ -98,7 +97,7 @@ extension FetchedResultsController {
                     Self.store(raw, in: &state, onlyIfNewer: false)
                 }
             }
-            return (state.entries, Array(state.changeSubscribers.values))
+            return (state.entries, true)
         }
         var sectionChanges: [FetchedResultsChangeSet<Object>.SectionChange] = []
         for section in change.sections.sorted(by: {
@@ -134,7 +133,7 @@ extension FetchedResultsController {
             isReload: false, sectionChanges: sectionChanges,
             objectChanges: objectChanges,
             snapshot: snapshot)
-        subscribers.forEach { $0.yield(changeSet) }
+        if isCurrent { changeBroadcaster.yield(changeSet) }
     }
 
     /// Rebuilds the results from the daemon (a snapshot of the same subscription,
@@ -183,14 +182,14 @@ extension FetchedResultsController {
 
     @MainActor
     private func reload(_ fetched: Fetched, replacing oldSubscription: String) {
-        let subscribers = state.withLock { state -> [AsyncStream<FetchedResultsChangeSet<Object>>.Continuation] in
-            guard state.subscription == oldSubscription else { return [] }
+        let isCurrent = state.withLock { state -> Bool in
+            guard state.subscription == oldSubscription else { return false }
             state.subscription = fetched.subscription
             state.layout = fetched.layout
             state.transaction = fetched.transaction
             state.entries = fetched.entries
             state.indexPaths = nil
-            return Array(state.changeSubscribers.values)
+            return true
         }
         let delegate = self.delegate
         let snapshot = FetchedResultsSnapshot(layout: fetched.layout)
@@ -200,7 +199,7 @@ extension FetchedResultsController {
             seq: fetched.layout.seq, transaction: fetched.transaction, transactions: nil, isReload: true,
             sectionChanges: [],
             objectChanges: [], snapshot: snapshot)
-        subscribers.forEach { $0.yield(changeSet) }
+        if isCurrent { changeBroadcaster.yield(changeSet) }
     }
 
     // MARK: Faulting

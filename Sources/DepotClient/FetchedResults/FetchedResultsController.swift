@@ -58,7 +58,6 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         var entries: [String: Entry] = [:]
         var indexPaths: [String: IndexPath]?
         var listener: Task<Void, Never>?
-        var changeSubscribers: [UUID: AsyncStream<FetchedResultsChangeSet<Object>>.Continuation] = [:]
     }
 
     /// The connection the results come through.
@@ -71,6 +70,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// `nil` for one change per transaction.
     public let coalescingInterval: Duration?
     let state: Mutex<State>
+    /// What ``changes()`` streams.
+    let changeBroadcaster = Broadcaster<FetchedResultsChangeSet<Object>>()
     /// The delegate, held weakly, like `NSFetchedResultsController.delegate`. It
     /// is main-actor isolated, as the protocol is: set it, and hear from it, on the main actor.
     @MainActor public weak var delegate: (any FetchedResultsControllerDelegate)?
@@ -340,16 +341,7 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
 
     /// Every change from now on, as change sets (a reload after a resync). Each
     /// call returns an independent stream; it ends when the controller goes away.
-    public func changes() -> AsyncStream<FetchedResultsChangeSet<Object>> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: FetchedResultsChangeSet<Object>.self, bufferingPolicy: .unbounded)
-        let key = UUID()
-        state.withLock { $0.changeSubscribers[key] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.changeSubscribers.removeValue(forKey: key) }
-        }
-        return stream
-    }
+    public func changes() -> AsyncStream<FetchedResultsChangeSet<Object>> { changeBroadcaster.stream() }
 
     // MARK: FetchedResultsControlling
 

@@ -19,10 +19,10 @@ enum ItemSeed {
     /// Defines the model through the daemon, then writes `count` Items straight into its
     /// database file with prepared inserts in one transaction (the daemon reads them like any
     /// committed rows). Setup only: nothing here is measured.
-    static func load(_ count: Int, into daemon: BenchmarkDaemon, connection: DepotConnection) async throws {
+    static func load(_ count: Int, into daemon: DaemonProcess, connection: DepotConnection) async throws {
         _ = try await connection.call(ModelDefine.self, .init(entities: [entity]))
         var db: OpaquePointer?
-        guard sqlite3_open(daemon.directory.appendingPathComponent("depot.sqlite").path, &db) == SQLITE_OK else {
+        guard sqlite3_open(daemon.dataDirectory.appendingPathComponent("depot.sqlite").path, &db) == SQLITE_OK else {
             throw BenchmarkError("open")
         }
         defer { sqlite3_close(db) }

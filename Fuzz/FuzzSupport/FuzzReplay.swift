@@ -1,9 +1,9 @@
 import Foundation
 
 /// Runs a fuzz target over files and directories of files (the corpus, crash reproducers).
-enum FuzzReplay {
+public enum FuzzReplay {
     /// Calls `body` with the bytes of every file named or under a directory named; returns how many.
-    static func each(_ paths: some Sequence<String>, _ body: ([UInt8]) -> Void) -> Int {
+    public static func each(_ paths: some Sequence<String>, _ body: ([UInt8]) -> Void) -> Int {
         var count = 0
         for path in paths {
             var isDirectory: ObjCBool = false

@@ -1,0 +1,5 @@
+/// A benchmark failed to run.
+struct BenchmarkError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
