@@ -1,5 +1,6 @@
 import DepotProtocol
 import DepotStore
+import DepotTestSupport
 import Foundation
 import XCTest
 
@@ -111,7 +112,7 @@ final class ServiceCoreTests: XCTestCase {
 
         let savesPerPeer = 60
         DispatchQueue.concurrentPerform(iterations: peers.count) { index in
-            var generator = SeededRandom(seed: UInt64(index + 1))
+            var generator = SeededGenerator(seed: UInt64(index + 1))
             for number in 0..<savesPerPeer {
                 let id = 100 + number
                 let target = Int.random(in: 1...40, using: &generator)
@@ -201,18 +202,5 @@ final class ServiceCoreTests: XCTestCase {
         for object in objects where object["type"] == "update" {
             results[row(object, "newIndexPath")] = object["object"] ?? .null
         }
-    }
-}
-
-/// A small seeded generator (SplitMix64), so that a failure replays.
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,4 +1,5 @@
 import DepotProtocol
+import DepotTestSupport
 import XCTest
 
 @testable import DepotServer
@@ -7,7 +8,7 @@ import XCTest
 /// protocol's `Codable` types say, for random changes.
 final class SharedDeltaTests: XCTestCase {
     func testTheDirectEncodingEqualsTheCodableOne() throws {
-        var generator = SeededRandom(seed: 7)
+        var generator = SeededGenerator(seed: 7)
         let names = ["", "Europe", "Côte d'Ivoire", "quote \" and \\ back", "日本", "line\nbreak"]
         for _ in 0..<300 {
             let sections = (0..<Int.random(in: 0...3, using: &generator)).map { _ in
