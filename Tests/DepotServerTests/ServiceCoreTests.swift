@@ -26,11 +26,18 @@ final class ServiceCoreTests: XCTestCase {
           {"name": "name", "type": "string"}, {"name": "score", "type": "integer"}]}]}
         """#
 
+    /// A core over a new store in the temporary directory, with ``model`` defined.
     private func makeService() throws -> (DepotService, RecordingOutbox) {
         let store = try Store(path: directory.appendingPathComponent("depot.sqlite").path)
         let outbox = RecordingOutbox()
         let service = try DepotService(
             configuration: ServerConfiguration(dataDirectory: directory), store: store, outbox: outbox)
+        // The model, defined through the core by a peer of its own.
+        let admin: [UInt8] = [9]
+        request(service, admin, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
+        _ = try outbox.response(1, of: admin)
+        request(service, admin, id: 2, "model/define", Self.model)
+        XCTAssertNotNil(try outbox.response(2, of: admin)["result"], "\(outbox.received(by: admin))")
         return (service, outbox)
     }
 
@@ -57,11 +64,6 @@ final class ServiceCoreTests: XCTestCase {
     func testASaveIsAnsweredAfterItsNotificationsWhichEveryPeerGets() throws {
         let (service, outbox) = try makeService()
         defer { service.stop() }
-        let admin: [UInt8] = [9]
-        request(service, admin, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
-        _ = try outbox.response(1, of: admin)
-        request(service, admin, id: 2, "model/define", Self.model)
-        XCTAssertNotNil(try outbox.response(2, of: admin)["result"], "\(outbox.received(by: admin))")
         let byName = #"{"entity": "Item", "sort": [{"key": "name"}]}"#
         let alice: [UInt8] = [1]
         let bob: [UInt8] = [2]
@@ -99,11 +101,6 @@ final class ServiceCoreTests: XCTestCase {
     func testInterleavedSavesFromSeveralPeersKeepEachPeersOrder() throws {
         let (service, outbox) = try makeService()
         defer { service.stop() }
-        let admin: [UInt8] = [9]
-        request(service, admin, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
-        _ = try outbox.response(1, of: admin)
-        request(service, admin, id: 2, "model/define", Self.model)
-        _ = try outbox.response(2, of: admin)
         let subscription =
             #"{"entity": "Item", "predicate": "score >= 20", "sort": [{"key": "score"}, {"key": "name"}]}"#
         let peers: [[UInt8]] = (1...4).map { [UInt8($0)] }

@@ -26,10 +26,7 @@ struct FanOutBenchmark: Benchmark {
         let quick = suite.options.quick
         let processes = quick ? 20 : 100
         let saves = quick ? 30 : 200
-        var limit = rlimit()
-        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        limit.rlim_cur = limit.rlim_max
-        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        ProcessLimits.raiseDescriptorLimit()
 
         // Depot: one daemon, `processes` subscribers of one shared request.
         let daemon = try DaemonProcess(

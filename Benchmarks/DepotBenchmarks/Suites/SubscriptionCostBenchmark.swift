@@ -23,11 +23,7 @@ struct SubscriptionCostBenchmark: Benchmark {
     func run(_ suite: SuiteRun) async throws {
         let quick = suite.options.quick
         let saves = quick ? 100 : 400
-        // Raise the descriptor limit: a thousand sessions are a thousand sockets.
-        var limit = rlimit()
-        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        limit.rlim_cur = limit.rlim_max
-        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        ProcessLimits.raiseDescriptorLimit()
 
         for (label, sessions, perSession, matching, target) in [
             ("100-subscriptions", 1, 100, false, 1.5), ("1000-sessions", quick ? 200 : 1_000, 1, false, 2.0),
