@@ -29,4 +29,21 @@ final class FuzzRegressionTests: XCTestCase {
             XCTAssertThrowsError(try PredicateParser.parse(text))
         }
     }
+
+    /// FuzzPredicate: `ANY {{{{…` a thousand lists deep overflowed the parser's
+    /// stack (the daemon would crash). Lists count towards the nesting bound.
+    func testDeeplyNestedListsAreRefusedNotOverflowed() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let deep = "ANY " + String(repeating: "{", count: 5_000)
+        XCTAssertThrowsError(try PredicateParser.parse(deep)) { error in
+            XCTAssertEqual((error as? RPCError)?.code, .predicateSyntax, "\(error)")
+            XCTAssertTrue((error as? RPCError)?.message.contains("less nesting") == true, "\(error)")
+        }
+        let depth = PredicateParser.maximumDepth - 1
+        let accepted =
+            "wins IN " + String(repeating: "{", count: depth) + "1" + String(repeating: "}", count: depth)
+        XCTAssertNoThrow(try PredicateParser.parse(accepted))
+        XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: deep)))
+    }
 }

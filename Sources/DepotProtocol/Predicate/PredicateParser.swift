@@ -4,7 +4,7 @@
 /// AND tighter than OR; keywords are case-insensitive; `#key` escapes a key
 /// that is spelled like a keyword.
 public struct PredicateParser {
-    /// The deepest nesting of parentheses, NOT and SUBQUERY accepted.
+    /// The deepest nesting of parentheses, lists, NOT and SUBQUERY accepted.
     public static let maximumDepth = 100
 
     /// The most NOT nested in one another.
@@ -277,6 +277,9 @@ public struct PredicateParser {
                 return Self.expression(for: value)
             }
         case .symbol("{"):
+            // Lists nest like parentheses (`{{{…}}}`: found by Fuzz/FuzzPredicate overflowing the stack).
+            try enter()
+            defer { depth -= 1 }
             advance()
             var elements: [PredicateExpression] = []
             if !isSymbol("}") {
