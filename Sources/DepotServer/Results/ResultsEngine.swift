@@ -634,7 +634,9 @@ final class ResultsEngine: Sendable {
             }
         }
         guard let delta, !delta.isEmpty else { return }
-        try deliver(delta, of: set, transaction: transaction.number, transactions: nil, service: service)
+        // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them.
+        let read = set.inMemory != nil && set.shape.includesVersion ? try memory.rows(of: entity) : nil
+        try deliver(delta, of: set, transaction: transaction.number, transactions: nil, rows: read, service: service)
     }
 
     /// Announces a coalescing set's open window as one `results/didChange`
@@ -671,7 +673,8 @@ final class ResultsEngine: Sendable {
     /// Reads the delta's object values once, encodes it once, and sends each
     /// subscriber its notification with its own `subscription` and `seq`.
     private func deliver(
-        _ delta: ResultSet.Delta, of set: ResultSet, transaction: Int64, transactions: [Int64]?, service: DepotService
+        _ delta: ResultSet.Delta, of set: ResultSet, transaction: Int64, transactions: [Int64]?,
+        rows: [Int64: EvaluationRow]? = nil, service: DepotService
     ) throws(RPCError) {
         let entity = set.plan.entity
         // One notification carrying this many objects would be larger than resyncing.
@@ -680,7 +683,14 @@ final class ResultsEngine: Sendable {
             shared = nil
         } else {
             let valued = delta.objects.filter { $0.type != .delete }.map(\.id)
-            let objects = try service.store.objects(rows: valued, shape: set.shape)
+            var objects: [Int64: JSONValue] = [:]
+            var unread: [Int64] = []
+            for id in valued {
+                if let row = rows?[id] { objects[id] = .object(row.object) } else { unread.append(id) }
+            }
+            if !unread.isEmpty {
+                objects.merge(try service.store.objects(rows: unread, shape: set.shape)) { read, _ in read }
+            }
             let changes = delta.objects.map { change in
                 ObjectChange(
                     type: change.type, indexPath: change.old, newIndexPath: change.new,
