@@ -1,7 +1,7 @@
-import DepotProtocol
 import Foundation
 import XCTest
 
+@testable import DepotProtocol
 @testable import DepotStore
 
 /// Inputs the fuzz targets (`Fuzz/`) found, kept as regression tests.
@@ -45,5 +45,25 @@ final class FuzzRegressionTests: XCTestCase {
             "wins IN " + String(repeating: "{", count: depth) + "1" + String(repeating: "}", count: depth)
         XCTAssertNoThrow(try PredicateParser.parse(accepted))
         XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: deep)))
+    }
+
+    /// FuzzPredicate: `LIKE 'Zebr***…***'` took the in-memory evaluator
+    /// exponential time (it recursed at every `*`); it now matches in
+    /// O(pattern × text) and still agrees with SQLite's GLOB.
+    func testManyStarsInALikePatternMatchLikeSQLite() throws {
+        let stars = String(repeating: "*", count: 60)
+        let text = Array(("Zebr" + String(repeating: "a", count: 80) + "!").unicodeScalars)
+        for (pattern, expected) in [
+            ("Zebr\(stars)!", true), ("Zebr\(stars)?", true), ("Zebr\(stars)b\(stars)x", false),
+            ("\(stars)a\(stars)a\(stars)!", true), ("Zebr\(stars)[*]", false), ("*[!]", true), ("?ebr*", true),
+            ("Zebr", false), ("", false),
+        ] {
+            XCTAssertEqual(
+                PredicateEvaluator.glob(ArraySlice(Array(pattern.unicodeScalars)), ArraySlice(text)), expected, pattern)
+        }
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let predicate = "teamName LIKE 'Zebr\(stars)[[[[['"
+        XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team", predicate: predicate, resultType: .count)).count, 0)
     }
 }

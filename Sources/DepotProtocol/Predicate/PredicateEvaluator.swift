@@ -389,41 +389,48 @@ public struct PredicateEvaluator {
     }
 
     /// SQLite's GLOB over code points: `*`, `?`, and the `[x]` escapes that ``PredicateText/glob(_:)`` writes.
+    ///
+    /// Greedy, going back only to the last `*` when a later token fails: time
+    /// O(pattern × text) whatever the pattern (recursing at every `*` took
+    /// exponential time on `'a***…***b'`: found by Fuzz/FuzzPredicate).
     static func glob(_ pattern: ArraySlice<Unicode.Scalar>, _ text: ArraySlice<Unicode.Scalar>) -> Bool {
-        var pattern = pattern
-        var text = text
-        while let token = pattern.first {
-            switch token {
-            case "*":
-                pattern = pattern.dropFirst()
-                if pattern.isEmpty { return true }
-                var rest = text
-                while true {
-                    if glob(pattern, rest) { return true }
-                    guard !rest.isEmpty else { return false }
-                    rest = rest.dropFirst()
-                }
-            case "?":
-                guard !text.isEmpty else { return false }
-                pattern = pattern.dropFirst()
-                text = text.dropFirst()
-            case "[":
-                let body = pattern.dropFirst()
-                guard let literal = body.first, let close = body.dropFirst().first, close == "]" else {
-                    guard text.first == "[" else { return false }
-                    pattern = body
-                    text = text.dropFirst()
-                    continue
-                }
-                guard text.first == literal else { return false }
-                pattern = body.dropFirst(2)
-                text = text.dropFirst()
-            default:
-                guard text.first == token else { return false }
-                pattern = pattern.dropFirst()
-                text = text.dropFirst()
+        let pattern = Array(pattern)
+        let text = Array(text)
+        var position = 0  // in `pattern`
+        var offset = 0  // in `text`
+        var resume: (position: Int, offset: Int)?  // after the last `*`, and where its match ends so far
+        while offset < text.count {
+            if position < pattern.count, pattern[position] == "*" {
+                while position < pattern.count, pattern[position] == "*" { position += 1 }
+                if position == pattern.count { return true }
+                resume = (position, offset)
+                continue
             }
+            if position < pattern.count, let width = tokenWidth(pattern, at: position, matching: text[offset]) {
+                position += width
+                offset += 1
+                continue
+            }
+            // Let the last `*` take one more scalar and try again from there.
+            guard let last = resume else { return false }
+            resume = (last.position, last.offset + 1)
+            position = last.position
+            offset = last.offset + 1
         }
-        return text.isEmpty
+        while position < pattern.count, pattern[position] == "*" { position += 1 }
+        return position == pattern.count
+    }
+
+    /// How many pattern scalars the token at `index` spans when it matches `scalar`; `nil` when it does not.
+    private static func tokenWidth(_ pattern: [Unicode.Scalar], at index: Int, matching scalar: Unicode.Scalar) -> Int?
+    {
+        switch pattern[index] {
+        case "?":
+            return 1
+        case "[" where index + 2 < pattern.count && pattern[index + 2] == "]":
+            return pattern[index + 1] == scalar ? 3 : nil
+        case let literal:
+            return literal == scalar ? 1 : nil
+        }
     }
 }
