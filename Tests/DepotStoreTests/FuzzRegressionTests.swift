@@ -66,4 +66,18 @@ final class FuzzRegressionTests: XCTestCase {
         let predicate = "teamName LIKE 'Zebr\(stars)[[[[['"
         XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team", predicate: predicate, resultType: .count)).count, 0)
     }
+
+    /// FuzzPredicate: `teamName IN 'Zeb\0ra'` (a substring test) bound its
+    /// literal, of no declared type, as text cut at the U+0000 the `\0` escape
+    /// made; SQL and the evaluator then disagreed. Refused like a NUL anywhere else.
+    func testANulInAnUntypedLiteralIsRefused() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for predicate in [#"teamName IN 'Zeb\0ra'"#, #"'Zeb\0ra' IN teamName"#, #"'a\0' == 'a'"#] {
+            XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: predicate))) { error in
+                XCTAssertEqual((error as? RPCError)?.code, .invalidParams, predicate)
+                XCTAssertTrue((error as? RPCError)?.message.contains("U+0000") == true, "\(error)")
+            }
+        }
+    }
 }

@@ -442,7 +442,10 @@ struct PredicateCompiler {
             case .bool(let flag): return (flag ? 1 : 0).databaseValue
             case .int(let number): return number.databaseValue
             case .double(let number): return number.databaseValue
-            case .string(let text): return text.databaseValue
+            case .string(let text):
+                // As below: a literal of unknown type (`teamName IN 'a\0b'`) is bound as text too.
+                guard !text.utf8.contains(0) else { throw mismatch("a string without U+0000 (NUL)") }
+                return text.databaseValue
             default: return String(decoding: JSONWriter.encode(value), as: UTF8.self).databaseValue
             }
         case .string?:
