@@ -82,7 +82,9 @@ let package = Package(
         .executableTarget(
             name: "DepotBenchmarks",
             dependencies: [
-                "DepotClient", "DepotProtocol", "DepotStore", "ZeroMQ", "CZeroMQ",
+                "DepotClient", "DepotProtocol", "DepotStore", "DepotPostgres", "ZeroMQ", "CZeroMQ",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -14,6 +14,7 @@ enum BenchmarkRegistry {
         SaveBehindBatchBenchmark.self,
         SubscriptionCostBenchmark.self,
         CurveBenchmark.self,
+        ChangeLogBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).
