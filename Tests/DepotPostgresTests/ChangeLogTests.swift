@@ -67,6 +67,27 @@ final class ChangeLogTests: XCTestCase {
         let commits = Commits()
         let writers = 10
         let transactionsPerWriter = 25
+        // A second reader, outside the tailer: every snapshot of the whole log is a prefix 1...k,
+        // and k never shrinks.
+        let prefixReader = Task { [logger] () -> (reads: Int, violations: [String]) in
+            var reads = 0
+            var violations: [String] = []
+            var longest = 0
+            try? await server.withConnection { connection in
+                while !Task.isCancelled {
+                    // Throws once cancelled (PostgresNIO's row sequence checks): that ends the loop too.
+                    let numbers = try await log.entries(after: 0, limit: 100_000, on: connection, logger: logger)
+                        .map(\.transaction)
+                    reads += 1
+                    if numbers != (0..<Int64(numbers.count)).map({ $0 + 1 }) {
+                        violations.append("not a prefix: \(numbers)")
+                    }
+                    if numbers.count < longest { violations.append("shrank from \(longest) to \(numbers.count)") }
+                    longest = max(longest, numbers.count)
+                }
+            }
+            return (reads, violations)
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for writer in 0..<writers {
                 group.addTask { [logger] in
@@ -100,6 +121,11 @@ final class ChangeLogTests: XCTestCase {
             }
             try await group.waitForAll()
         }
+
+        prefixReader.cancel()
+        let (reads, violations) = await prefixReader.value
+        XCTAssertGreaterThan(reads, 10, "the prefix reader must read while the writers write")
+        XCTAssertEqual(violations, [])
 
         let committed = await commits.changesByNumber
         let rolledBack = await commits.rolledBack

@@ -87,6 +87,22 @@ final class PostgresServer: Sendable {
 
     /// Runs the script with posix_spawn and waitpid: Foundation's Process.waitUntilExit was seen to
     /// hang here after the script had exited (its child, the postmaster, lives on).
+    /// Runs `body` on a new connection and closes it however `body` ends (PostgresNIO asserts
+    /// that a connection is closed before it is freed).
+    func withConnection<Value>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Value
+    ) async throws -> Value {
+        let connection = try await connect()
+        do {
+            let value = try await body(connection)
+            try? await connection.close()
+            return value
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
     private static func run(_ command: String, _ directory: URL, wholeOutput: Bool = false) throws -> String {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("depot-postgres-\(UUID()).out")
         defer { try? FileManager.default.removeItem(at: output) }
