@@ -86,7 +86,7 @@ public struct ChangeLogTailer: Sendable {
             }
             if Task.isCancelled { return }
             logger.warning("change log tailer interrupted", metadata: ["tailer": "\(name)", "error": "\(failure)"])
-            do { try await handle(.interrupted(failure)) } catch { throw error }
+            try await handle(.interrupted(failure))
             do { try await Task.sleep(for: backoff) } catch { return }
             backoff = min(backoff * 2, options.maximumBackoff)
         }
@@ -100,7 +100,9 @@ public struct ChangeLogTailer: Sendable {
         let connection = try await PostgresConnection.connect(
             configuration: self.connection, id: connectionID, logger: logger)
         do {
-            var last = try await log.position(of: name, on: connection, logger: logger)
+            var last = try await withDeadline(on: connection) { [log, name, logger] in
+                try await log.position(of: name, on: connection, logger: logger)
+            }
             backoff = options.minimumBackoff
             try await deliver(.connected(position: last), to: handle)
             let doorbell = Doorbell()
@@ -155,6 +157,7 @@ public struct ChangeLogTailer: Sendable {
     ///
     /// The operation runs in a task of its own that is not awaited after a timeout: a query written
     /// to a connection that closed at that moment was seen never to complete.
+    ///
     /// With `whenCancelled: .finish` it runs to completion (or timeout) even if the caller is cancelled.
     private func withDeadline<Value: Sendable>(
         on connection: PostgresConnection, whenCancelled: CancellationBehavior = .abandon,
