@@ -91,32 +91,32 @@ final class ChangeLogTests: XCTestCase {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for writer in 0..<writers {
                 group.addTask { [logger] in
-                    let connection = try await server.connect()
-                    for index in 0..<transactionsPerWriter {
-                        let changes = JSONValue.object([
-                            "writer": .int(Int64(writer)), "index": .int(Int64(index)),
-                            "body": .string(String(repeating: "x", count: Int.random(in: 0...40))),
-                        ])
-                        let rollsBack = Int.random(in: 0..<5) == 0
-                        do {
-                            let number = try await connection.withTransaction(logger: logger) { connection in
-                                try await connection.query(
-                                    "INSERT INTO \(unescaped: log.schema).items (writer, body) VALUES (\(writer), 'row')",
-                                    logger: logger)
-                                try await Task.sleep(for: .microseconds(Int.random(in: 0...2_000)))
-                                let number = try await log.append(
-                                    changes: changes, author: "writer-\(writer)", on: connection, logger: logger)
-                                // Held lock: commits of the others wait here, so vary how long.
-                                try await Task.sleep(for: .microseconds(Int.random(in: 0...1_000)))
-                                if rollsBack { throw Rollback() }
-                                return number
+                    try await server.withConnection { connection in
+                        for index in 0..<transactionsPerWriter {
+                            let changes = JSONValue.object([
+                                "writer": .int(Int64(writer)), "index": .int(Int64(index)),
+                                "body": .string(String(repeating: "x", count: Int.random(in: 0...40))),
+                            ])
+                            let rollsBack = Int.random(in: 0..<5) == 0
+                            do {
+                                let number = try await connection.withTransaction(logger: logger) { connection in
+                                    try await connection.query(
+                                        "INSERT INTO \(unescaped: log.schema).items (writer, body) VALUES (\(writer), 'row')",
+                                        logger: logger)
+                                    try await Task.sleep(for: .microseconds(Int.random(in: 0...2_000)))
+                                    let number = try await log.append(
+                                        changes: changes, author: "writer-\(writer)", on: connection, logger: logger)
+                                    // Held lock: commits of the others wait here, so vary how long.
+                                    try await Task.sleep(for: .microseconds(Int.random(in: 0...1_000)))
+                                    if rollsBack { throw Rollback() }
+                                    return number
+                                }
+                                await commits.committed(number, changes)
+                            } catch let error as PostgresTransactionError where error.closureError is Rollback {
+                                await commits.rolledBack(changes)
                             }
-                            await commits.committed(number, changes)
-                        } catch let error as PostgresTransactionError where error.closureError is Rollback {
-                            await commits.rolledBack(changes)
                         }
                     }
-                    try await connection.close()
                 }
             }
             try await group.waitForAll()
