@@ -16,12 +16,16 @@ BENCH_FLAGS ?=
 
 setup: setup-system setup-python
 
-# System libraries: libzmq (ZeroMQ) and SQLite headers, from Debian/Ubuntu packages.
+# System libraries: libzmq (ZeroMQ) and SQLite headers, from Debian/Ubuntu packages; and Debian's
+# PostgreSQL server, which the DepotPostgres tests start themselves (scripts/postgres.sh: a throwaway
+# cluster in a temporary directory on a free loopback port, so a system cluster the package may have
+# started on 5432 does not get in the way).
 setup-system:
-	@if ! pkg-config --exists libzmq || [ ! -f /usr/include/sqlite3.h ]; then \
-		echo "installing libzmq3-dev and libsqlite3-dev"; \
+	@if ! pkg-config --exists libzmq || [ ! -f /usr/include/sqlite3.h ] \
+		|| ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "installing libzmq3-dev, libsqlite3-dev and postgresql"; \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libzmq3-dev libsqlite3-dev pkg-config; \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libzmq3-dev libsqlite3-dev pkg-config postgresql; \
 	fi
 
 # A project virtual environment (.venv, ignored by git): Debian 12 and Ubuntu 24.04 refuse

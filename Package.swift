@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
     ],
     targets: [
         // libzmq from libzmq3-dev (`make setup-system`); the module map links it. No pkgConfig:
@@ -40,6 +41,14 @@ let package = Package(
             ]
         ),
         .target(name: "DepotClient", dependencies: ["DepotProtocol", "ZeroMQ"]),
+        // The cluster change log of DESIGN section 11 (docs/cluster.md), on PostgreSQL.
+        .target(
+            name: "DepotPostgres",
+            dependencies: [
+                "DepotProtocol", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "depotd",
             dependencies: [
@@ -73,7 +82,9 @@ let package = Package(
         .executableTarget(
             name: "DepotBenchmarks",
             dependencies: [
-                "DepotClient", "DepotProtocol", "DepotStore", "DepotTestSupport", "ZeroMQ", "CZeroMQ",
+                "DepotClient", "DepotProtocol", "DepotStore", "DepotTestSupport", "DepotPostgres", "ZeroMQ", "CZeroMQ",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -107,5 +118,9 @@ let package = Package(
         .testTarget(name: "DepotStudioTests", dependencies: ["DepotStudio"]),
         .testTarget(name: "DepotClientTests", dependencies: ["DepotClient", "DepotTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "DepotTestSupport", "ZeroMQ"]),
+        .testTarget(
+            name: "DepotPostgresTests",
+            dependencies: ["DepotPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
     ]
 )

@@ -15,6 +15,7 @@ enum BenchmarkRegistry {
         SubscriptionCostBenchmark.self,
         FanOutBenchmark.self,
         CurveBenchmark.self,
+        ChangeLogBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

@@ -1,0 +1,195 @@
+import DepotPostgres
+import Foundation
+import Logging
+import PostgresNIO
+import XCTest
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A real, throwaway PostgreSQL server started by `scripts/postgres.sh` in a temporary directory.
+///
+/// ``shared`` is started once per test process and stopped when the process exits; tests that stop
+/// the server on purpose start their own with ``start()``.
+final class PostgresServer: Sendable {
+    enum Failure: Error, CustomStringConvertible {
+        case script(command: String, status: Int32, output: String)
+
+        var description: String {
+            switch self {
+            case .script(let command, let status, let output):
+                "scripts/postgres.sh \(command) exited with \(status): \(output)\n"
+                    + "PostgreSQL is needed by these tests: run `make setup-system` (Debian's postgresql package)"
+            }
+        }
+    }
+
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/postgres.sh")
+
+    /// The server every test of the process shares; each test works in its own schema.
+    static let shared: Result<PostgresServer, any Error> = {
+        let result = Result { try PostgresServer.start() }
+        if case .success = result { atexit { try? PostgresServer.sharedServer?.stop() } }
+        return result
+    }()
+
+    private static var sharedServer: PostgresServer? { try? shared.get() }
+
+    let directory: URL
+    let url: PostgresURL
+
+    private init(directory: URL, url: PostgresURL) {
+        self.directory = directory
+        self.url = url
+    }
+
+    /// Starts a new server in a new temporary directory.
+    static func start() throws -> PostgresServer {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-postgres-\(UUID().uuidString.prefix(8))")
+        let output = try run("start", directory)
+        return PostgresServer(directory: directory, url: try PostgresURL(output))
+    }
+
+    /// Starts the shared server if needed; fails the test with the script's message if it cannot.
+    static func sharedOrFail() throws -> PostgresServer {
+        switch shared {
+        case .success(let server): return server
+        case .failure(let error): throw error
+        }
+    }
+
+    /// Stops the server and removes its directory.
+    func stop() throws {
+        _ = try Self.run("stop", directory)
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Stops the server, keeping its data; returns what the script said.
+    @discardableResult
+    func pause() throws -> String { try Self.run("stop", directory, wholeOutput: true) }
+
+    /// Starts the paused server again, on the same port.
+    func resume() throws {
+        let output = try Self.run("start", directory)
+        guard try PostgresURL(output) == url else {
+            throw Failure.script(command: "start", status: 0, output: "restarted on another port: \(output)")
+        }
+    }
+
+    /// A new connection to the server.
+    func connect(logger: Logger = Logger(label: "depot.tests.postgres")) async throws -> PostgresConnection {
+        try await PostgresConnection.connect(
+            configuration: url.configuration, id: Int.random(in: 1...Int(Int32.max)), logger: logger)
+    }
+
+    /// Runs the script with posix_spawn and waitpid: Foundation's Process.waitUntilExit was seen to
+    /// hang here after the script had exited (its child, the postmaster, lives on).
+    /// Runs `body` on a new connection and closes it however `body` ends (PostgresNIO asserts
+    /// that a connection is closed before it is freed).
+    func withConnection<Value>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Value
+    ) async throws -> Value {
+        let connection = try await connect()
+        do {
+            let value = try await body(connection)
+            try? await connection.close()
+            return value
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private static func run(_ command: String, _ directory: URL, wholeOutput: Bool = false) throws -> String {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("depot-postgres-\(UUID()).out")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let arguments = [
+            "/bin/bash", "-c", "exec /bin/bash \"$0\" \"$1\" \"$2\" >\"$3\" 2>&1 </dev/null",
+            script.path, command, directory.path, output.path,
+        ]
+        let cArguments = arguments.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", nil, nil, cArguments, environ)
+        guard spawned == 0 else {
+            throw Failure.script(command: command, status: spawned, output: "posix_spawn failed")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 {
+            guard errno == EINTR else {
+                throw Failure.script(command: command, status: errno, output: "waitpid failed")
+            }
+        }
+        let text = ((try? String(contentsOf: output, encoding: .utf8)) ?? "")
+        // WIFEXITED and WEXITSTATUS, which Glibc's module does not export.
+        let exited = status & 0x7f == 0
+        let exitStatus = exited ? (status >> 8) & 0xff : 128 + status & 0x7f
+        guard exitStatus == 0 else {
+            throw Failure.script(command: command, status: exitStatus, output: text)
+        }
+        if wholeOutput { return text }
+        // The URL is the last line; the lines before it are messages on standard error.
+        return text.split(separator: "\n").last.map(String.init) ?? ""
+    }
+}
+
+/// A schema name no other test uses.
+func uniqueSchema(_ prefix: String) -> String {
+    "\(prefix)_\(UInt32.random(in: 0...UInt32.max))"
+}
+
+/// What a tailer delivered, for tests to wait on and inspect.
+actor TailerRecord {
+    private(set) var events: [ChangeLogTailer.Event] = []
+
+    var entries: [ChangeLogEntry] {
+        events.flatMap { event -> [ChangeLogEntry] in
+            if case .entries(let entries) = event { return entries }
+            return []
+        }
+    }
+
+    var interruptions: [ChangeLogError] {
+        events.compactMap { event in
+            if case .interrupted(let error) = event { return error }
+            return nil
+        }
+    }
+
+    var connections: [Int64] {
+        events.compactMap { event in
+            if case .connected(let position) = event { return position }
+            return nil
+        }
+    }
+
+    func record(_ event: ChangeLogTailer.Event) { events.append(event) }
+
+    /// Waits until `condition` holds, failing after `timeout`.
+    func wait(
+        for description: String, timeout: Duration = .seconds(15), file: StaticString = #filePath, line: UInt = #line,
+        until condition: @Sendable (isolated TailerRecord) -> Bool
+    ) async throws {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while !condition(self) {
+            guard clock.now < deadline else {
+                XCTFail("timed out waiting for \(description); events: \(events.suffix(5))", file: file, line: line)
+                throw CancellationError()
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
+
+extension ChangeLogTailer {
+    /// Runs the tailer in a new task, recording every event in `record`.
+    func start(recordingIn record: TailerRecord) -> Task<Void, any Error> {
+        Task {
+            try await self.run { event in await record.record(event) }
+        }
+    }
+}
