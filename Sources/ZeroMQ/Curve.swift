@@ -126,29 +126,6 @@ extension Socket {
     ///
     /// - Returns: `nil` when nothing was ready.
     public func receive(dontWait: Bool, property: String) throws(ZMQError) -> (Message, String?)? {
-        var frames: Message = []
-        var message = zmq_msg_t()
-        zmq_msg_init(&message)
-        defer { zmq_msg_close(&message) }
-        while true {
-            let flags: Int32 = dontWait && frames.isEmpty ? ZMQ_DONTWAIT : 0
-            let rc = zmq_msg_recv(&message, handle, flags)
-            if rc < 0 {
-                let error = ZMQError.last("receive")
-                if error.isInterrupted { continue }
-                if error.isWouldBlock && frames.isEmpty { return nil }
-                throw error
-            }
-            let size = zmq_msg_size(&message)
-            if let data = zmq_msg_data(&message) {
-                frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
-            } else {
-                frames.append([])
-            }
-            if zmq_msg_more(&message) == 0 {
-                let value = zmq_msg_gets(&message, property).map { String(cString: $0) }
-                return (frames, value)
-            }
-        }
+        try receive(dontWait: dontWait, reading: property).map { ($0.frames, $0.property) }
     }
 }

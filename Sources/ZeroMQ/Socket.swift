@@ -103,6 +103,14 @@ public final class Socket: @unchecked Sendable {
     /// - Parameter dontWait: return `nil` instead of blocking when nothing is queued.
     /// - Returns: the frames, or `nil` when nothing was ready (or the receive timed out).
     public func receive(dontWait: Bool = false) throws(ZMQError) -> Message? {
+        try receive(dontWait: dontWait, reading: nil)?.frames
+    }
+
+    /// Receives one multipart message and, when `property` is named, that
+    /// metadata property of its last frame (`zmq_msg_gets`).
+    func receive(dontWait: Bool, reading property: String?) throws(ZMQError) -> (
+        frames: Message, property: String?
+    )? {
         var frames: Message = []
         var message = zmq_msg_t()
         zmq_msg_init(&message)
@@ -122,7 +130,9 @@ public final class Socket: @unchecked Sendable {
             } else {
                 frames.append([])
             }
-            if zmq_msg_more(&message) == 0 { return frames }
+            if zmq_msg_more(&message) == 0 {
+                return (frames, property.flatMap { zmq_msg_gets(&message, $0) }.map { String(cString: $0) })
+            }
         }
     }
 
