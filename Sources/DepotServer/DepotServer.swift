@@ -2,7 +2,6 @@ import DepotProtocol
 import DepotStore
 import Foundation
 import Logging
-import Synchronization
 import ZeroMQ
 
 /// The Depot daemon: a ``DepotService`` core behind a ZeroMQ ROUTER.
