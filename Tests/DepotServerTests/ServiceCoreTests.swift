@@ -200,4 +200,55 @@ final class ServiceCoreTests: XCTestCase {
             results[row(object, "newIndexPath")] = object["object"] ?? .null
         }
     }
+
+    /// Publishing runs in the lane, off the writer: while the lane is held,
+    /// saves still commit (the writer does not wait for their deltas), and
+    /// nothing is answered; once it is released every peer gets each
+    /// transaction's notifications before its response, in commit order.
+    func testTheWriterCommitsWhileThePublishLaneIsBusy() throws {
+        let (service, outbox) = try makeService()
+        defer { service.stop() }
+        let byName = #"{"entity": "Item", "sort": [{"key": "name"}]}"#
+        let alice: [UInt8] = [1]
+        XCTAssertEqual(try join(service, outbox, alice, subscription: byName), [])
+        let before = outbox.received(by: alice).count
+
+        let gate = DispatchSemaphore(value: 0)
+        // A job holding the lane (on a reader, as publishing jobs run).
+        service.writer.async { service.writes.lane.enqueueReading { _ in gate.wait() } }
+        for index in 0..<3 {
+            request(
+                service, alice, id: 10 + index, "store/save",
+                #"{"inserted": [{"entity": "Item", "values": {"name": "n\#(index)", "score": \#(index)}}]}"#)
+        }
+        // All three commit although none of their deltas could be computed yet.
+        let deadline = Date().addingTimeInterval(10)
+        while try service.store.latestTransaction() < 3 && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+        XCTAssertEqual(try service.store.latestTransaction(), 3, "the writer waited for publishing")
+        XCTAssertFalse(service.writes.lane.isIdle)
+        XCTAssertEqual(outbox.received(by: alice).count, before, "nothing goes out before its turn in the lane")
+
+        gate.signal()
+        let messages = try outbox.wait(for: alice) { $0.contains { $0["id"] == 12 } }.dropFirst(before)
+        // Saves that queued together may commit as one group: then every notification precedes every response.
+        let kinds = messages.map { $0["method"]?.stringValue ?? "response \($0["id"]?.intValue ?? -1)" }
+        XCTAssertEqual(kinds.filter { $0.hasPrefix("response") }, ["response 10", "response 11", "response 12"])
+        for (transaction, id) in [(1, 10), (2, 11), (3, 12)] {
+            let answered = try XCTUnwrap(messages.firstIndex { $0["id"] == .int(Int64(id)) })
+            let saved = try XCTUnwrap(
+                messages.firstIndex {
+                    $0["method"] == "store/didSave" && $0["params"]?["transaction"] == .int(Int64(transaction))
+                })
+            let changed = try XCTUnwrap(
+                messages.firstIndex {
+                    $0["method"] == "results/didChange" && $0["params"]?["transaction"] == .int(Int64(transaction))
+                })
+            XCTAssertLessThan(saved, answered, "\(kinds)")
+            XCTAssertLessThan(changed, answered, "\(kinds)")
+        }
+        XCTAssertEqual(messages.compactMap { $0["params"]?["seq"]?.intValue }, [1, 2, 3])
+        XCTAssertEqual(
+            messages.compactMap { $0["method"] == "store/didSave" ? $0["params"]?["transaction"]?.intValue : nil },
+            [1, 2, 3])
+    }
 }

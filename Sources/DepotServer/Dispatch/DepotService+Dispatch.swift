@@ -105,21 +105,22 @@ extension DepotService {
             case .read: readers.async(execute: run)
             case .write:
                 let entry = WriteQueue.Entry(
-                    groupable: handler.groupable, runAlone: { [self] in stats.measureWrite(run) },
-                    runInGroup: { [self] group in
+                    groupable: handler.groupable,
+                    run: { [self] commit in
                         let slot = ResponseSlot()
                         var bytes: [UInt8] = []
                         stats.measureWrite {
                             bytes = execute(
                                 id: id, method: method, input: input, handler: handler, routingID: routingID,
-                                key: key, cancellation: cancellation, responseSlot: slot, writeGroup: group)
+                                key: key, cancellation: cancellation, responseSlot: slot, commitSlot: commit)
+                            return !commit.transactions.isEmpty
                         }
-                        return (bytes, slot.isSent)
+                        return slot.isSent ? nil : bytes
                     },
                     send: { [self] in send($0, to: routingID) },
                     failure: { MessageEncoder.response(id: id, error: $0) })
                 stats.writeQueued()
-                writes.enqueue(entry, store: store) { [self] in publish($0) }
+                writes.enqueue(entry, subscriber: self)
             }
         case .none:
             break
@@ -183,14 +184,14 @@ extension DepotService {
     private func execute(
         id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8],
         key: AuthorizedKey?, cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil,
-        writeGroup: WriteGroupSlot? = nil
+        commitSlot: CommitSlot? = nil
     ) -> [UInt8] {
         let cancellation = cancellation ?? sessions.begin(id, routingID: routingID)
         defer { sessions.end(id, routingID: routingID) }
         var context = RequestContext(
             service: self, routingID: routingID, requestID: id, cancellation: cancellation, responseSlot: responseSlot)
         context.key = key
-        context.writeGroupSlot = writeGroup
+        context.commitSlot = commitSlot
         do throws(RPCError) {
             if isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")
@@ -225,18 +226,21 @@ extension DepotService {
         let needsWriter = steps.contains {
             if case .run(_, _, _, let handler, _) = $0 { handler.execution == .write } else { false }
         }
-        let run: @Sendable () -> Void = { [self] in
+        // The answers of the batch's requests, as one array (nil when none answers).
+        let answer: @Sendable (CommitSlot?) -> [UInt8]? = { [self] commit in
             var responses: [[UInt8]] = []
             for step in steps {
                 switch step {
                 case .respond(let bytes): responses.append(bytes)
                 case .run(let id, let method, let input, let handler, let key):
                     responses.append(
-                        execute(id: id, method: method, input: input, handler: handler, routingID: routingID, key: key))
+                        execute(
+                            id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
+                            commitSlot: commit))
                 case .none: break
                 }
             }
-            guard !responses.isEmpty else { return }
+            guard !responses.isEmpty else { return nil }
             var writer = JSONWriter()
             writer.writeRaw("[")
             for (index, response) in responses.enumerated() {
@@ -244,16 +248,26 @@ extension DepotService {
                 writer.writeRaw(response)
             }
             writer.writeRaw("]")
-            send(writer.bytes, to: routingID)
+            return writer.bytes
         }
-        if needsWriter {
-            stats.writeQueued()
-            writes.enqueue(WriteQueue.alone { [self] in stats.measureWrite(run) }, store: store) {
-                [self] in publish($0)
+        guard needsWriter else {
+            return readers.async { [self] in
+                if let bytes = answer(nil) { send(bytes, to: routingID) }
             }
-        } else {
-            readers.async(execute: run)
         }
+        stats.writeQueued()
+        let entry = WriteQueue.Entry(
+            groupable: false,
+            run: { [self] commit in
+                var bytes: [UInt8]?
+                stats.measureWrite {
+                    bytes = answer(commit)
+                    return !commit.transactions.isEmpty
+                }
+                return bytes
+            },
+            send: { [self] in send($0, to: routingID) }, failure: { _ in [] })
+        writes.enqueue(entry, subscriber: self)
     }
 
     /// Applies the session and subscription limits; the error to answer with, or `nil` to go on.
@@ -309,6 +323,7 @@ extension DepotService {
     func drain() {
         parser.sync {}
         writer.sync {}
+        writes.lane.drain()
         readers.sync(flags: .barrier) {}
     }
 }

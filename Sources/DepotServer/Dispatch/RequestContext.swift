@@ -24,19 +24,21 @@ struct RequestContext: Sendable {
     let cancellation: Cancellation
     /// Where an early response is recorded; `nil` inside a JSON-RPC batch, whose answers go out together.
     let responseSlot: ResponseSlot?
-    /// The group commit this request runs in, if any.
-    var writeGroupSlot: WriteGroupSlot? = nil
+    /// What the write this request runs in commits (`nil` for reads).
+    var commitSlot: CommitSlot? = nil
     /// The client's CURVE key on an authenticated endpoint (`nil` on `ipc://` or plain TCP).
     var key: AuthorizedKey? = nil
 
     /// The group commit's transaction to join (``Store/save(_:in:)``), when the request runs in one.
-    var writeGroup: WriteGroup? { writeGroupSlot?.group }
+    var writeGroup: WriteGroup? { commitSlot?.group }
 
-    /// Publishes what the request committed: now, or once its group commits.
+    /// Publishes what the request committed, once its write (or group) has
+    /// committed, in the publish lane.
     func publish(_ transaction: CommittedTransaction?) {
         guard let transaction else { return }
-        if let writeGroupSlot { return writeGroupSlot.publishAfterCommit(transaction) }
-        service.publish(transaction)
+        // Only handlers that run as writes commit, and every write has a slot.
+        guard let commitSlot else { preconditionFailure("\(transaction.number) committed outside the writer") }
+        commitSlot.publishAfterCommit(transaction)
     }
 
     /// The store.

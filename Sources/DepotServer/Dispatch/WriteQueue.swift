@@ -3,7 +3,19 @@ import DepotStore
 import Dispatch
 import Synchronization
 
-/// The single writer, in arrival order, with group commit.
+/// What the writer tells about its commits: how to publish them.
+protocol CommitSubscriber: AnyObject, Sendable {
+    /// Whether publishing `transactions` reads the store (it then gets a snapshot).
+    func publishingReads(_ transactions: [CommittedTransaction]) -> Bool
+
+    /// Publishes `transaction` (in the publish lane, in commit order). `store`
+    /// reads the state right after the write that committed it, or says why
+    /// no snapshot could be taken; `nil` when ``publishingReads(_:)`` said no.
+    func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?)
+}
+
+/// The single writer, in arrival order, with group commit; what follows each
+/// commit runs in the ``PublishLane``, off the writer.
 ///
 /// Every write request takes its place in one list; the writer queue takes
 /// from its head. A run of saves at the head (requests whose handler is
@@ -11,51 +23,80 @@ import Synchronization
 /// one SQLite transaction, each save in a savepoint of its own
 /// (``WriteGroup``): one commit pays for all of them, a save that fails rolls
 /// back only itself. Each save stays its own logical transaction (number,
-/// history entry, notifications). After the group commits, every save's
-/// notifications are queued in transaction order, then every response: the
-/// contract's order (a transaction's notifications before its response, T
-/// before T+1) holds as for single writes. Anything else (batches, model
-/// changes) runs alone, in its place.
+/// history entry, notifications). Anything else (batches, model changes)
+/// runs alone, in its place.
+///
+/// After a write (or a group) the writer hands the lane one job: publish what
+/// it committed, in transaction order, then send its responses. The lane runs
+/// jobs in the writer's order, so the contract's order (a transaction's
+/// notifications before its response, T before T+1) holds, while the writer
+/// already runs the next write.
 final class WriteQueue: Sendable {
     /// One write waiting for the writer.
     struct Entry: Sendable {
         /// Whether it may commit together with its neighbours.
         let groupable: Bool
-        /// Runs it alone (and sends its response).
-        let runAlone: @Sendable () -> Void
-        /// Runs it inside a group; returns its response, to be sent once the group committed.
-        let runInGroup: @Sendable (WriteGroupSlot) -> (bytes: [UInt8], sent: Bool)
-        /// Sends a response for it.
+        /// Runs it, inside the slot's group when there is one; returns its
+        /// response, or `nil` when it already answered.
+        let run: @Sendable (CommitSlot) -> [UInt8]?
+        /// Sends its response.
         let send: @Sendable ([UInt8]) -> Void
         /// Its error response when the group's commit fails.
         let failure: @Sendable (RPCError) -> [UInt8]
     }
 
-    /// A write that always runs alone (`run` sends its own response).
-    static func alone(_ run: @escaping @Sendable () -> Void) -> Entry {
-        Entry(
-            groupable: false, runAlone: run, runInGroup: { _ in ([], true) }, send: { _ in },
-            failure: { _ in [] })
-    }
-
     /// The most saves one transaction commits.
     static let largestGroup = 64
 
-    /// The serial queue everything that writes runs on (the results engine waits on it too).
+    /// The serial queue everything that writes runs on.
     let queue = DispatchQueue(label: "depot.writer")
+    /// Where what follows each commit runs.
+    let lane: PublishLane
+    private let store: Store
     private let pending = Mutex<[Entry]>([])
+    private let onWriter = DispatchSpecificKey<Bool>()
+
+    /// A writer for `store`.
+    init(store: Store) {
+        self.store = store
+        lane = PublishLane(store: store)
+        queue.setSpecific(key: onWriter, value: true)
+    }
 
     /// How many writes wait (for stats and back-pressure).
     var depth: Int { pending.withLock { $0.count } }
 
-    /// Queues `entry` behind every write that arrived before it.
-    func enqueue(_ entry: Entry, store: Store, publish: @escaping @Sendable (CommittedTransaction) -> Void) {
+    /// Queues `entry` behind every write that arrived before it; `subscriber` publishes its commits.
+    func enqueue(_ entry: Entry, subscriber: some CommitSubscriber) {
         pending.withLock { $0.append(entry) }
-        queue.async { [self] in drain(store: store, publish: publish) }
+        queue.async { [self] in drain(subscriber) }
+    }
+
+    /// Runs `body` on the writer queue, between writes, and returns its result.
+    func sync<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+        if DispatchQueue.getSpecific(key: onWriter) == true { return try body() }
+        return try queue.sync { Result { () throws(Failure) in try body() } }.get()
+    }
+
+    /// Runs `body` in the lane after everything the writer committed so far
+    /// was published, with a store reading exactly that state, and waits for it.
+    ///
+    /// The results engine registers subscriptions and answers reads this way,
+    /// in order with deltas. Never call it from a lane job.
+    func afterCommits<T>(_ body: @escaping (Result<Store, RPCError>) -> T) -> T {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = LaneOutcome<T>()
+        let job = UncheckedJob { snapshot in
+            outcome.value = body(snapshot)
+            done.signal()
+        }
+        sync { lane.enqueueReading { job.run($0) } }
+        done.wait()
+        return outcome.value!
     }
 
     /// Runs the head of the list: one write, or a group of saves.
-    private func drain(store: Store, publish: @Sendable (CommittedTransaction) -> Void) {
+    private func drain(_ subscriber: some CommitSubscriber) {
         let taken = pending.withLock { list -> [Entry] in
             guard let first = list.first else { return [] }
             guard first.groupable else { return [list.removeFirst()] }
@@ -66,34 +107,63 @@ final class WriteQueue: Sendable {
             return group
         }
         guard let first = taken.first else { return }
-        guard taken.count > 1 else { return first.runAlone() }
-        let slot = WriteGroupSlot()
-        var responses: [(bytes: [UInt8], sent: Bool)] = []
-        do {
-            try store.writeGroup { group in
-                slot.group = group
-                responses = taken.map { $0.runInGroup(slot) }
-                slot.group = nil
+        let slot = CommitSlot()
+        var responses: [[UInt8]?] = []
+        if taken.count == 1 {
+            responses = [first.run(slot)]
+        } else {
+            do {
+                try store.writeGroup { group in
+                    slot.group = group
+                    responses = taken.map { $0.run(slot) }
+                    slot.group = nil
+                }
+            } catch {
+                // Nothing committed: every save of the group fails alike, and nothing is published.
+                responses = taken.map { $0.failure(error) }
+                slot.discard()
             }
-        } catch {
-            // Nothing committed: every save of the group fails alike, and nothing is published.
-            for entry in taken { entry.send(entry.failure(error)) }
-            return
         }
-        for transaction in slot.transactions { publish(transaction) }
-        for (entry, response) in zip(taken, responses) where !response.sent { entry.send(response.bytes) }
+        let replies = zip(taken, responses).compactMap { entry, bytes in bytes.map { (entry.send, $0) } }
+        let transactions = slot.transactions
+        let answer: @Sendable () -> Void = { for (send, bytes) in replies { send(bytes) } }
+        guard !transactions.isEmpty else { return lane.enqueue(answer) }
+        guard subscriber.publishingReads(transactions) else {
+            return lane.enqueue {
+                for transaction in transactions { subscriber.publish(transaction, store: nil) }
+                answer()
+            }
+        }
+        lane.enqueueReading { snapshot in
+            for transaction in transactions { subscriber.publish(transaction, store: snapshot) }
+            answer()
+        }
     }
 }
 
-/// What the requests of one group share while it runs: the transaction to join,
-/// and the transactions to publish once it committed.
-final class WriteGroupSlot: @unchecked Sendable {
-    // @unchecked: touched only on the writer queue, while the group runs.
-    /// The group's transaction (set only while it runs).
+/// What one write (or one group of saves) committed: the group's transaction
+/// to join, and the transactions to publish once it committed.
+final class CommitSlot: @unchecked Sendable {
+    // @unchecked: touched only on the writer queue, while its write runs.
+    /// The group's transaction (set only while a group runs).
     var group: WriteGroup?
-    /// What the group's saves committed, in order.
+    /// What the write committed, in order.
     private(set) var transactions: [CommittedTransaction] = []
 
-    /// Defers publishing `transaction` until the group commits.
+    /// Publishes `transaction` once the write (or its group) has committed.
     func publishAfterCommit(_ transaction: CommittedTransaction) { transactions.append(transaction) }
+
+    /// Forgets what the group's savepoints did: its commit failed.
+    func discard() { transactions = [] }
+}
+
+/// The value a lane job hands back to the thread waiting for it.
+private final class LaneOutcome<T>: @unchecked Sendable {
+    // @unchecked: written by the job before the semaphore is signalled, read after the wait.
+    var value: T?
+}
+
+/// A job whose captures the waiting caller keeps alive and uses only after it ran.
+private struct UncheckedJob: @unchecked Sendable {
+    let run: (Result<Store, RPCError>) -> Void
 }

@@ -25,7 +25,7 @@ extension DepotService {
                 let (result, transaction) = try context.store.batchUpdate(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
                     progress: progressCallback)
-                context.service.publish(transaction)
+                context.publish(transaction)
                 return (result, Int64(result.count))
             }
         }
@@ -36,7 +36,7 @@ extension DepotService {
                 let (result, transaction) = try context.store.batchDelete(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
                     progress: progressCallback)
-                context.service.publish(transaction)
+                context.publish(transaction)
                 return (result, Int64(result.count))
             }
         }
@@ -51,7 +51,7 @@ extension DepotService {
         progress?.begin(title: "Inserting \(count) \(params.entity)", total: Int64(count))
         return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
             let (result, transaction) = try body(progressCallback)
-            context.service.publish(transaction)
+            context.publish(transaction)
             return (result, Int64(result.inserted + result.updated + result.ignored))
         }
     }

@@ -4,13 +4,14 @@ import DepotStore
 /// Fans a committed transaction out to every `store/observe` registration as
 /// `store/didSave` (Core Data's did-save notification, across processes).
 struct ObservationCenter {
-    /// Queues the notifications for `transaction`; runs on the writer queue
-    /// right after the commit, so they precede the committing request's response.
-    static func publish(_ transaction: CommittedTransaction, service: DepotService) {
+    /// Queues the notifications for `transaction`; runs in the publish lane,
+    /// so they precede the committing request's response. Values are read
+    /// from `store`, a snapshot right after the commit (left out without one).
+    static func publish(_ transaction: CommittedTransaction, store: Store?, service: DepotService) {
         let observers = service.sessions.observers()
         guard !observers.isEmpty else { return }
         let changes = transaction.wireChanges
-        var values: [String: JSONValue]?
+        var values: [ObjectID: JSONValue]?
         for (routingID, observer, parameters) in observers {
             var selected = changes
             if let entities = parameters.entities {
@@ -23,9 +24,13 @@ struct ObservationCenter {
                 && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count })
                     <= ResultsEngine.largestNotification
             {
-                if values == nil { values = readValues(changes, store: service.store) }
-                objects = values?.filter { key, _ in
-                    selected.keys.contains(String(key.split(separator: "/").first ?? ""))
+                if values == nil, let store { values = readValues(transaction, store: store, service: service) }
+                // Ids become text here, at the wire, once.
+                objects = values.map { values in
+                    Dictionary(
+                        uniqueKeysWithValues: values.filter { selected.keys.contains($0.key.entity) }.map {
+                            ($0.key.description, $0.value)
+                        })
                 }
             }
             let params = DidSave.Parameters(
@@ -35,9 +40,25 @@ struct ObservationCenter {
         }
     }
 
-    private static func readValues(_ changes: [String: EntityChanges], store: Store) -> [String: JSONValue] {
-        let ids = changes.values.flatMap { $0.inserted + $0.updated.map(\.id) }
-        guard let objects = try? store.objects(ids: ids) else { return [:] }
-        return Dictionary(zip(ids, objects).filter { !$0.1.isNull }, uniquingKeysWith: { first, _ in first })
+    /// The values of the objects `transaction` inserted or updated, one read per entity.
+    private static func readValues(
+        _ transaction: CommittedTransaction, store: Store, service: DepotService
+    ) -> [ObjectID: JSONValue] {
+        var values: [ObjectID: JSONValue] = [:]
+        for (name, changes) in transaction.changes {
+            let rows = changes.inserted + changes.updated.map(\.row)
+            guard !rows.isEmpty, let entity = store.schema.entity(named: name) else { continue }
+            do {
+                let shape = try ObjectShape(entity: entity, properties: nil)
+                for (row, object) in try store.objects(rows: rows, shape: shape) {
+                    values[ObjectID(entity: name, row: row)] = object
+                }
+            } catch {
+                service.logger.error(
+                    "store/didSave of transaction \(transaction.number) goes without the values of \(name): \(error.message)"
+                )
+            }
+        }
+        return values
     }
 }

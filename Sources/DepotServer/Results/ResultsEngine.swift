@@ -6,7 +6,8 @@ import Synchronization
 /// The fetched-results engine: subscriptions, their shared result sets, and
 /// the deltas each committed transaction makes to them (DESIGN.md §7).
 ///
-/// After a commit the writer calls ``publish(_:service:)``: for each result set
+/// After a commit the publish lane calls ``publish(_:store:service:)`` with a
+/// snapshot of the store right after it: for each result set
 /// whose entities the transaction touched, the changed rows (and rows reached
 /// through relationships) are re-read with the set's predicate and sort
 /// expressions (`WHERE id IN (changed)`), compared with the index, and turned
@@ -90,6 +91,8 @@ final class ResultsEngine: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Subscribes between their first read and their registration in the publish lane.
+    private let registering = Atomic<Int>(0)
     /// Counts finished publishes, so that a reader can wait for the one in flight.
     private let publishes = PublishSignal()
 
@@ -143,16 +146,22 @@ final class ResultsEngine: Sendable {
         let builtTransaction = built?.transaction
         let include = params.include ?? .firstBatch
         let firstBatch = max(1, params.request.batchSize ?? 50)
-        // On the writer queue, where no commit or publish can interleave: the
-        // set is caught up, the subscription registered, the first batch read
-        // at that same transaction, and the answer queued before any delta of
-        // a later transaction (DESIGN.md §7: the first didChange follows it).
-        let result: Result<[UInt8], RPCError> = context.service.writer.sync {
+        // In the publish lane, after every commit so far was published, on a snapshot
+        // of exactly that state: the set is caught up, the subscription registered,
+        // the first batch read at that same transaction, and the answer queued
+        // before any delta of a later transaction (DESIGN.md §7: the first didChange follows it).
+        let service = context.service
+        // Counted before the registration takes its place in the lane: a commit queued after it
+        // is published with a snapshot even when no set is installed yet (``mayHaveSets``).
+        registering.add(1, ordering: .sequentiallyConsistent)
+        defer { registering.subtract(1, ordering: .sequentiallyConsistent) }
+        let result: Result<[UInt8], RPCError> = service.writes.afterCommits { snapshot in
             Result { () throws(RPCError) in
+                let store = try snapshot.get()
                 if let set = built { try self.catchUp(set, store: store) }
                 // A joining subscriber starts from the set as it is: announce an open window to the others first.
                 if let shared = self.state.withLock({ $0.sets[definition.key] }), shared.coalescing != nil {
-                    self.flush(shared, service: context.service)
+                    self.flush(shared, snapshot: snapshot, service: service)
                 }
                 let registration = try self.register(
                     built, key: definition.key, cacheName: params.cacheName, routingID: context.routingID
@@ -164,7 +173,9 @@ final class ResultsEngine: Sendable {
                     }
                 }
                 if let name = params.cacheName, !fromCache || registration.transaction != builtTransaction {
-                    try store.saveResultsCache(name, registration.cacheEntry())
+                    // Written by the writer (a lane job never waits for it), before any later write.
+                    let entry = registration.cacheEntry()
+                    service.writer.async { self.saveCache(name, entry, service: service) }
                 }
                 let objects = try store.objects(rows: registration.firstIDs, shape: definition.plan.shape)
                 let bytes = try JSONCoding.encodeBytes(
@@ -272,8 +283,8 @@ final class ResultsEngine: Sendable {
             throw .invalidParams("length must be between 0 and 100000, got \(params.length)", field: "params.length")
         }
         return try answerInOrder(subscription: params.subscription, context: context) {
-            () throws(RPCError) -> [UInt8]? in
-            let attempt: Result<[UInt8]?, RPCError> = try context.store.readSnapshot { reader in
+            (store) throws(RPCError) -> [UInt8]? in
+            let attempt: Result<[UInt8]?, RPCError> = try store.readSnapshot { reader in
                 let picked = self.state.withLock { state -> Result<(Int64, [Int64], ObjectShape)?, RPCError> in
                     guard let (subscription, set) = Self.lookup(params.subscription, context.routingID, in: state)
                     else {
@@ -305,8 +316,8 @@ final class ResultsEngine: Sendable {
 
     /// `results/snapshot`, answered under the lock when no delta is half-sent, so it sits where its `seq` says.
     func snapshot(_ params: ResultsSnapshot.Parameters, context: RequestContext) throws(RPCError) -> [UInt8] {
-        try answerInOrder(subscription: params.subscription, context: context) { () throws(RPCError) -> [UInt8]? in
-            let attempt = state.withLock { state -> Result<[UInt8]?, RPCError> in
+        try answerInOrder(subscription: params.subscription, context: context) { _ throws(RPCError) -> [UInt8]? in
+            let attempt = self.state.withLock { state -> Result<[UInt8]?, RPCError> in
                 guard let (subscription, set) = Self.lookup(params.subscription, context.routingID, in: state) else {
                     return .failure(
                         .notFound("no subscription '\(params.subscription)' in this session", id: params.subscription))
@@ -326,25 +337,25 @@ final class ResultsEngine: Sendable {
     }
 
     /// Runs `attempt` until it answers (non-`nil`): on the calling reader, after
-    /// waiting out the writer's work in flight, then once on the writer queue.
+    /// waiting out the publish in flight, then once in the publish lane, where
+    /// the snapshot it reads is exactly the state every set reflects.
     private func answerInOrder(
-        subscription: String, context: RequestContext, _ attempt: () throws(RPCError) -> [UInt8]?
+        subscription: String, context: RequestContext, _ attempt: @escaping (Store) throws(RPCError) -> [UInt8]?
     ) throws(RPCError) -> [UInt8] {
-        let writer = context.service.writer
-        for _ in 0..<20 {
+        let service = context.service
+        for _ in 0..<5 {
             let epoch = publishes.epoch
-            if let bytes = try attempt() { return bytes }
+            if let bytes = try attempt(context.store) { return bytes }
             if hasOpenWindow(subscription) {
-                // A coalescing window still open is announced first, on the writer.
-                writer.sync { flush(subscription: subscription, service: context.service) }
+                // A coalescing window still open is announced first, in the lane.
+                service.writes.afterCommits { self.flush(subscription: subscription, snapshot: $0, service: service) }
             } else {
-                // Wait out the publish in flight (not the writer's whole queue: batches may be waiting there).
                 publishes.wait(after: epoch, timeout: 0.05)
             }
         }
-        let last: Result<[UInt8]?, RPCError> = writer.sync {
-            flush(subscription: subscription, service: context.service)
-            return Result { () throws(RPCError) in try attempt() }
+        let last: Result<[UInt8]?, RPCError> = service.writes.afterCommits { snapshot in
+            self.flush(subscription: subscription, snapshot: snapshot, service: service)
+            return Result { () throws(RPCError) in try attempt(snapshot.get()) }
         }
         guard let bytes = try last.get() else {
             throw .internalError("the results could not be read consistently; resync with results/snapshot")
@@ -401,9 +412,17 @@ final class ResultsEngine: Sendable {
         let named = sets.filter { $0.cacheName != nil }
         guard !named.isEmpty else { return }
         service.writer.async {
-            for set in named {
-                try? service.store.saveResultsCache(set.cacheName!, set.cacheEntry)
-            }
+            for set in named { self.saveCache(set.cacheName!, set.cacheEntry, service: service) }
+        }
+    }
+
+    /// Writes a named cache (writer queue); a failure is logged: the cache is
+    /// an optimisation, and the next subscribe under that name reads afresh.
+    private func saveCache(_ name: String, _ entry: ResultsCacheEntry, service: DepotService) {
+        do {
+            try service.store.saveResultsCache(name, entry)
+        } catch {
+            service.logger.error("could not write the results cache '\(name)': \(error.message)")
         }
     }
 
@@ -413,6 +432,11 @@ final class ResultsEngine: Sendable {
             state.sets.values.compactMap { set in set.cacheName.map { ($0, set.cacheEntry) } }
         }
         for (name, entry) in named { try? store.saveResultsCache(name, entry) }
+    }
+
+    /// Whether a result set is live or a subscribe is on its way to registering one.
+    var mayHaveSets: Bool {
+        registering.load(ordering: .sequentiallyConsistent) > 0 || state.withLock { !$0.sets.isEmpty }
     }
 
     /// How many subscriptions and shared sets are live (for `server/stats`).
@@ -470,14 +494,17 @@ final class ResultsEngine: Sendable {
     // MARK: Publishing
 
     /// Sends each affected subscription its `results/didChange` for `transaction`
-    /// (writer queue, right after the commit).
+    /// (publish lane, in commit order); returns whether any set could be affected.
     ///
+    /// `store` reads the state right after the commit (or says why no snapshot
+    /// was taken: the affected sets are then invalidated, never left behind).
     /// A set's delta is computed and its objects encoded once; each session's
     /// notification only adds its own `subscription` and `seq`. The `seq`
     /// increments and the sends happen under the lock, which is what lets the
     /// readers of ``objects(_:context:)`` and ``snapshot(_:context:)`` place
     /// their answers between two notifications and never among them.
-    func publish(_ transaction: CommittedTransaction, service: DepotService) {
+    @discardableResult
+    func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?, service: DepotService) -> Bool {
         // Only the sets the transaction can affect: the unfiled ones of its entities, and of
         // the filed ones those of the values its rows had or have (no pass over every set).
         let (unfiled, filing) = state.withLock { state in
@@ -497,26 +524,45 @@ final class ResultsEngine: Sendable {
             }
             publishes.advance()
         }
+        guard !unfiled.isEmpty || !filing.isEmpty else { return false }
+        let snapshot: Store
+        do {
+            guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
+            snapshot = try store.get()
+        } catch {
+            // Nothing can be read: every set the transaction may touch resyncs from scratch.
+            let filed = state.withLock { state in
+                filing.values.flatMap(\.values).flatMap(\.values).flatMap { $0 }.compactMap { state.sets[$0] }
+            }
+            for set in unfiled + filed {
+                service.logger.error(
+                    "fetched results for \(set.plan.entity.name) could not follow transaction \(transaction.number): \(error); invalidating"
+                )
+                invalidate(set, reason: "error", store: nil, service: service)
+            }
+            return true
+        }
         let changedRows = transaction.changes.mapValues { Set($0.allRows) }
         let touchedKeys = transaction.changes.mapValues { changes in
             Dictionary(changes.updated.map { ($0.row, $0.keys) }, uniquingKeysWith: { $0.union($1) })
         }
-        var memory = InMemoryRows(store: service.store, changedRows: changedRows)
-        let (filed, unread) = narrowByEquality(transaction, filing: filing, memory: &memory, store: service.store)
+        var memory = InMemoryRows(store: snapshot, changedRows: changedRows)
+        let (filed, unread) = narrowByEquality(transaction, filing: filing, memory: &memory, store: snapshot)
         defer { if !unread.isEmpty { state.withLock { $0.refile(unread) } } }
         for (set, only) in unfiled.map({ ($0, Set<Int64>?.none) }) + filed.map({ ($0.0, Optional($0.1)) }) {
             do {
                 try follow(
                     set, transaction: transaction, changedRows: changedRows, touchedKeys: touchedKeys, only: only,
-                    memory: &memory, service: service)
+                    memory: &memory, store: snapshot, service: service)
             } catch {
                 // Never a silent desync: the set is rebuilt and its subscribers told to resync.
                 service.logger.error(
                     "fetched results for \(set.plan.entity.name) could not follow transaction \(transaction.number): \(error); rebuilding and invalidating"
                 )
-                invalidate(set, reason: "error", store: service.store, service: service)
+                invalidate(set, reason: "error", store: snapshot, service: service)
             }
         }
+        return true
     }
 
     /// The filed sets (entity → key → value → set keys) that `transaction` can
@@ -571,12 +617,11 @@ final class ResultsEngine: Sendable {
     private func follow(
         _ set: ResultSet, transaction: CommittedTransaction, changedRows: [String: Set<Int64>],
         touchedKeys: [String: [Int64: Set<String>]], only: Set<Int64>? = nil, memory: inout InMemoryRows,
-        service: DepotService
+        store: Store, service: DepotService
     ) throws(RPCError) {
         if let fault = service.configuration.failDeltasAtTransaction, fault == transaction.number {
             throw .internalError("injected failure at transaction \(fault) (DEPOTD_FAIL_DELTAS_AT)")
         }
-        let store = service.store
         let entity = set.plan.entity
         var candidates: Set<Int64>
         if let only {
@@ -629,19 +674,22 @@ final class ResultsEngine: Sendable {
             return (nil, opening)
         }
         if opened, let milliseconds = set.coalesceMilliseconds {
+            // Flushed in the lane, behind the commits before the window closes (queued on the writer).
             service.writer.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [self] in
-                flush(set, service: service)
+                service.writes.lane.enqueueReading { self.flush(set, snapshot: $0, service: service) }
             }
         }
         guard let delta, !delta.isEmpty else { return }
         // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them.
         let read = set.inMemory != nil && set.shape.includesVersion ? try memory.rows(of: entity) : nil
-        try deliver(delta, of: set, transaction: transaction.number, transactions: nil, rows: read, service: service)
+        try deliver(
+            delta, of: set, transaction: transaction.number, transactions: nil, rows: read, store: store,
+            service: service)
     }
 
     /// Announces a coalescing set's open window as one `results/didChange`
-    /// (writer queue: the store holds exactly the state the set reflects).
-    func flush(_ set: ResultSet, service: DepotService) {
+    /// (publish lane: `snapshot` holds exactly the state the set reflects).
+    func flush(_ set: ResultSet, snapshot: Result<Store, RPCError>, service: DepotService) {
         let folded = state.withLock { state -> (ResultSet.Delta, Int64, Int64)? in
             guard state.sets[set.key] === set, let window = set.coalescing else { return nil }
             set.coalescing = nil
@@ -653,28 +701,29 @@ final class ResultsEngine: Sendable {
         guard let (delta, first, last) = folded, !delta.isEmpty else { return }
         do {
             try deliver(
-                delta, of: set, transaction: last, transactions: first == last ? nil : [first, last], service: service)
+                delta, of: set, transaction: last, transactions: first == last ? nil : [first, last],
+                store: snapshot.get(), service: service)
         } catch {
             service.logger.error(
                 "fetched results for \(set.plan.entity.name) could not announce transactions \(first)...\(last): \(error); rebuilding and invalidating"
             )
-            invalidate(set, reason: "error", store: service.store, service: service)
+            invalidate(set, reason: "error", store: try? snapshot.get(), service: service)
         }
     }
 
-    /// Flushes the open window of the set behind `subscription`, if any (writer queue).
-    private func flush(subscription: String, service: DepotService) {
+    /// Flushes the open window of the set behind `subscription`, if any (publish lane).
+    private func flush(subscription: String, snapshot: Result<Store, RPCError>, service: DepotService) {
         let set = state.withLock { state in
             state.subscriptions[subscription].flatMap { state.sets[$0.setKey] }
         }
-        if let set, set.coalesceMilliseconds != nil { flush(set, service: service) }
+        if let set, set.coalesceMilliseconds != nil { flush(set, snapshot: snapshot, service: service) }
     }
 
     /// Reads the delta's object values once, encodes it once, and sends each
     /// subscriber its notification with its own `subscription` and `seq`.
     private func deliver(
         _ delta: ResultSet.Delta, of set: ResultSet, transaction: Int64, transactions: [Int64]?,
-        rows: [Int64: EvaluationRow]? = nil, service: DepotService
+        rows: [Int64: EvaluationRow]? = nil, store: Store, service: DepotService
     ) throws(RPCError) {
         let entity = set.plan.entity
         // One notification carrying this many objects would be larger than resyncing.
@@ -689,7 +738,7 @@ final class ResultsEngine: Sendable {
                 if let row = rows?[id] { objects[id] = .object(row.object) } else { unread.append(id) }
             }
             if !unread.isEmpty {
-                objects.merge(try service.store.objects(rows: unread, shape: set.shape)) { read, _ in read }
+                objects.merge(try store.objects(rows: unread, shape: set.shape)) { read, _ in read }
             }
             let changes = delta.objects.map { change in
                 ObjectChange(
@@ -800,9 +849,11 @@ final class ResultsEngine: Sendable {
     /// and tells its subscribers to resync (`results/didInvalidate`); when even
     /// the rebuild fails, the set and its subscriptions are dropped, so that a
     /// resync finds no stale results and subscribes again.
-    private func invalidate(_ set: ResultSet, reason: String, store: Store, service: DepotService) {
+    private func invalidate(_ set: ResultSet, reason: String, store: Store?, service: DepotService) {
         var rows: [KeyedRow] = []
-        let rebuilt = try? store.keyedRows(set.plan, expectedCount: { rows.reserveCapacity($0) }) { rows.append($0) }
+        let rebuilt = try? store?.keyedRows(set.plan, expectedCount: { rows.reserveCapacity($0) }) {
+            rows.append($0)
+        }
         state.withLock { state in
             guard state.sets[set.key] === set else { return }
             set.coalescing = nil

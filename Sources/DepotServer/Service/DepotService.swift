@@ -32,9 +32,10 @@ extension Outbox {
 ///
 /// A request travels: ``receive(_:from:keyID:)`` (parse, session rules, pick a
 /// queue: `Dispatch/`) → a handler in `Handlers/` → the store → the response
-/// into the outbox. Commits publish `store/didSave` (`Observation/`) and
-/// fetched-results deltas (`Results/`) from the writer queue before the
-/// committing request's response is queued.
+/// into the outbox. Writes run on one writer (`Dispatch/WriteQueue`); what
+/// they commit is published (`store/didSave`: `Observation/`, fetched-results
+/// deltas: `Results/`) in the publish lane (`Dispatch/PublishLane`), off the
+/// writer, before the committing request's response is queued.
 public final class DepotService: Sendable {
     /// The configuration it runs with.
     public let configuration: ServerConfiguration
@@ -50,8 +51,8 @@ public final class DepotService: Sendable {
     let handlers: HandlerRegistry
     /// Reads run here, concurrently.
     let readers = DispatchQueue(label: "depot.reader", attributes: .concurrent)
-    /// The single writer (group commit of queued saves).
-    let writes = WriteQueue()
+    /// The single writer (group commit of queued saves) and its publish lane.
+    let writes: WriteQueue
     /// Large messages are parsed here, off the transport thread, in each peer's order.
     let parser = DispatchQueue(label: "depot.parser")
     /// Peers with messages waiting on the parser queue, and how many.
@@ -78,6 +79,7 @@ public final class DepotService: Sendable {
         self.configuration = configuration
         boundEndpoints = endpoints
         self.store = store
+        writes = WriteQueue(store: store)
         self.outbox = outbox
         self.keys = keys
         self.logger = logger
@@ -92,7 +94,7 @@ public final class DepotService: Sendable {
         self.handlers = handlers
     }
 
-    /// The writer's serial queue: commits and publishing run on it.
+    /// The writer's serial queue: every write runs on it.
     var writer: DispatchQueue { writes.queue }
 
     var isStopping: Bool { stopping.load(ordering: .relaxed) }
@@ -162,15 +164,13 @@ public final class DepotService: Sendable {
         outbox.backlogCount(for: routingID) > configuration.sessionQueueLimit
     }
 
-    /// Publishes a committed transaction to observers (writer queue, after commit).
-    func publish(_ transaction: CommittedTransaction?) {
-        guard let transaction else { return }
+    /// Publishes a committed transaction to observers and subscriptions (in the publish lane).
+    func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?) {
         let start = ContinuousClock.now
-        let subscribed = results.counts.sets > 0
-        results.publish(transaction, service: self)
-        let delta = ContinuousClock.now - start
-        ObservationCenter.publish(transaction, service: self)
-        stats.recordPublish(total: ContinuousClock.now - start, delta: subscribed ? delta : nil)
+        if results.publish(transaction, store: store, service: self) {
+            stats.recordDelta(ContinuousClock.now - start)
+        }
+        ObservationCenter.publish(transaction, store: try? store?.get(), service: self)
     }
 
     /// Closes at once every session opened with one of `keyIDs` (their keys were removed).
@@ -178,5 +178,11 @@ public final class DepotService: Sendable {
         let closing = sessions.routingIDs(ofKeys: keyIDs)
         for routingID in closing { closeSession(routingID, reason: reason) }
         return closing.count
+    }
+}
+
+extension DepotService: CommitSubscriber {
+    func publishingReads(_ transactions: [CommittedTransaction]) -> Bool {
+        results.mayHaveSets || sessions.mayHaveObservers
     }
 }

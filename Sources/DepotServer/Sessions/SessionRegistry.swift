@@ -164,6 +164,9 @@ final class SessionRegistry: Sendable {
         return found
     }
 
+    /// Whether some session may have an observer (`false` means none has).
+    var mayHaveObservers: Bool { !observing.withLock { $0.isEmpty } }
+
     /// The routing ids of the sessions opened with one of `keyIDs`.
     func routingIDs(ofKeys keyIDs: Set<String>) -> [[UInt8]] {
         sessions.withLock { $0.values.filter { $0.keyID.map(keyIDs.contains) ?? false }.map(\.routingID) }

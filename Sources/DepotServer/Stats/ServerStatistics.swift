@@ -15,15 +15,8 @@ final class ServerStatistics: Sendable {
     private let commits = Atomic<Int64>(0)
     private let commitLatency = Mutex(LatencyHistogram())
     private let deltaLatency = Mutex(LatencyHistogram())
-    /// Set up by ``measureWrite(_:)`` for the write running on the (serial) writer.
-    private let currentWrite = Mutex<WriteMeasurement?>(nil)
     private let sentByMethod = Mutex<[String: Int64]>([:])
     private let sentBySubscription = Mutex<[String: Int64]>([:])
-
-    private struct WriteMeasurement {
-        var published = false
-        var publishing: Duration = .zero
-    }
 
     // MARK: The writer
 
@@ -36,21 +29,17 @@ final class ServerStatistics: Sendable {
     /// Write requests that committed a transaction.
     var commitCount: Int64 { commits.load(ordering: .relaxed) }
 
-    /// Runs a queued write (on the serial writer) and records its commit latency
-    /// when it committed: its time minus the time its publishing took.
-    func measureWrite(_ body: () -> Void) {
-        currentWrite.withLock { $0 = WriteMeasurement() }
+    /// Runs a queued write (on the serial writer); `body` says whether it
+    /// committed a transaction, whose latency is then recorded (publishing
+    /// runs after it, in the publish lane, and is not part of it).
+    func measureWrite(_ body: () -> Bool) {
         let start = ContinuousClock.now
-        body()
+        let committed = body()
         let elapsed = ContinuousClock.now - start
         queued.subtract(1, ordering: .relaxed)
-        guard
-            let write = currentWrite.withLock({ state in
-                defer { state = nil }; return state
-            }), write.published
-        else { return }
+        guard committed else { return }
         commits.add(1, ordering: .relaxed)
-        recordCommit(elapsed - write.publishing)
+        recordCommit(elapsed)
     }
 
     /// Records one commit's latency.
@@ -58,14 +47,9 @@ final class ServerStatistics: Sendable {
         commitLatency.withLock { $0.record(duration) }
     }
 
-    /// Records how long publishing one transaction took; `delta` is the
-    /// fetched-results part, `nil` when no subscription could be affected.
-    func recordPublish(total: Duration, delta: Duration?) {
-        currentWrite.withLock { write in
-            write?.published = true
-            write?.publishing += total
-        }
-        if let delta { deltaLatency.withLock { $0.record(delta) } }
+    /// Records how long computing and sending one transaction's fetched-results deltas took.
+    func recordDelta(_ duration: Duration) {
+        deltaLatency.withLock { $0.record(duration) }
     }
 
     /// The latency percentiles.

@@ -18,6 +18,8 @@ public final class Store: Sendable {
     private let watchdogs: StatementWatchdogs
     /// How long history keeps transactions.
     public let historyRetention: HistoryRetention
+    /// The read transaction every read of a snapshot store runs in (``readLatestCommit(_:)``).
+    private let snapshot: SnapshotConnection?
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
     ///
@@ -47,8 +49,42 @@ public final class Store: Sendable {
                 return try ModelMigrator.loadSchema(db)
             }
             currentSchema = Mutex(schema)
+            snapshot = nil
         } catch {
             throw .internalError("could not open the store at \(path): \(error)")
+        }
+    }
+
+    /// A store whose every read runs in the read transaction of `db`.
+    private init(snapshotOf store: Store, schema: Schema, db: Database) {
+        pool = store.pool
+        currentSchema = Mutex(schema)
+        watchdogs = store.watchdogs
+        historyRetention = store.historyRetention
+        snapshot = SnapshotConnection(db: db)
+    }
+
+    /// Hands `body`, on a reader and concurrently with later writes, a store
+    /// whose reads all see exactly the state the writes so far left: the
+    /// results engine computes a commit's deltas from it while the writer
+    /// goes on with the next commit.
+    ///
+    /// Call it on the queue that runs every write, between writes: the
+    /// snapshot is the state as of the call. It blocks until a reader has
+    /// taken the snapshot (waiting for a free reader, which bounds how far
+    /// publishing can fall behind). The store handed out reads only, and only
+    /// inside `body`.
+    public func readLatestCommit(_ body: @escaping @Sendable (Result<Store, RPCError>) -> Void) {
+        precondition(snapshot == nil, "a snapshot store cannot take another snapshot")
+        // The model as of the snapshot: a model change may commit before the reader starts.
+        let schema = schema
+        pool.writeWithoutTransaction { _ in
+            pool.asyncConcurrentRead { [self] result in
+                switch result {
+                case .success(let db): body(.success(Store(snapshotOf: self, schema: schema, db: db)))
+                case .failure(let error): body(.failure(Self.rpcError(error)))
+                }
+            }
         }
     }
 
@@ -86,7 +122,8 @@ public final class Store: Sendable {
 
     /// Runs `body` in a read-only snapshot, mapping errors to ``RPCError``.
     public func read<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
-        try Self.mapErrors {
+        if let snapshot { return try Self.mapErrors { try body(snapshot.db) } }
+        return try Self.mapErrors {
             try pool.read { db in
                 guard let watchdog = watchdog(of: db) else { return try body(db) }
                 watchdog.arm()
@@ -109,7 +146,8 @@ public final class Store: Sendable {
 
     /// Runs `body` as the single writer, in one transaction, mapping errors to ``RPCError``.
     public func write<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
-        try Self.mapErrors { try pool.write(body) }
+        precondition(snapshot == nil, "a snapshot store does not write")
+        return try Self.mapErrors { try pool.write(body) }
     }
 
     /// Turns any thrown error into an ``RPCError``: our own pass through,
@@ -117,22 +155,39 @@ public final class Store: Sendable {
     static func mapErrors<T>(_ body: () throws -> T) throws(RPCError) -> T {
         do {
             return try body()
-        } catch let error as RPCError {
-            throw error
-        } catch let error as DatabaseError {
-            if error.resultCode == .SQLITE_INTERRUPT { throw RPCError.cancelled }
-            if let message = error.message, message.hasPrefix(PredicateText.matchTimeoutPrefix) {
-                throw RPCError.invalidParams(message, field: "predicate")
-            }
-            throw RPCError.internalError(
-                "database error: \(error.message ?? "\(error.resultCode)") in \(error.sql ?? "?")")
         } catch {
-            throw RPCError.internalError("\(error)")
+            throw rpcError(error)
+        }
+    }
+
+    /// `error` as an ``RPCError`` (see ``mapErrors(_:)``).
+    static func rpcError(_ error: any Error) -> RPCError {
+        switch error {
+        case let error as RPCError:
+            return error
+        case let error as DatabaseError:
+            if error.resultCode == .SQLITE_INTERRUPT { return .cancelled }
+            if let message = error.message, message.hasPrefix(PredicateText.matchTimeoutPrefix) {
+                return .invalidParams(message, field: "predicate")
+            }
+            return .internalError("database error: \(error.message ?? "\(error.resultCode)") in \(error.sql ?? "?")")
+        default:
+            return .internalError("\(error)")
         }
     }
 
     /// Writes the WAL back into the database file (at shutdown).
     public func checkpoint() {
+        guard snapshot == nil else { return }
         _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
     }
+}
+
+/// The reader connection a snapshot store reads through, valid while the
+/// closure it was handed to runs (on that reader's queue).
+private final class SnapshotConnection: @unchecked Sendable {
+    // @unchecked: used only inside the closure of `Store.readLatestCommit(_:)`, on its reader's queue.
+    let db: Database
+
+    init(db: Database) { self.db = db }
 }
