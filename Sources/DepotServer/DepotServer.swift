@@ -165,8 +165,11 @@ extension DepotServer {
 }
 
 extension DepotServer: TransportDelegate {
-    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8], keyID: String?) {
-        service.receive(payload, from: routingID, keyID: keyID)
+    func transport(
+        _ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8], keyID: String?,
+        moreWaiting: Bool
+    ) {
+        service.receive(payload, from: routingID, keyID: keyID, moreWaiting: moreWaiting)
     }
 
     func transport(_ transport: RouterTransport, peerVanished routingID: [UInt8]) {

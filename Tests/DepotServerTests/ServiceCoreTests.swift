@@ -215,7 +215,7 @@ final class ServiceCoreTests: XCTestCase {
 
         let gate = DispatchSemaphore(value: 0)
         // A job holding the lane (on a reader, as publishing jobs run).
-        service.writer.async { service.writes.lane.enqueueReading { _ in gate.wait() } }
+        service.writes.async { service.writes.lane.enqueueReading { _ in gate.wait() } }
         for index in 0..<3 {
             request(
                 service, alice, id: 10 + index, "store/save",

@@ -11,6 +11,9 @@ public enum JSONCoding {
     public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue, field: String = "params")
         throws(RPCError) -> T
     {
+        if let direct = T.self as? any WellFormedDecodable.Type, let decoded = direct.init(wellFormed: value) as? T {
+            return decoded
+        }
         do {
             return try JSONValueDecoder.decode(T.self, from: value)
         } catch let error as DecodingError {

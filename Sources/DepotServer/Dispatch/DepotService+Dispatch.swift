@@ -21,13 +21,16 @@ extension DepotService {
     ///
     /// `keyID` is the client's CURVE public key on an authenticated endpoint:
     /// every request is then checked against that key's role as of now.
-    public func receive(_ payload: [UInt8], from routingID: [UInt8], keyID: String? = nil) {
+    /// `moreWaiting` says more messages arrived with this one and follow at
+    /// once: a save then queues for the writer, to commit with them, instead
+    /// of committing on the calling thread.
+    public func receive(_ payload: [UInt8], from routingID: [UInt8], keyID: String? = nil, moreWaiting: Bool = false) {
         sessions.touch(routingID)
         // A large message (a big batchInsert) takes long to parse: parse it off the
         // transport thread so other clients' pings keep flowing. Later messages of
         // the same peer follow it through the same serial queue, keeping its order.
         let deferred = payload.count >= Self.largeMessage || deferredPeers.withLock { $0[routingID] != nil }
-        guard deferred else { return handle(payload, from: routingID, keyID: keyID) }
+        guard deferred else { return handle(payload, from: routingID, keyID: keyID, moreWaiting: moreWaiting) }
         deferredPeers.withLock { $0[routingID, default: 0] += 1 }
         parser.async { [self] in
             handle(payload, from: routingID, keyID: keyID)
@@ -42,7 +45,7 @@ extension DepotService {
     static let largeMessage = 256 << 10
 
     /// Parses and dispatches one message.
-    private func handle(_ payload: [UInt8], from routingID: [UInt8], keyID: String?) {
+    private func handle(_ payload: [UInt8], from routingID: [UInt8], keyID: String?, moreWaiting: Bool = false) {
         // A large request whose method reads raw params (a big batchInsert) is not parsed whole:
         // its handler reads the params a piece at a time, in bounded memory. It is admitted like any other.
         if payload.count >= Self.largeMessage, let raw = RawRequest(payload), handlers[raw.method]?.runRaw != nil {
@@ -62,7 +65,7 @@ extension DepotService {
         if case .array(let elements) = json {
             return receiveBatch(elements, from: routingID, keyID: keyID)
         }
-        run(classify(json, from: routingID, keyID: keyID), routingID: routingID)
+        run(classify(json, from: routingID, keyID: keyID), routingID: routingID, moreWaiting: moreWaiting)
     }
 
     /// What a handler runs on: parsed params, or the raw bytes of a large request.
@@ -78,7 +81,7 @@ extension DepotService {
     }
 
     /// Answers a step at once, or runs it where its ``Execution`` says.
-    private func run(_ step: Step, routingID: [UInt8]) {
+    private func run(_ step: Step, routingID: [UInt8], moreWaiting: Bool = false) {
         switch step {
         case .respond(let bytes):
             send(bytes, to: routingID)
@@ -120,7 +123,9 @@ extension DepotService {
                     send: { [self] in send($0, to: routingID) },
                     failure: { MessageEncoder.response(id: id, error: $0) })
                 stats.writeQueued()
-                writes.enqueue(entry, subscriber: self)
+                // A save finding the writer idle, with nothing behind it, commits on this thread:
+                // no hand-off and back.
+                writes.enqueue(entry, subscriber: self, runHereIfIdle: handler.groupable && !moreWaiting)
             }
         case .none:
             break
@@ -322,7 +327,7 @@ extension DepotService {
     /// Waits until every queued write and read has finished.
     func drain() {
         parser.sync {}
-        writer.sync {}
+        writes.sync {}
         writes.lane.drain()
         readers.sync(flags: .barrier) {}
     }

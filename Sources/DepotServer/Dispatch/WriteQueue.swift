@@ -31,6 +31,11 @@ protocol CommitSubscriber: AnyObject, Sendable {
 /// jobs in the writer's order, so the contract's order (a transaction's
 /// notifications before its response, T before T+1) holds, while the writer
 /// already runs the next write.
+///
+/// A save that finds the writer idle runs on the thread that received it (a
+/// `sync` on the idle writer queue runs there): no hand-off to a worker and
+/// back, which is most of a small save's cost. Saves that arrive while the
+/// writer is busy queue up and commit as a group.
 final class WriteQueue: Sendable {
     /// One write waiting for the writer.
     struct Entry: Sendable {
@@ -49,11 +54,13 @@ final class WriteQueue: Sendable {
     static let largestGroup = 64
 
     /// The serial queue everything that writes runs on.
-    let queue = DispatchQueue(label: "depot.writer")
+    private let queue = DispatchQueue(label: "depot.writer")
     /// Where what follows each commit runs.
     let lane: PublishLane
     private let store: Store
     private let pending = Mutex<[Entry]>([])
+    /// Blocks submitted to ``queue`` and not yet finished: zero means the writer is idle.
+    private let outstanding = Atomic<Int>(0)
     private let onWriter = DispatchSpecificKey<Bool>()
 
     /// A writer for `store`.
@@ -67,14 +74,41 @@ final class WriteQueue: Sendable {
     var depth: Int { pending.withLock { $0.count } }
 
     /// Queues `entry` behind every write that arrived before it; `subscriber` publishes its commits.
-    func enqueue(_ entry: Entry, subscriber: some CommitSubscriber) {
-        pending.withLock { $0.append(entry) }
-        queue.async { [self] in drain(subscriber) }
+    ///
+    /// With `runHereIfIdle`, an entry that finds the writer idle runs at once
+    /// on the calling thread, still exclusive of every other writer work.
+    func enqueue(_ entry: Entry, subscriber: some CommitSubscriber, runHereIfIdle: Bool = false) {
+        let idle = pending.withLock { list in
+            list.append(entry)
+            return list.count == 1
+        }
+        if runHereIfIdle, idle, outstanding.load(ordering: .acquiring) == 0 {
+            // Idle as far as can be told: the sync runs here. Should a block slip in first,
+            // it waits for that one (a rare, bounded wait), never for a queue of them.
+            return sync { drain(subscriber) }
+        }
+        async { [self] in drain(subscriber) }
+    }
+
+    /// Runs `body` on the writer queue, after the writes queued before it.
+    func async(_ body: @escaping @Sendable () -> Void) {
+        outstanding.add(1, ordering: .releasing)
+        queue.async { [self] in
+            body()
+            outstanding.subtract(1, ordering: .releasing)
+        }
+    }
+
+    /// Runs `body` on the writer queue `delay` from now.
+    func asyncAfter(_ delay: DispatchTimeInterval, _ body: @escaping @Sendable () -> Void) {
+        queue.asyncAfter(deadline: .now() + delay) { [self] in async(body) }
     }
 
     /// Runs `body` on the writer queue, between writes, and returns its result.
     func sync<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
         if DispatchQueue.getSpecific(key: onWriter) == true { return try body() }
+        outstanding.add(1, ordering: .releasing)
+        defer { outstanding.subtract(1, ordering: .releasing) }
         return try queue.sync { Result { () throws(Failure) in try body() } }.get()
     }
 

@@ -175,7 +175,7 @@ final class ResultsEngine: Sendable {
                 if let name = params.cacheName, !fromCache || registration.transaction != builtTransaction {
                     // Written by the writer (a lane job never waits for it), before any later write.
                     let entry = registration.cacheEntry()
-                    service.writer.async { self.saveCache(name, entry, service: service) }
+                    service.writes.async { self.saveCache(name, entry, service: service) }
                 }
                 let objects = try store.objects(rows: registration.firstIDs, shape: definition.plan.shape)
                 let bytes = try JSONCoding.encodeBytes(
@@ -411,7 +411,7 @@ final class ResultsEngine: Sendable {
     private func persist(_ sets: [ResultSet], service: DepotService) {
         let named = sets.filter { $0.cacheName != nil }
         guard !named.isEmpty else { return }
-        service.writer.async {
+        service.writes.async {
             for set in named { self.saveCache(set.cacheName!, set.cacheEntry, service: service) }
         }
     }
@@ -675,7 +675,7 @@ final class ResultsEngine: Sendable {
         }
         if opened, let milliseconds = set.coalesceMilliseconds {
             // Flushed in the lane, behind the commits before the window closes (queued on the writer).
-            service.writer.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [self] in
+            service.writes.asyncAfter(.milliseconds(milliseconds)) { [self] in
                 service.writes.lane.enqueueReading { self.flush(set, snapshot: $0, service: service) }
             }
         }

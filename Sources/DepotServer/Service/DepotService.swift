@@ -94,9 +94,6 @@ public final class DepotService: Sendable {
         self.handlers = handlers
     }
 
-    /// The writer's serial queue: every write runs on it.
-    var writer: DispatchQueue { writes.queue }
-
     var isStopping: Bool { stopping.load(ordering: .relaxed) }
 
     /// Stops serving: cancels running requests, lets queued writes finish and

@@ -8,7 +8,10 @@ protocol TransportDelegate: AnyObject, Sendable {
     /// A message arrived (transport thread). `payload` is the frame after the routing id.
     ///
     /// `keyID` is the client's CURVE public key (Z85) on an authenticated endpoint, `nil` on a plain one.
-    func transport(_ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8], keyID: String?)
+    /// `moreWaiting` says that more messages were received with it and follow at once.
+    func transport(
+        _ transport: RouterTransport, didReceive payload: [UInt8], from routingID: [UInt8], keyID: String?,
+        moreWaiting: Bool)
     /// A send failed because the peer is gone (`ROUTER_MANDATORY`).
     func transport(_ transport: RouterTransport, peerVanished routingID: [UInt8])
     /// A peer whose backlog had built up took everything queued for it.
@@ -167,21 +170,28 @@ final class RouterTransport: @unchecked Sendable {
     }
 
     private func receiveAll() {
-        // Bounded so that a flood of input cannot starve the outbound side.
-        for _ in 0..<256 {
+        // Everything waiting is taken first, so that each message can be told whether
+        // more follow (saves arriving together then commit together). Bounded so that
+        // a flood of input cannot starve the outbound side.
+        var burst: [(payload: [UInt8], routingID: [UInt8], keyID: String?)] = []
+        while burst.count < 256 {
             let received: (Message, String?)?
             do {
                 received = try socket.receive(dontWait: true, property: "User-Id")
             } catch {
                 logger.warning("receive failed: \(error)")
-                return
+                break
             }
-            guard let (message, userID) = received else { return }
+            guard let (message, userID) = received else { break }
             guard message.count >= 2 else { continue }
             // A DEALER may send an empty delimiter frame (REQ-style); skip it.
             let payload = message.count >= 3 && message[1].isEmpty ? message[2] : message[1]
-            let keyID = userID.flatMap { $0.isEmpty ? nil : $0 }
-            delegate?.transport(self, didReceive: payload, from: message[0], keyID: keyID)
+            burst.append((payload, message[0], userID.flatMap { $0.isEmpty ? nil : $0 }))
+        }
+        for (index, message) in burst.enumerated() {
+            delegate?.transport(
+                self, didReceive: message.payload, from: message.routingID, keyID: message.keyID,
+                moreWaiting: index < burst.count - 1)
         }
     }
 

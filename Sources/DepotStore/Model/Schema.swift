@@ -108,7 +108,9 @@ public struct EntitySchema: Sendable {
     /// Quotes an identifier for SQL. Names are validated to be plain identifiers
     /// when the model is defined, so this only guards keywords.
     public static func quote(_ identifier: String) -> String {
-        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        // Foundation's replacingOccurrences is costly on a save's hot path: only when needed.
+        guard identifier.utf8.contains(UInt8(ascii: "\"")) else { return "\"" + identifier + "\"" }
+        return "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 }
 
