@@ -1,12 +1,13 @@
 import DepotPostgres
 import DepotProtocol
-import DepotStore
 import DepotTestSupport
 import Foundation
 import GRDB
 import Logging
 import PostgresNIO
 import XCTest
+
+@testable import DepotStore
 
 /// Predicates compiled for PostgreSQL (SQLDialect.postgresql) against a real server: the case table
 /// and the random differential test of DepotStoreTests, on the same rows, agree with the in-memory
@@ -145,6 +146,8 @@ final class PredicatePostgresTests: XCTestCase {
             }
             XCTAssertGreaterThanOrEqual(PredicateFixture.cases.count, 150)
             XCTAssertEqual(passed, PredicateFixture.cases.count)
+            print(
+                "PostgreSQL: \(passed) of \(PredicateFixture.cases.count) cases agree with the table and the evaluator")
             XCTAssertTrue(
                 failures.isEmpty,
                 "\(failures.count) of \(PredicateFixture.cases.count) cases failed on PostgreSQL:\n"
@@ -186,9 +189,155 @@ final class PredicatePostgresTests: XCTestCase {
                 }
             }
             XCTAssertEqual(checked, 2500)
+            print("PostgreSQL: \(checked) random predicates ran, \(disagreements.count) disagreements")
             XCTAssertTrue(
                 disagreements.isEmpty,
                 "\(disagreements.count) disagreements:\n" + disagreements.prefix(15).joined(separator: "\n"))
+        }
+    }
+
+    /// `depot_fold` gives PredicateText.fold's answer for every assigned code point alone, with each of
+    /// [c], [d] and [cd], and for words with composed and decomposed accents, multi-letter folds and one mark after a letter.
+    func testFoldMatchesPredicateText() async throws {
+        let server = try server()
+        var scalars: [String] = []
+        for value in UInt32(1)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            switch scalar.properties.generalCategory {
+            case .unassigned, .privateUse, .surrogate: continue
+            default: scalars.append(String(scalar))
+            }
+        }
+        let words = [
+            "", "Étoile", "E\u{301}toile", "ÉTOILE Rouge", "Côte d'Ivoire", "Straße", "İstanbul", "ΣΊΣΥΦΟΣ", "ﬁne",
+            "ǄEMAL", "日本", "zèbre", "Å\u{30A}", "naïve café", "\u{301}e", "ŉ", "ᾳ", "e\u{301}\u{20DD}x",
+            "under_score 100%", "Kelvin \u{212A}", "ſ", "a*b?c",
+        ]
+        try await server.withConnection { connection in
+            let tables = try PostgresStoreSchema(name: uniqueSchema("fold"), model: Schema.empty)
+            try await tables.create(on: connection, logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: tables.searchPath), logger: logger)
+            var mismatches: [String] = []
+            for flags in 1...3 {
+                for texts in [scalars, words] {
+                    var bindings = PostgresBindings()
+                    bindings.append(texts)
+                    bindings.append(flags)
+                    let rows = try await connection.query(
+                        PostgresQuery(
+                            unsafeSQL:
+                                "SELECT depot_fold(t, $2::int) FROM unnest($1::text[]) WITH ORDINALITY AS u(t, i) ORDER BY i",
+                            binds: bindings), logger: logger)
+                    var index = 0
+                    for try await folded in rows.decode(String.self) {
+                        let expected = PredicateText.fold(texts[index], flags)
+                        if !folded.unicodeScalars.elementsEqual(expected.unicodeScalars) {
+                            mismatches.append(
+                                "[\(flags)] \(texts[index].unicodeScalars.map { String($0.value, radix: 16) })")
+                        }
+                        index += 1
+                    }
+                    XCTAssertEqual(index, texts.count)
+                }
+            }
+            XCTAssertTrue(
+                mismatches.isEmpty,
+                "\(mismatches.count) folds differ:\n" + mismatches.prefix(20).joined(separator: "\n"))
+        }
+    }
+
+    /// Translated MATCHES patterns give ICU's answer (PredicateText.matches) on awkward subjects: line
+    /// terminators before the end, Unicode digits and spaces, case variants (Kelvin sign, long s, final sigma).
+    func testPatternsMatchAsICU() async throws {
+        let server = try server()
+        let subjects = [
+            "", "abc", "abc\n", "abc\r\n", "abc\n\n", "abc\u{2028}", "ABC", "a.c", "a\nc", "\u{212A}", "k", "K", "ſ",
+            "s",
+            "S", "123", "١٢٣", "a b", "a\u{A0}b", "a\tb", "é", "É", "e\u{301}", "x_y", "naïve", "Straße", "σς", "ΣΣ",
+            "[*]", "aa", "aaa", "(x)", "日本", "Étoile", "ÉTOILE Rouge", "Zebra*?", "under_score", "Samurai 100%",
+        ]
+        let patterns = [
+            "abc", ".*", "a.c", "[a-c]+", "[^a-c]*", "(a|b)c?", "a{2,3}", "a+?", "\\d+", "\\D*", "\\s", "a\\sb", "\\w+",
+            "\\W", "[\\d\\s]+", "k", "s", "[k-l]", "\\.", "\\Q[*]\\E", "\\[\\*\\]", "é", "(?:ab)+c", "^abc$", "abc$",
+            "ab$", "\\u00e9", "\\x{212A}", "[a-z]{2}\\u0020?", "σ+", "Σ+", "日.", "[A-Z].*", ".toile", "É.*",
+            "etoile.*", ".*e.*", ".*[0-9]", "[^\\s]+", "[\\w&&[a]]",
+        ]
+        try await server.withConnection { connection in
+            let tables = try PostgresStoreSchema(name: uniqueSchema("matches"), model: Schema.empty)
+            try await tables.create(on: connection, logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: tables.searchPath), logger: logger)
+            let cache = PredicateText.RegexCache()
+            var mismatches: [String] = []
+            var compared = 0
+            var refused: [String] = []
+            for pattern in patterns {
+                for flags in 0...3 {
+                    let translated: String
+                    do {
+                        translated = try PostgreSQLPattern.translate(pattern, caseInsensitive: flags & 1 != 0)
+                    } catch {
+                        XCTAssertEqual((error as? RPCError)?.code, .invalidParams)
+                        refused.append("\(pattern) [\(flags)]")
+                        continue
+                    }
+                    var bindings = PostgresBindings()
+                    bindings.append(subjects)
+                    bindings.append(translated)
+                    bindings.append(flags & 2 != 0)
+                    let rows = try await connection.query(
+                        PostgresQuery(
+                            unsafeSQL: """
+                                SELECT (CASE WHEN $3 THEN depot_fold(s, 2) ELSE s END) ~ $2
+                                FROM unnest($1::text[]) WITH ORDINALITY AS u(s, i) ORDER BY i
+                                """, binds: bindings), logger: logger)
+                    var index = 0
+                    for try await matched in rows.decode(Bool.self) {
+                        let expected = try PredicateText.matches(subjects[index], pattern, flags: flags, cache: cache)
+                        if matched != expected {
+                            mismatches.append(
+                                "'\(subjects[index].debugDescription)' MATCHES[\(flags)] '\(pattern)': ICU \(expected)")
+                        }
+                        compared += 1
+                        index += 1
+                    }
+                }
+            }
+            print("MATCHES: \(compared) subject/pattern pairs compared; refused: \(refused.joined(separator: ", "))")
+            XCTAssertEqual(refused, ["[\\w&&[a]] [0]", "[\\w&&[a]] [1]", "[\\w&&[a]] [2]", "[\\w&&[a]] [3]"])
+            XCTAssertTrue(
+                mismatches.isEmpty,
+                "\(mismatches.count) answers differ:\n" + mismatches.prefix(20).joined(separator: "\n"))
+        }
+    }
+
+    /// What PostgreSQL cannot evaluate as the evaluator does is refused with -32602 naming it; SQLite still runs it.
+    func testRefusedConstructsNameThemselves() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-pg-refusals-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let store = try Store(path: directory.appendingPathComponent("r.sqlite").path)
+        _ = try store.defineModel(PredicateFixture.model)
+        let entity = try store.schema.entity("Team")
+        let refused: [(String, String)] = [
+            ("teamName MATCHES zone", "constant pattern"), ("teamName MATCHES '\\\\bEt.*'", "'\\b'"),
+            ("teamName MATCHES '\\\\p{L}+'", "'\\p'"), ("teamName MATCHES '(?i)et.*'", "(?i"),
+            ("teamName MATCHES 'a++'", "possessive"), ("teamName MATCHES '(a)\\\\1'", "'\\1'"),
+            ("teamName MATCHES '(?=a).*'", "(?="), ("teamName MATCHES '[[a]b]'", "nested set"),
+            ("teamName MATCHES 'a{1,300}'", "255"), ("teamName MATCHES[c] 'straße'", "with [c]"),
+            ("teamName MATCHES[c] 'ß'", "'ß'"),
+            ("teamName MATCHES[c] 'Gross.*'", "'ss'"), ("'a' == 3", "cannot compare text with a number"),
+        ]
+        for (predicate, fragment) in refused {
+            XCTAssertNoThrow(
+                try PredicateCompilation.whereClause(
+                    predicate: predicate, arguments: nil, entity: entity, schema: store.schema), predicate)
+            do {
+                _ = try PredicateCompilation.whereClause(
+                    predicate: predicate, arguments: nil, entity: entity, schema: store.schema, dialect: .postgresql)
+                XCTFail("\(predicate) compiled for PostgreSQL")
+            } catch {
+                XCTAssertEqual(error.code, .invalidParams, predicate)
+                XCTAssertTrue(error.message.contains(fragment), "\(predicate): \(error.message)")
+            }
         }
     }
 }
