@@ -94,7 +94,7 @@ enum PostgreSQLPattern {
     }
 
     /// ICU's `\d`, `\s` and `\w` (ICU's user guide) and their negations `\D`, `\S`, `\W`, from the standard
-    /// library's Unicode tables; nil for another letter.
+    /// library's Unicode tables as far as ICU agrees; nil for another letter.
     static func shorthand(_ letter: Unicode.Scalar) -> [ClosedRange<UInt32>]? {
         let members: [ClosedRange<UInt32>]
         switch letter {
@@ -107,20 +107,40 @@ enum PostgreSQLPattern {
     }
 
     /// `\d`: `\p{Nd}`.
-    static let digits = scalars { $0.generalCategory == .decimalNumber }
+    static let digits = confirmed(scalars { $0.generalCategory == .decimalNumber }, by: "\\d")
 
-    /// `\s`: `[\t\n\f\r\p{Z}]`.
-    static let spaces = merged(
-        scalars { [.spaceSeparator, .lineSeparator, .paragraphSeparator].contains($0.generalCategory) } + [
-            0x09...0x0A, 0x0C...0x0D,
-        ])
+    /// `\s`: `\p{White_Space}`.
+    static let spaces = confirmed(scalars(\.isWhitespace), by: "\\s")
 
     /// `\w`: `[\p{Alphabetic}\p{Mark}\p{Decimal_Number}\p{Connector_Punctuation}\u200c\u200d]`.
-    static let wordCharacters = merged(
-        scalars {
-            $0.isAlphabetic || [.nonspacingMark, .spacingMark, .enclosingMark].contains($0.generalCategory)
-                || $0.generalCategory == .decimalNumber || $0.generalCategory == .connectorPunctuation
-        } + [0x200C...0x200D])
+    static let wordCharacters = confirmed(
+        merged(
+            scalars {
+                $0.isAlphabetic || [.nonspacingMark, .spacingMark, .enclosingMark].contains($0.generalCategory)
+                    || $0.generalCategory == .decimalNumber || $0.generalCategory == .connectorPunctuation
+            } + [0x200C...0x200D]), by: "\\w")
+
+    /// The parts of `ranges` that ICU's `shorthand` matches too: the standard library may know a newer
+    /// Unicode than Foundation's ICU (code points ICU has not assigned yet are not in its classes).
+    private static func confirmed(_ ranges: [ClosedRange<UInt32>], by shorthand: String) -> [ClosedRange<UInt32>] {
+        guard let expression = try? NSRegularExpression(pattern: "^(?:\(shorthand))+$") else { return ranges }
+        func allMatch(_ range: ClosedRange<UInt32>) -> Bool {
+            var text = ""
+            for value in range { if let scalar = Unicode.Scalar(value) { text.unicodeScalars.append(scalar) } }
+            return expression.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+        }
+        var result: [ClosedRange<UInt32>] = []
+        var pending = ranges
+        while let range = pending.popLast() {
+            if allMatch(range) {
+                result.append(range)
+            } else if range.lowerBound < range.upperBound {
+                let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
+                pending += [range.lowerBound...middle, (middle + 1)...range.upperBound]
+            }
+        }
+        return merged(result)
+    }
 
     /// The code points whose properties pass `test`, as ranges.
     private static func scalars(_ test: (Unicode.Scalar.Properties) -> Bool) -> [ClosedRange<UInt32>] {
