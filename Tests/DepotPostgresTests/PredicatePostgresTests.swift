@@ -114,6 +114,46 @@ final class PredicatePostgresTests: XCTestCase {
     /// The whole case table of DepotStoreTests: PostgreSQL selects the listed teams, as the evaluator does.
     func testCaseTableMatchesTheEvaluator() async throws {
         let server = try server()
+        try await server.withConnection { connection in try await checkCaseTable(on: connection) }
+    }
+
+    /// The random differential test of DepotStoreTests (same seed, rows and predicates) on PostgreSQL.
+    func testRandomPredicatesMatchTheEvaluator() async throws {
+        let server = try server()
+        try await server.withConnection { connection in try await checkRandomPredicates(on: connection) }
+    }
+
+    /// Both again in a database whose default collation is ICU's root locale (`é` sorts next to `e`, `a`
+    /// before `B`): text still compares by code points, as in SQLite and the evaluator.
+    func testTextOrderIgnoresTheDatabaseCollation() async throws {
+        let server = try server()
+        let database = uniqueSchema("depot_icu")
+        try await server.withConnection { connection in
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL:
+                        "CREATE DATABASE \(database) TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE 'und'"
+                ), logger: logger)
+        }
+        var configuration = server.url.configuration
+        configuration.database = database
+        let connection = try await PostgresConnection.connect(
+            configuration: configuration, id: Int.random(in: 1...Int(Int32.max)), logger: logger)
+        do {
+            let rows = try await connection.query("SELECT 'a' < 'B', 'é' < 'f'", logger: logger)
+            for try await (caseBlind, accentBlind) in rows.decode((Bool, Bool).self) {
+                XCTAssertTrue(caseBlind && accentBlind, "the database does not sort by ICU's root locale")
+            }
+            try await checkCaseTable(on: connection)
+            try await checkRandomPredicates(on: connection)
+            try? await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private func checkCaseTable(on connection: PostgresConnection) async throws {
         let store = try sqliteStore { store in
             try PredicateFixture.seedCaseTable(
                 save: { _ = try store.save($0) }, fetchIDs: { try store.fetch($0).ids ?? [] })
@@ -123,7 +163,7 @@ final class PredicatePostgresTests: XCTestCase {
         for team in teams {
             letters[team["id"]!.stringValue!] = PredicateFixture.teamLetters[team["teamName"]?.stringValue ?? ""]
         }
-        try await server.withConnection { connection in
+        do {
             _ = try await load(store, on: connection)
             var failures: [String] = []
             var passed = 0
@@ -155,15 +195,13 @@ final class PredicatePostgresTests: XCTestCase {
         }
     }
 
-    /// The random differential test of DepotStoreTests (same seed, rows and predicates) on PostgreSQL.
-    func testRandomPredicatesMatchTheEvaluator() async throws {
-        let server = try server()
+    private func checkRandomPredicates(on connection: PostgresConnection) async throws {
         var random = SeededGenerator(seed: 2026)
         let inserted = PredicateFixture.differentialRows(&random)
         let store = try sqliteStore { store in _ = try store.save(StoreSave.Parameters(inserted: inserted)) }
         let (evaluator, teams) = try PredicateFixture.evaluator { try store.fetch($0).objects ?? [] }
         let predicates = (0..<2500).map { _ in PredicateFixture.randomPredicate(depth: 3, &random) }
-        try await server.withConnection { connection in
+        do {
             _ = try await load(store, on: connection)
             var checked = 0
             var disagreements: [String] = []
