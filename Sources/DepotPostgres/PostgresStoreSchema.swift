@@ -27,13 +27,14 @@ public struct PostgresStoreSchema: Sendable {
     ///
     /// - Throws: ``ChangeLogError/invalidSchemaName(_:)`` for a name that is not
     ///   `[a-z_][a-z0-9_]*` of at most 63 bytes, or ``ChangeLogError/database(_:)``
-    ///   naming a table or index name longer than PostgreSQL's 63 bytes.
+    ///   naming a table, column or index name longer than PostgreSQL's 63 bytes (it
+    ///   would cut them short, and two long names could become one).
     public init(name: String, model: Schema) throws(ChangeLogError) {
         guard ChangeLog.isPlainIdentifier(name) else { throw .invalidSchemaName(name) }
         self.name = name
         self.model = model
         for entity in model.entities {
-            var names = [entity.tableName]
+            var names = [entity.tableName] + entity.columnKeys
             for join in entity.joins.values { names += [join.name, "r_" + join.name] }
             if let long = names.first(where: { $0.utf8.count > 63 }) {
                 throw .database("the name '\(long)' is longer than PostgreSQL's 63 bytes")

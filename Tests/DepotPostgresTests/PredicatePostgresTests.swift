@@ -378,4 +378,20 @@ final class PredicatePostgresTests: XCTestCase {
             }
         }
     }
+
+    /// Names PostgreSQL would cut short at 63 bytes are refused when the tables are defined.
+    func testLongNamesAreRefused() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-pg-names-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let store = try Store(path: directory.appendingPathComponent("n.sqlite").path)
+        let long = String(repeating: "x", count: 64)
+        _ = try store.defineModel([
+            EntityDescription(name: "Item", attributes: [AttributeDescription(name: long, type: .string)])
+        ])
+        XCTAssertThrowsError(try PostgresStoreSchema(name: "depot", model: store.schema)) { error in
+            XCTAssertTrue("\(error)".contains(long), "\(error)")
+        }
+        XCTAssertThrowsError(try PostgresStoreSchema(name: "Depot", model: .empty))
+        XCTAssertNoThrow(try PostgresStoreSchema(name: "depot", model: .empty))
+    }
 }
