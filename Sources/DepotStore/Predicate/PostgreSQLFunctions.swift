@@ -130,10 +130,12 @@ public enum PostgreSQLFunctions {
         return sources
     }()
 
-    /// The `[c]` folds of several code points (`ss` for `ß`).
-    static let multipleCaseFolds: [[UInt32]] = Set(foldTables[0].values.filter { $0.count > 1 }).sorted {
-        $0.lexicographicallyPrecedes($1)
-    }
+    /// The `[c]` folds of several code points (`ss`), with the code points that fold to each (`ß`, `ẞ`).
+    static let multipleCaseFoldSources: [[UInt32]: [UInt32]] = {
+        var sources: [[UInt32]: [UInt32]] = [:]
+        for (source, target) in foldTables[0] where target.count > 1 { sources[target, default: []].append(source) }
+        return sources
+    }()
 
     private static func isAssigned(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {

@@ -7,11 +7,11 @@ import Foundation
 /// `MATCHES` matches the whole value, and ICU's `$` also matches before one
 /// final line terminator; PostgreSQL's `~` is a search. The translation anchors
 /// the pattern, spells every literal as a code-point escape, gives `.` ICU's
-/// meaning (any code point but a line terminator), and for `[c]` replaces each
-/// literal by the set of code points ICU matches it with. What ICU reads in a
-/// way PostgreSQL cannot reproduce (Unicode classes such as `\p{L}` or `\b`,
-/// backreferences, possessive quantifiers, lookaround, inline flags, nested
-/// sets, case folds to several characters under `[c]`) is refused with -32602.
+/// meaning (any code point but a line terminator), and for `[c]` spells each run
+/// of literals every way ICU's full case folding allows (`ss` also as `ß`). What
+/// ICU reads in a way PostgreSQL cannot reproduce (Unicode classes such as
+/// `\p{L}` or `\b`, backreferences, possessive quantifiers, lookaround, inline
+/// flags, nested sets, multi-character case folds in sets) is refused with -32602.
 enum PostgreSQLPattern {
     /// ICU's line terminators: what `.` does not match and `$` may precede.
     private static let lineTerminators: [ClosedRange<UInt32>] = [0x0A...0x0D, 0x85...0x85, 0x2028...0x2029]
@@ -171,13 +171,64 @@ enum PostgreSQLPattern {
         }.sorted()
     }
 
+    /// A run of literals under `[c]`, as ICU matches it: any text whose full case fold equals the run's
+    /// (`first` also matches `ﬁrst`, `ß` also `SS`). Each folded code point is matched by its case variants, and
+    /// where several folded code points are the fold of one character (`ss`, `ß`), that character is an
+    /// alternative. `isAtom`: the regex is one class or one group (a quantifier may follow it).
+    static func caseInsensitiveRun(_ values: [UInt32], refuse: (String) -> RPCError) throws(RPCError) -> (
+        regex: String, isAtom: Bool
+    ) {
+        guard !values.isEmpty else { return ("", true) }
+        var folded: [UInt32] = []
+        for value in values {
+            guard let scalar = Unicode.Scalar(value) else { throw refuse("an invalid code point") }
+            folded += PredicateText.fold(String(scalar), 1).unicodeScalars.map(\.value)
+        }
+        let sources = PostgreSQLFunctions.multipleCaseFoldSources
+        // Where the fold of one character starts (and how long it is); no segment boundary falls inside one.
+        var starts: [Int: [[UInt32]]] = [:]
+        var isBoundary = Array(repeating: true, count: folded.count + 1)
+        for start in folded.indices {
+            for target in sources.keys where folded[start...].starts(with: target) {
+                starts[start, default: []].append(target)
+                for inside in (start + 1)..<(start + target.count) { isBoundary[inside] = false }
+            }
+        }
+        func single(_ value: UInt32) throws(RPCError) -> String {
+            guard let scalar = Unicode.Scalar(value), let variants = caseVariants(scalar) else {
+                throw refuse("'\(Unicode.Scalar(value).map(String.init) ?? "?")' with [c]")
+            }
+            return variants.count == 1 ? escape(value) : set(ranges(variants), negated: false)
+        }
+        // The regex for folded[index..<end], every way of spelling it.
+        func spelling(from index: Int, to end: Int) throws(RPCError) -> String {
+            if index == end { return "" }
+            var alternatives = [try single(folded[index]) + (try spelling(from: index + 1, to: end))]
+            for target in starts[index] ?? [] where index + target.count <= end {
+                let characters = set(ranges(sources[target] ?? []), negated: false)
+                alternatives.append(characters + (try spelling(from: index + target.count, to: end)))
+            }
+            let text = alternatives.count == 1 ? alternatives[0] : "(?:" + alternatives.joined(separator: "|") + ")"
+            guard text.utf8.count <= 20_000 else { throw refuse("this [c] pattern (its case folds overlap too much)") }
+            return text
+        }
+        var segments: [String] = []
+        var segmentStart = 0
+        for boundary in 1...folded.count where isBoundary[boundary] {
+            segments.append(try spelling(from: segmentStart, to: boundary))
+            segmentStart = boundary
+        }
+        return (segments.joined(), segments.count == 1)
+    }
+
     /// Reads an ICU pattern and writes the ARE.
     private struct Translator {
         let scalars: [Unicode.Scalar]
         let caseInsensitive: Bool
         var position = 0
-        /// The case-folded literal run being written (for `[c]`: a run that folds to `ss` matches `ß` in ICU).
-        var run: [UInt32] = []
+        /// Under `[c]`, the literals read since the last other token: ICU matches a run of literals as
+        /// a string, by full case folding (`ss` matches `ß`), so they are written together.
+        var pending: [UInt32] = []
 
         init(scalars: [Unicode.Scalar], caseInsensitive: Bool) {
             self.scalars = scalars
@@ -200,18 +251,18 @@ enum PostgreSQLPattern {
                 case "\\":
                     output += try escapeSequence(inSet: false)
                 case ".":
-                    endRun()
+                    output += try flush()
                     output += PostgreSQLPattern.set(PostgreSQLPattern.lineTerminators, negated: true)
                 case "^":
-                    endRun()
+                    output += try flush()
                     output += "^"
                 case "$":
-                    endRun()
+                    output += try flush()
                     output +=
                         "(?=(?:\\u000d\\u000a|"
                         + PostgreSQLPattern.set(PostgreSQLPattern.lineTerminators, negated: false) + ")?$)"
                 case "(":
-                    endRun()
+                    output += try flush()
                     if peek == "?" {
                         guard position + 1 < scalars.count, scalars[position + 1] == ":" else {
                             throw refuse(
@@ -223,20 +274,20 @@ enum PostgreSQLPattern {
                         output += "("
                     }
                 case ")", "|":
-                    endRun()
+                    output += try flush()
                     output += String(scalar)
                 case "*", "+", "?":
-                    output += String(scalar) + (try quantifierSuffix())
+                    output += try flushQuantified() + String(scalar) + (try quantifierSuffix())
                 case "{":
-                    output += try interval() + (try quantifierSuffix())
+                    output += try flushQuantified() + (try interval()) + (try quantifierSuffix())
                 case "[":
-                    endRun()
+                    output += try flush()
                     output += try bracket()
                 default:
                     output += try literal(scalar.value)
                 }
             }
-            return output
+            return output + (try flush())
         }
 
         /// `?` (lazy) after a quantifier is kept; `+` (possessive) is refused.
@@ -266,32 +317,26 @@ enum PostgreSQLPattern {
             return "{\(text)}"
         }
 
-        /// A literal code point (its case variants under `[c]`).
+        /// A literal code point; under `[c]` it joins the pending run.
         mutating func literal(_ value: UInt32) throws(RPCError) -> String {
             guard caseInsensitive else { return PostgreSQLPattern.escape(value) }
-            guard let scalar = Unicode.Scalar(value), let variants = PostgreSQLPattern.caseVariants(scalar) else {
-                throw refuse(
-                    "'\(Unicode.Scalar(value).map(String.init) ?? "?")' with [c] (it case-folds to several characters)")
-            }
-            run.append(contentsOf: PredicateText.fold(String(scalar), 1).unicodeScalars.map(\.value))
-            try checkRun()
-            if variants.count == 1 { return PostgreSQLPattern.escape(value) }
-            return PostgreSQLPattern.set(PostgreSQLPattern.ranges(variants), negated: false)
+            pending.append(value)
+            return ""
         }
 
-        /// Under `[c]`, ICU matches a literal run that folds to a multi-character fold (`ss`) with the one character (`ß`).
-        func checkRun() throws(RPCError) {
-            guard caseInsensitive, run.count > 1 else { return }
-            for target in PostgreSQLFunctions.multipleCaseFolds where target.count <= run.count {
-                if run.suffix(target.count).elementsEqual(target) {
-                    let text = String(String.UnicodeScalarView(target.compactMap(Unicode.Scalar.init)))
-                    throw refuse(
-                        "'\(text)' with [c] (ICU also matches it with a single character that case-folds to it)")
-                }
-            }
+        /// The pending run of literals, written.
+        mutating func flush() throws(RPCError) -> String {
+            defer { pending = [] }
+            return try PostgreSQLPattern.caseInsensitiveRun(pending, refuse: refuse).regex
         }
 
-        mutating func endRun() { run = [] }
+        /// The pending run before a quantifier: the quantifier applies to the last literal alone (a unit of its own).
+        mutating func flushQuantified() throws(RPCError) -> String {
+            guard let last = pending.popLast() else { return "" }
+            let before = try flush()
+            let unit = try PostgreSQLPattern.caseInsensitiveRun([last], refuse: refuse)
+            return before + (unit.isAtom ? unit.regex : "(?:\(unit.regex))")
+        }
 
         /// The escape after a `\`: a literal, or a class.
         mutating func escapeSequence(inSet: Bool) throws(RPCError) -> String {
@@ -300,11 +345,10 @@ enum PostgreSQLPattern {
             if let value = try escapedValue(scalar) {
                 return inSet ? PostgreSQLPattern.escape(value) : try literal(value)
             }
-            endRun()
             if let ranges = PostgreSQLPattern.shorthand(scalar) {
                 return inSet
                     ? String(PostgreSQLPattern.set(ranges, negated: false).dropFirst().dropLast())
-                    : PostgreSQLPattern.set(ranges, negated: false)
+                    : (try flush()) + PostgreSQLPattern.set(ranges, negated: false)
             }
             if scalar == "Q" {
                 var output = ""
