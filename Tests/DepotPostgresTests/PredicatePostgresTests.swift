@@ -234,8 +234,8 @@ final class PredicatePostgresTests: XCTestCase {
         }
     }
 
-    /// `depot_fold` gives PredicateText.fold's answer for every assigned code point alone, with each of
-    /// [c], [d] and [cd], and for words with composed and decomposed accents, multi-letter folds and one mark after a letter.
+    /// `depot_fold` gives PredicateText.fold's answer for every assigned code point alone and followed by
+    /// marks, with each of [c], [d] and [cd], for words of several scripts, and for random clusters.
     func testFoldMatchesPredicateText() async throws {
         let server = try server()
         var scalars: [String] = []
@@ -249,15 +249,28 @@ final class PredicatePostgresTests: XCTestCase {
         let words = [
             "", "Étoile", "E\u{301}toile", "ÉTOILE Rouge", "Côte d'Ivoire", "Straße", "İstanbul", "ΣΊΣΥΦΟΣ", "ﬁne",
             "ǄEMAL", "日本", "zèbre", "Å\u{30A}", "naïve café", "\u{301}e", "ŉ", "ᾳ", "e\u{301}\u{20DD}x",
-            "under_score 100%", "Kelvin \u{212A}", "ſ", "a*b?c",
+            "under_score 100%", "Kelvin \u{212A}", "ſ", "a*b?c", "שָׁלוֹם", "किताब", "مُحَمَّد", "한국어", "Ա\u{301}\u{610}",
         ]
+        // Every code point followed by a low and a high extender (what each does to the marks after it), and
+        // random clusters of letters of several scripts with marks, joiners and variation selectors.
+        let clusters = scalars.map { $0 + "\u{301}\u{610}" }
+        let alphabet = [
+            "a", "E", "É", "e", "\u{301}", "\u{300}", "\u{327}", "ß", "İ", "ı", "Σ", "ς", "\n", "日", " ", "ø", "ᾳ", "ŉ",
+            "\u{345}", "Å", "ǅ", "\u{200D}", "\u{FE0F}", "1", "ﬁ", "\u{1F1EB}", "ḝ", "\r", "ש", "\u{5B8}", "\u{5C1}",
+            "\u{591}", "\u{592}", "क", "\u{93F}", "\u{94D}", "Ա", "\u{212A}", "ب", "\u{64E}", "\u{651}", "\u{20DD}",
+            "\u{344}", "ﬓ", "ᄀ", "\u{1161}", "가", "\u{1DCD}",
+        ]
+        var random = SeededGenerator(seed: 13)
+        let randomTexts = (0..<4000).map { _ in
+            (0..<Int.random(in: 1...7, using: &random)).map { _ in alphabet.randomElement(using: &random)! }.joined()
+        }
         try await server.withConnection { connection in
             let tables = try PostgresStoreSchema(name: uniqueSchema("fold"), model: Schema.empty)
             try await tables.create(on: connection, logger: logger)
             try await connection.query(PostgresQuery(unsafeSQL: tables.searchPath), logger: logger)
             var mismatches: [String] = []
             for flags in 1...3 {
-                for texts in [scalars, words] {
+                for texts in [scalars, words, clusters, randomTexts] {
                     var bindings = PostgresBindings()
                     bindings.append(texts)
                     bindings.append(flags)
