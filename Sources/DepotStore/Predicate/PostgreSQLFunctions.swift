@@ -217,8 +217,14 @@ public enum PostgreSQLFunctions {
         var from = ""
         var to = ""
         var multiple: [(UInt32, [UInt32])] = []
+        // translate() looks each code point up from the start of `from`: printable ASCII comes first (as itself
+        // when it does not fold), so that the common code points are found at once rather than after 1500 others.
+        for value in UInt32(0x20)...0x7E {
+            from.unicodeScalars.append(Unicode.Scalar(value)!)
+            to.unicodeScalars.append(Unicode.Scalar(table[value]?.first ?? value)!)
+        }
         for (source, target) in table.sorted(by: { $0.key < $1.key })
-        where !(skippingExtenders && extenderSet.contains(source)) {
+        where !(skippingExtenders && extenderSet.contains(source)) && !(0x20...0x7E).contains(source) {
             if target.count == 1 {
                 from.unicodeScalars.append(Unicode.Scalar(source)!)
                 to.unicodeScalars.append(Unicode.Scalar(target[0])!)
