@@ -84,11 +84,15 @@ public struct PostgresStoreSchema: Sendable {
     }
 
     /// Runs ``statements`` in one transaction.
-    public func create(on connection: PostgresConnection, logger: Logger) async throws {
+    ///
+    /// - Throws: ``ChangeLogError/database(_:)`` naming what PostgreSQL refused.
+    public func create(on connection: PostgresConnection, logger: Logger) async throws(ChangeLogError) {
         let statements = statements
-        try await connection.withTransaction(logger: logger) { connection in
-            for statement in statements {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        try await mappingErrors {
+            try await connection.withTransaction(logger: logger) { connection in
+                for statement in statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
             }
         }
     }
