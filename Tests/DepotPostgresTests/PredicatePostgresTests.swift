@@ -195,12 +195,29 @@ final class PredicatePostgresTests: XCTestCase {
         }
     }
 
+    /// Shapes the random generator does not make: text BETWEEN and extremes (ordering by code points),
+    /// booleans in lists, aggregates of text, MATCHES with classes and [c] runs, LIKE with options.
+    static let morePredicates = [
+        "zone BETWEEN {'A', 'f'}", "teamName BETWEEN {'Z', 'é'}", "zone BETWEEN[c] {'e', 'eu'}",
+        "players.@max.name > 'M'", "players.@min.name == 'Drogba'", "players.@min.name < 'É'",
+        "tags.@max.name < 'b'", "tags.@min.name BEGINSWITH 'É'", "active IN {YES}", "active IN {NO, nil}",
+        "ANY players.name BETWEEN {'A', 'é'}", "country.name > 'D'", "SELF.teamName < 'b'",
+        "SUBQUERY(players, $p, $p.name MATCHES[c] 'é.*').@count > 0", "teamName LIKE[cd] '*e*'",
+        "zone ENDSWITH[cd] 'E'", "teamName MATCHES '.*\\\\d'", "teamName MATCHES[cd] 'ETOILE\\\\d+'",
+        "teamName MATCHES '\\\\w+\\\\d{1,2}'", "zone MATCHES[c] '(eu|zè).*'", "teamName MATCHES '[^a-z]*'",
+        "ALL tags.weight BETWEEN {0, 3}", "tags.@min.weight == 0", "players.@avg.age BETWEEN {20, 30}",
+        "founded BETWEEN {0, '2000-01-01'}", "rating IN {0.5, 1.5, 3}", "zone IN[cd] {'ETOILE', 'zebre'}",
+        "teamName CONTAINS[cd] 'ZEB'", "ANY players.name LIKE[c] '?T*'", "NONE tags.name MATCHES[c] 'é.*'",
+        "zone < teamName", "zone >= country.name", "players.@max.age == wins", "players.@sum.age > rating",
+    ]
+
     private func checkRandomPredicates(on connection: PostgresConnection) async throws {
         var random = SeededGenerator(seed: 2026)
         let inserted = PredicateFixture.differentialRows(&random)
         let store = try sqliteStore { store in _ = try store.save(StoreSave.Parameters(inserted: inserted)) }
         let (evaluator, teams) = try PredicateFixture.evaluator { try store.fetch($0).objects ?? [] }
-        let predicates = (0..<2500).map { _ in PredicateFixture.randomPredicate(depth: 3, &random) }
+        let predicates =
+            (0..<2500).map { _ in PredicateFixture.randomPredicate(depth: 3, &random) } + Self.morePredicates
         do {
             _ = try await load(store, on: connection)
             var checked = 0
@@ -226,8 +243,10 @@ final class PredicatePostgresTests: XCTestCase {
                     )
                 }
             }
-            XCTAssertEqual(checked, 2500)
-            print("PostgreSQL: \(checked) random predicates ran, \(disagreements.count) disagreements")
+            XCTAssertEqual(checked, 2500 + Self.morePredicates.count)
+            print(
+                "PostgreSQL: \(checked) predicates ran (2500 random, \(Self.morePredicates.count) more), \(disagreements.count) disagreements"
+            )
             XCTAssertTrue(
                 disagreements.isEmpty,
                 "\(disagreements.count) disagreements:\n" + disagreements.prefix(15).joined(separator: "\n"))
