@@ -373,7 +373,8 @@ struct PredicateCompiler {
             // Still names the left side: its bound arguments (`NO IN {}`) must appear in the SQL.
             if values.isEmpty { return "(\(dialect.literal(false)) AND \(lhs) IS NULL)" }
             return "("
-                + values.map { dialect.isSame(lhs, fold($0.sql, options, type: left.type)) }.joined(separator: " OR ")
+                + values.map { dialect.nullSafeEquals(lhs, fold($0.sql, options, type: left.type)) }.joined(
+                    separator: " OR ")
                 + ")"
         }
         if comparison.op.isStringOperator, let type = left.type, type != .string {

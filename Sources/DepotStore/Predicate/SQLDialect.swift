@@ -44,9 +44,14 @@ extension SQLDialect {
 
     /// Null-safe equality (nil equals nil), never NULL.
     func isSame(_ lhs: String, _ rhs: String) -> String {
+        "(\(nullSafeEquals(lhs, rhs)))"
+    }
+
+    /// ``isSame(_:_:)`` without its parentheses (a term of an `OR`).
+    func nullSafeEquals(_ lhs: String, _ rhs: String) -> String {
         switch self {
-        case .sqlite: "(\(lhs) IS \(rhs))"
-        case .postgresql: "(\(lhs) IS NOT DISTINCT FROM \(rhs))"
+        case .sqlite: "\(lhs) IS \(rhs)"
+        case .postgresql: "\(lhs) IS NOT DISTINCT FROM \(rhs)"
         }
     }
 
