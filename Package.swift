@@ -41,12 +41,13 @@ let package = Package(
             ]
         ),
         .target(name: "DepotClient", dependencies: ["DepotProtocol", "ZeroMQ"]),
-        // The cluster change log of DESIGN section 11 (docs/cluster.md), on PostgreSQL.
+        // The cluster change log of DESIGN section 11 (docs/cluster.md), on PostgreSQL, and the store's
+        // tables there (predicates compiled by DepotStore in its PostgreSQL dialect run on them).
         .target(
             name: "DepotPostgres",
             dependencies: [
-                "DepotProtocol", .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                "DepotProtocol", "DepotStore", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .executableTarget(
@@ -120,7 +121,11 @@ let package = Package(
         .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "DepotTestSupport", "ZeroMQ"]),
         .testTarget(
             name: "DepotPostgresTests",
-            dependencies: ["DepotPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: [
+                "DepotPostgres", "DepotStore", "DepotTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
     ]
 )

@@ -5,8 +5,8 @@ import GRDB
 /// A piece of SQL with its bound arguments. Values are never spliced into `sql`.
 public struct SQLFragment: Sendable {
     /// The SQL text; it refers to the fetched entity's table by the alias `t0`
-    /// and numbers its parameters `?1`…`?n`: a statement that embeds it numbers
-    /// any parameters of its own from `?n+1`.
+    /// and numbers its parameters `?1`…`?n` (`$1`…`$n` in PostgreSQL): a statement
+    /// that embeds it numbers any parameters of its own from `n+1`.
     public var sql: String
     /// The values bound to the `?` placeholders of `sql`, in order.
     public var arguments: [DatabaseValue]
@@ -21,26 +21,31 @@ public struct SQLFragment: Sendable {
 /// The entry points from fetches, batch operations and fetched results into
 /// the predicate language (docs/predicates.md).
 public enum PredicateCompilation {
-    /// The `WHERE` condition for `predicate` over `entity` (alias `t0`); `1` for no predicate.
+    /// The `WHERE` condition for `predicate` over `entity` (alias `t0`) in
+    /// `dialect`; always true (`1`, `TRUE`) for no predicate.
     ///
     /// - Throws: -32014 with `data.position` and `data.expected` for a syntax
     ///   error; -32602 for an unknown key path, a type mismatch, a missing
-    ///   `$variable` or a wrong number of `%@` arguments.
+    ///   `$variable`, a wrong number of `%@` arguments, or a construct that
+    ///   `dialect` cannot evaluate as the in-memory evaluator does (docs/cluster.md).
     public static func whereClause(
-        predicate: String?, arguments: JSONValue?, entity: EntitySchema, schema: Schema
+        predicate: String?, arguments: JSONValue?, entity: EntitySchema, schema: Schema,
+        dialect: SQLDialect = .sqlite
     ) throws(RPCError) -> SQLFragment {
-        try compile(predicate: predicate, arguments: arguments, entity: entity, schema: schema).fragment
+        try compile(predicate: predicate, arguments: arguments, entity: entity, schema: schema, dialect: dialect)
+            .fragment
     }
 
-    /// The condition and the changes it depends on.
+    /// The condition in `dialect` and the changes it depends on.
     public static func compile(
-        predicate: String?, arguments: JSONValue?, entity: EntitySchema, schema: Schema
+        predicate: String?, arguments: JSONValue?, entity: EntitySchema, schema: Schema,
+        dialect: SQLDialect = .sqlite
     ) throws(RPCError) -> (fragment: SQLFragment, dependencies: Set<PredicateDependency>) {
         guard let predicate, !predicate.trimmingCharacters(in: .whitespaces).isEmpty else {
-            return (SQLFragment(sql: "1"), [])
+            return (SQLFragment(sql: dialect.literal(true)), [])
         }
         let node = try PredicateParser.parse(predicate, arguments: arguments)
-        var compiler = PredicateCompiler(schema: schema)
+        var compiler = PredicateCompiler(schema: schema, dialect: dialect)
         let sql = try compiler.compile(node, in: .init(entity: entity, alias: "t0", pathFromRoot: []))
         try validateRegularExpressions(node)
         return (SQLFragment(sql: sql, arguments: compiler.arguments), compiler.dependencies)

@@ -15,22 +15,27 @@ public enum PredicateDependency: Hashable, Sendable {
     case any(entity: String)
 }
 
-/// Compiles a ``PredicateNode`` to a SQLite condition over the fetched
-/// entity's table, aliased `t0`.
+/// Compiles a ``PredicateNode`` to a condition in a ``SQLDialect`` (SQLite
+/// unless told otherwise) over the fetched entity's table, aliased `t0`.
 ///
 /// Every comparison compiles to an expression that is 0 or 1, never NULL, so
 /// that NOT, AND and OR follow Core Data's in-memory semantics rather than
 /// SQL's three-valued logic: `nil == nil` and `nil != 'x'` are true, ordering
 /// comparisons with nil are false, ANY over an empty set is false, ALL over
 /// an empty set is true. Values are always bound as parameters; key paths are
-/// resolved against the model and their identifiers quoted.
+/// resolved against the model and their identifiers quoted. In PostgreSQL the
+/// conditions are booleans rather than 0/1, with the same truth values.
 struct PredicateCompiler {
     let schema: Schema
+    let dialect: SQLDialect
     private(set) var arguments: [DatabaseValue] = []
     private(set) var dependencies: Set<PredicateDependency> = []
     private var aliasCount = 0
 
-    init(schema: Schema) { self.schema = schema }
+    init(schema: Schema, dialect: SQLDialect = .sqlite) {
+        self.schema = schema
+        self.dialect = dialect
+    }
 
     /// A row in scope: its entity and the SQL alias of its table.
     struct Scope {
@@ -56,11 +61,11 @@ struct PredicateCompiler {
         return "p\(aliasCount)"
     }
 
-    /// Binds `value`; the placeholder is numbered (`?N`) so that an operand
+    /// Binds `value`; the placeholder is numbered (`?N`, `$N`) so that an operand
     /// may appear twice in the SQL (BETWEEN, IN) without binding it twice.
     private mutating func bind(_ value: DatabaseValue) -> String {
         arguments.append(value)
-        return "?\(arguments.count)"
+        return dialect.placeholder(arguments.count)
     }
 
     // MARK: Key paths
@@ -146,7 +151,7 @@ struct PredicateCompiler {
 
     mutating func compile(_ node: PredicateNode, in scope: Scope) throws(RPCError) -> String {
         switch node {
-        case .constant(let value): return value ? "1" : "0"
+        case .constant(let value): return dialect.literal(value)
         case .not(let inner): return "(NOT \(try compile(inner, in: scope)))"
         case .and(let parts):
             var compiled: [String] = []
@@ -262,6 +267,8 @@ struct PredicateCompiler {
         var type: AttributeType?
         var destination: EntitySchema?
         var isNullLiteral = false
+        /// The bound value, for a constant.
+        var constant: DatabaseValue?
     }
 
     private mutating func operand(
@@ -280,8 +287,10 @@ struct PredicateCompiler {
             }
         case .value(let value):
             if value.isNull { return Operand(sql: "NULL", type: type, isNullLiteral: true) }
+            let stored = try typedValue(value, type: type, destination: destination, position: position)
+            let placeholder = bind(stored)
             return Operand(
-                sql: bind(try typedValue(value, type: type, destination: destination, position: position)), type: type)
+                sql: type == .boolean ? dialect.boolean(placeholder) : placeholder, type: type, constant: stored)
         case .aggregate(let function, let collection, let key):
             guard
                 case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(
@@ -303,10 +312,14 @@ struct PredicateCompiler {
                     field: "predicate")
             }
             switch function {
-            case .sum: return Operand(sql: "(SELECT TOTAL(\(valueSQL)) \(from))", type: .double)
-            case .avg: return Operand(sql: "(SELECT AVG(\(valueSQL)) \(from))", type: .double)
-            case .min: return Operand(sql: "(SELECT MIN(\(valueSQL)) \(from))", type: valueType)
-            default: return Operand(sql: "(SELECT MAX(\(valueSQL)) \(from))", type: valueType)
+            case .sum: return Operand(sql: "(SELECT \(dialect.sum(valueSQL)) \(from))", type: .double)
+            case .avg: return Operand(sql: "(SELECT \(dialect.average(valueSQL)) \(from))", type: .double)
+            case .min:
+                return Operand(
+                    sql: "(SELECT \(dialect.extreme("MIN", valueSQL, type: valueType)) \(from))", type: valueType)
+            default:
+                return Operand(
+                    sql: "(SELECT \(dialect.extreme("MAX", valueSQL, type: valueType)) \(from))", type: valueType)
             }
         case .subqueryCount(let collection, let variable, let predicate):
             guard
@@ -348,15 +361,20 @@ struct PredicateCompiler {
                     try operand(
                         element, in: scope, expecting: left.type, destination: left.destination, position: position))
             }
+            for value in values { try checkDialect(left, value, comparison) }
             let lhs = fold(left.sql, options, type: left.type)
             if comparison.op == .between {
+                let isText = isText(left) || values.contains(where: isText)
+                let ordered = dialect.ordered(lhs, isText: isText)
                 let low = fold(values[0].sql, options, type: left.type)
                 let high = fold(values[1].sql, options, type: left.type)
-                return "IFNULL(\(lhs) >= \(low) AND \(lhs) <= \(high), 0)"
+                return dialect.orFalse("\(ordered) >= \(low) AND \(ordered) <= \(high)")
             }
             // Still names the left side: its bound arguments (`NO IN {}`) must appear in the SQL.
-            if values.isEmpty { return "(0 AND \(lhs) IS NULL)" }
-            return "(" + values.map { "\(lhs) IS \(fold($0.sql, options, type: left.type))" }.joined(separator: " OR ")
+            if values.isEmpty { return "(\(dialect.literal(false)) AND \(lhs) IS NULL)" }
+            return "("
+                + values.map { dialect.nullSafeEquals(lhs, fold($0.sql, options, type: left.type)) }.joined(
+                    separator: " OR ")
                 + ")"
         }
         if comparison.op.isStringOperator, let type = left.type, type != .string {
@@ -367,28 +385,93 @@ struct PredicateCompiler {
         let right = try operand(
             comparison.rhs, in: scope, expecting: left.type, destination: left.destination, position: position)
         try checkTypes(left, right, comparison)
+        try checkDialect(left, right, comparison)
         let lhs = fold(left.sql, options, type: left.type ?? right.type)
         let rhs = fold(right.sql, options, type: left.type ?? right.type)
+        let ordered = dialect.ordered(lhs, isText: isText(left) || isText(right))
         switch comparison.op {
-        case .equal: return "(\(lhs) IS \(rhs))"
-        case .notEqual: return "(\(lhs) IS NOT \(rhs))"
-        case .less: return "IFNULL(\(lhs) < \(rhs), 0)"
-        case .lessOrEqual: return "IFNULL(\(lhs) <= \(rhs), 0)"
-        case .greater: return "IFNULL(\(lhs) > \(rhs), 0)"
-        case .greaterOrEqual: return "IFNULL(\(lhs) >= \(rhs), 0)"
-        case .beginsWith: return "IFNULL(\(lhs) GLOB depot_glob_literal(\(rhs)) || '*', 0)"
-        case .endsWith: return "IFNULL(\(lhs) GLOB '*' || depot_glob_literal(\(rhs)), 0)"
-        case .contains: return "IFNULL(instr(\(lhs), \(rhs)) > 0, 0)"
-        case .like: return "IFNULL(\(lhs) GLOB depot_glob(\(rhs)), 0)"
-        case .matches: return "IFNULL(depot_matches(\(left.sql), \(right.sql), \(options.rawValue)), 0)"
-        case .in, .between: return "0"
+        case .equal: return dialect.isSame(lhs, rhs)
+        case .notEqual: return dialect.isDistinct(lhs, rhs)
+        case .less: return dialect.orFalse("\(ordered) < \(rhs)")
+        case .lessOrEqual: return dialect.orFalse("\(ordered) <= \(rhs)")
+        case .greater: return dialect.orFalse("\(ordered) > \(rhs)")
+        case .greaterOrEqual: return dialect.orFalse("\(ordered) >= \(rhs)")
+        case .beginsWith: return dialect.beginsWith(lhs, rhs)
+        case .endsWith: return dialect.endsWith(lhs, rhs)
+        case .contains: return dialect.contains(lhs, rhs)
+        case .like: return dialect.like(lhs, rhs)
+        case .matches: return try matches(left, right, comparison)
+        case .in, .between: return dialect.literal(false)
+        }
+    }
+
+    /// `MATCHES`: SQLite calls `depot_matches` (ICU through Foundation); PostgreSQL
+    /// runs the pattern translated to its own syntax (``PostgreSQLPattern``), which
+    /// needs the pattern at compile time.
+    private mutating func matches(_ left: Operand, _ right: Operand, _ comparison: Comparison) throws(RPCError)
+        -> String
+    {
+        let flags = comparison.options.rawValue
+        switch dialect {
+        case .sqlite:
+            return dialect.orFalse("depot_matches(\(left.sql), \(right.sql), \(flags))")
+        case .postgresql:
+            if right.isNullLiteral { return dialect.literal(false) }
+            // The pattern was bound last, as written: bind its translation in its place.
+            guard case .value(.string(let pattern)) = comparison.rhs, right.sql == dialect.placeholder(arguments.count)
+            else {
+                throw .invalidParams(
+                    "MATCHES on PostgreSQL needs a constant pattern (a string, a $variable or a %@ argument), not a key path, at character \(comparison.position)",
+                    field: "predicate")
+            }
+            let translated = try PostgreSQLPattern.translate(pattern, caseInsensitive: flags & 1 != 0)
+            arguments[arguments.count - 1] = translated.databaseValue
+            let subject = flags & 2 != 0 ? dialect.fold(left.sql, 2) : left.sql
+            return dialect.orFalse("\(subject) ~ \(right.sql)")
         }
     }
 
     /// Applies `[c]`/`[d]` folding to a string operand.
     private func fold(_ sql: String, _ options: Comparison.Options, type: AttributeType?) -> String {
         guard !options.isEmpty, type == nil || type == .string else { return sql }
-        return "depot_fold(\(sql), \(options.rawValue))"
+        return dialect.fold(sql, options.rawValue)
+    }
+
+    /// Whether an operand is text (for its ordering).
+    private func isText(_ operand: Operand) -> Bool {
+        if let type = operand.type { return type == .string || type == .uuid || type == .json }
+        if case .string? = operand.constant?.storage { return true }
+        return false
+    }
+
+    /// What PostgreSQL's typed comparisons need beyond ``checkTypes(_:_:_:)``: a
+    /// constant of unknown type (`'a' == 3`) compared with a value of another kind
+    /// is an error there, where SQLite and the evaluator order kinds (numbers before text).
+    private func checkDialect(_ left: Operand, _ right: Operand, _ comparison: Comparison) throws(RPCError) {
+        guard dialect == .postgresql else { return }
+        func kind(_ operand: Operand) -> String? {
+            if operand.isNullLiteral { return nil }
+            if let type = operand.type {
+                switch type {
+                case .string, .uuid, .json: return "text"
+                case .integer, .double, .date: return "a number"
+                case .boolean: return "a boolean"
+                case .binary: return "binary"
+                }
+            }
+            if operand.destination != nil { return "a number" }
+            switch operand.constant?.storage {
+            case .string?: return "text"
+            case .int64?, .double?: return "a number"
+            case .blob?: return "binary"
+            default: return nil
+            }
+        }
+        if let leftKind = kind(left), let rightKind = kind(right), leftKind != rightKind {
+            throw .invalidParams(
+                "on PostgreSQL, \(comparison.op.rawValue) cannot compare \(leftKind) with \(rightKind), at character \(comparison.position)",
+                field: "predicate")
+        }
     }
 
     private func checkTypes(_ left: Operand, _ right: Operand, _ comparison: Comparison) throws(RPCError) {
