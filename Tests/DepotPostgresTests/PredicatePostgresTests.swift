@@ -232,15 +232,10 @@ final class PredicatePostgresTests: XCTestCase {
                     disagreements.append("\(predicate): PostgreSQL side failed: \(error)")
                     continue
                 }
-                var inMemory = Set<String>()
-                for team in teams where try evaluator.evaluate(node, on: team.objectValue!, entity: "Team") {
-                    inMemory.insert(team["id"]!.stringValue!)
-                }
+                let inMemory = try PredicateFixture.matchingIDs(node, in: teams, evaluator: evaluator)
                 checked += 1
-                if ids != inMemory {
-                    disagreements.append(
-                        "\(predicate): PostgreSQL only \(ids.subtracting(inMemory).sorted()), evaluator only \(inMemory.subtracting(ids).sorted())"
-                    )
+                if let line = PredicateFixture.disagreement(predicate, "PostgreSQL", ids: ids, inMemory: inMemory) {
+                    disagreements.append(line)
                 }
             }
             XCTAssertEqual(checked, 2500 + Self.morePredicates.count)

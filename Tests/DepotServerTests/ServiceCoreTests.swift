@@ -251,4 +251,32 @@ final class ServiceCoreTests: XCTestCase {
             messages.compactMap { $0["method"] == "store/didSave" ? $0["params"]?["transaction"]?.intValue : nil },
             [1, 2, 3])
     }
+
+    /// A JSON-RPC batch that writes cannot carry requests whose answers are
+    /// ordered with deltas: each gets -32600 naming its method; the rest runs.
+    func testABatchThatWritesRefusesResultsReads() throws {
+        let (service, outbox) = try makeService()
+        defer { service.stop() }
+        let alice: [UInt8] = [1]
+        XCTAssertEqual(
+            try join(service, outbox, alice, subscription: #"{"entity": "Item", "sort": [{"key": "name"}]}"#), [])
+        let batch = #"""
+            [{"jsonrpc": "2.0", "id": 20, "method": "store/save",
+              "params": {"inserted": [{"entity": "Item", "values": {"name": "b", "score": 2}}]}},
+             {"jsonrpc": "2.0", "id": 21, "method": "results/subscribe",
+              "params": {"request": {"entity": "Item", "sort": [{"key": "score"}]}}},
+             {"jsonrpc": "2.0", "id": 22, "method": "results/snapshot", "params": {"subscription": "s1"}}]
+            """#
+        service.receive(Array(batch.utf8), from: alice)
+        let answers = try XCTUnwrap(
+            outbox.wait(for: alice) { $0.contains { $0.arrayValue != nil } }.last { $0.arrayValue != nil }?.arrayValue)
+        XCTAssertEqual(answers.count, 3)
+        XCTAssertEqual(answers[0]["result"]?["transaction"], 1)
+        for (answer, method) in zip(answers.dropFirst(), ["results/subscribe", "results/snapshot"]) {
+            XCTAssertEqual(answer["error"]?["code"], -32600, "\(answer)")
+            XCTAssertEqual(answer["error"]?["data"]?["method"], .string(method))
+        }
+        // The refused subscribe gave its reservation back: the session holds one subscription.
+        XCTAssertEqual(service.sessions.all.first { $0.routingID == alice }?.subscriptionCount, 1)
+    }
 }

@@ -35,15 +35,10 @@ final class PredicateDifferentialTests: XCTestCase {
                 disagreements.append("\(predicate): SQL side failed: \(error)")
                 continue
             }
-            var memoryIDs = Set<String>()
-            for team in teams where try evaluator.evaluate(node, on: team.objectValue!, entity: "Team") {
-                memoryIDs.insert(team["id"]!.stringValue!)
-            }
+            let memoryIDs = try PredicateFixture.matchingIDs(node, in: teams, evaluator: evaluator)
             checked += 1
-            if sqlIDs != memoryIDs {
-                disagreements.append(
-                    "\(predicate): SQL only \(sqlIDs.subtracting(memoryIDs).sorted()), memory only \(memoryIDs.subtracting(sqlIDs).sorted())"
-                )
+            if let line = PredicateFixture.disagreement(predicate, "SQL", ids: sqlIDs, inMemory: memoryIDs) {
+                disagreements.append(line)
             }
         }
         XCTAssertEqual(checked, 2500)

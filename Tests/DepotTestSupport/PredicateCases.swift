@@ -371,4 +371,24 @@ extension PredicateFixture {
         }
         return (evaluator, teams)
     }
+
+    /// The ids of the `teams` that `node` matches, by the in-memory evaluator.
+    public static func matchingIDs(
+        _ node: PredicateNode, in teams: [JSONValue], evaluator: PredicateEvaluator
+    ) throws -> Set<String> {
+        var ids = Set<String>()
+        for team in teams where try evaluator.evaluate(node, on: team.objectValue!, entity: "Team") {
+            ids.insert(team["id"]!.stringValue!)
+        }
+        return ids
+    }
+
+    /// What `side`'s answer to `predicate` and the evaluator's disagree on, or `nil` when they agree.
+    public static func disagreement(
+        _ predicate: String, _ side: String, ids: Set<String>, inMemory: Set<String>
+    ) -> String? {
+        guard ids != inMemory else { return nil }
+        return
+            "\(predicate): \(side) only \(ids.subtracting(inMemory).sorted()), evaluator only \(inMemory.subtracting(ids).sorted())"
+    }
 }

@@ -14,6 +14,11 @@ extension DepotService {
     /// Methods that work before `initialize`.
     private static let preSession: Set<String> = [Initialize.name, Ping.name]
 
+    /// Methods whose answer takes its place among the session's deltas (§7).
+    private static let placedByDeltas: Set<String> = [
+        ResultsSubscribe.name, ResultsObjects.name, ResultsSnapshot.name,
+    ]
+
     /// The names of the methods it serves.
     var methodNames: [String] { handlers.methodNames }
 
@@ -124,8 +129,11 @@ extension DepotService {
                     failure: { MessageEncoder.response(id: id, error: $0) })
                 stats.writeQueued()
                 // A save finding the writer idle, with nothing behind it, commits on this thread:
-                // no hand-off and back.
-                writes.enqueue(entry, subscriber: self, runHereIfIdle: handler.groupable && !moreWaiting)
+                // no hand-off and back. Not when publishing it would read the store: the
+                // transport thread must never wait for readers or for a publish.
+                writes.enqueue(
+                    entry, subscriber: self,
+                    runHereIfIdle: handler.groupable && !moreWaiting && !publishingReads([]))
             }
         case .none:
             break
@@ -227,9 +235,25 @@ extension DepotService {
             let error = RPCError(code: .invalidRequest, message: "an empty batch is not a valid request")
             return send(MessageEncoder.response(id: nil, error: error), to: routingID)
         }
-        let steps = elements.map { classify($0, from: routingID, keyID: keyID) }
-        let needsWriter = steps.contains {
+        let classified = elements.map { classify($0, from: routingID, keyID: keyID) }
+        let needsWriter = classified.contains {
             if case .run(_, _, _, let handler, _) = $0 { handler.execution == .write } else { false }
+        }
+        // A batch that writes publishes its commits only once it ends, after its other requests
+        // ran: answers that must sit in order with the deltas (§7) cannot be among them.
+        let steps = classified.map { step in
+            guard needsWriter, case .run(let id, let method, _, _, _) = step, Self.placedByDeltas.contains(method)
+            else { return step }
+            // Admitted, hence counted: give the reservation back.
+            if method == ResultsSubscribe.name { sessions.releaseSubscription(routingID: routingID) }
+            return .respond(
+                MessageEncoder.response(
+                    id: id,
+                    error: RPCError(
+                        code: .invalidRequest,
+                        message:
+                            "'\(method)' cannot share a JSON-RPC batch with writes: its answer is ordered with the deltas the writes make; send it on its own",
+                        data: ["method": .string(method)])))
         }
         // The answers of the batch's requests, as one array (nil when none answers).
         let answer: @Sendable (CommitSlot?) -> [UInt8]? = { [self] commit in

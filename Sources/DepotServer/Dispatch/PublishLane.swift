@@ -15,8 +15,9 @@ import Synchronization
 /// had committed when it queued the job (``Store/readLatestCommit(_:)``),
 /// so a job sees what every earlier job saw plus its own commit, as if it
 /// ran on the writer, however far the writer has moved on. Jobs that read
-/// hold a reader each while they wait their turn: the reader pool bounds how
-/// far publishing falls behind the writer.
+/// hold a reader each while they wait their turn; at most ``readerBudget``
+/// do, so client reads keep readers of their own, and the writer waits when
+/// publishing falls that far behind (back-pressure).
 ///
 /// A job must never wait for the writer: the writer may be waiting for a
 /// reader that a queued job holds.
@@ -26,6 +27,9 @@ final class PublishLane: Sendable {
     private let turns = Turns()
     /// Where jobs that read nothing wait their turn.
     private let queue = DispatchQueue(label: "depot.publisher")
+    /// The most reading jobs queued at once (the store has readers for them and for client reads).
+    static let readerBudget = 4
+    private let readers = DispatchSemaphore(value: PublishLane.readerBudget)
 
     /// A lane following the commits of `store`.
     init(store: Store) {
@@ -37,11 +41,13 @@ final class PublishLane: Sendable {
     ///
     /// Call on the writer queue, between writes.
     func enqueueReading(_ job: @escaping @Sendable (Result<Store, RPCError>) -> Void) {
+        readers.wait()
         let ticket = turns.issue()
-        store.readLatestCommit { [turns] snapshot in
+        store.readLatestCommit { [turns, readers] snapshot in
             turns.wait(for: ticket)
             job(snapshot)
             turns.finish(ticket)
+            readers.signal()
         }
     }
 

@@ -9,8 +9,9 @@ protocol CommitSubscriber: AnyObject, Sendable {
     func publishingReads(_ transactions: [CommittedTransaction]) -> Bool
 
     /// Publishes `transaction` (in the publish lane, in commit order). `store`
-    /// reads the state right after the write that committed it, or says why
-    /// no snapshot could be taken; `nil` when ``publishingReads(_:)`` said no.
+    /// reads the state right after the write that committed it (after the
+    /// whole group, for a group commit), or says why no snapshot could be
+    /// taken; `nil` when ``publishingReads(_:)`` said no.
     func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?)
 }
 

@@ -676,6 +676,7 @@ final class ResultsEngine: Sendable {
         if opened, let milliseconds = set.coalesceMilliseconds {
             // Flushed in the lane, behind the commits before the window closes (queued on the writer).
             service.writes.asyncAfter(.milliseconds(milliseconds)) { [self] in
+                guard !service.isStopping else { return }
                 service.writes.lane.enqueueReading { self.flush(set, snapshot: $0, service: service) }
             }
         }

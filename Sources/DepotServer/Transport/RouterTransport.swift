@@ -27,13 +27,15 @@ protocol TransportDelegate: AnyObject, Sendable {
 /// per-peer backlog and are retried; the backlog's size is exposed so that the
 /// server can apply its slow-consumer policy.
 final class RouterTransport: @unchecked Sendable {
-    // @unchecked: `socket` and `backlog` are touched only on the transport thread.
+    // @unchecked: `socket`, `backlog` and `vanished` are touched only on the transport thread.
     private let context: Context
     private let socket: Socket
     let outbox = Mailbox<OutboundMessage>()
     private let logger: Logger
     private let stopRequested = Mutex(false)
     private var backlog: [[UInt8]: [[UInt8]]] = [:]
+    /// Peers a send found gone, reported to the delegate by the loop (``reportVanished()``).
+    private var vanished: Set<[UInt8]> = []
     /// Backlog sizes, readable from any thread (the slow-consumer policy reads them).
     private let backlogSizes = Mutex<[[UInt8]: Int]>([:])
     private var thread: Thread?
@@ -155,6 +157,7 @@ final class RouterTransport: @unchecked Sendable {
             }
             if ready[socketIndex].contains(.readable) { receiveAll() }
             if ready[wakeIndex].contains(.readable) || !backlog.isEmpty { flush() }
+            reportVanished()
             if ContinuousClock.now >= nextTick {
                 nextTick = ContinuousClock.now + .seconds(1)
                 delegate?.transportDidTick(self)
@@ -225,13 +228,22 @@ final class RouterTransport: @unchecked Sendable {
         }
     }
 
+    /// Tells the delegate of the peers found gone since the last pass. Never
+    /// from inside a send: a send may come from the service while it holds a
+    /// lock that closing the peer's session takes again.
+    private func reportVanished() {
+        while let routingID = vanished.popFirst() {
+            delegate?.transport(self, peerVanished: routingID)
+        }
+    }
+
     /// Sends one message; `false` when the peer cannot take it yet.
     private func deliver(_ payload: [UInt8], to routingID: [UInt8]) -> Bool {
         do {
             return try socket.send([routingID, payload], dontWait: true)
         } catch let error where error.isHostUnreachable {
             backlog[routingID] = nil
-            delegate?.transport(self, peerVanished: routingID)
+            vanished.insert(routingID)
             return true
         } catch {
             logger.warning("send failed: \(error)")

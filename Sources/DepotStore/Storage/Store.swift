@@ -31,7 +31,8 @@ public final class Store: Sendable {
         self.historyRetention = historyRetention
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
-        configuration.maximumReaderCount = 4
+        // Four for reads, and the publish lane's own four (`PublishLane.readerBudget`).
+        configuration.maximumReaderCount = 8
         let watchdogs = StatementWatchdogs()
         self.watchdogs = watchdogs
         configuration.prepareDatabase { db in
@@ -122,20 +123,22 @@ public final class Store: Sendable {
 
     /// Runs `body` in a read-only snapshot, mapping errors to ``RPCError``.
     public func read<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
-        if let snapshot { return try Self.mapErrors { try body(snapshot.db) } }
-        return try Self.mapErrors {
-            try pool.read { db in
-                guard let watchdog = watchdog(of: db) else { return try body(db) }
-                watchdog.arm()
-                defer { watchdog.disarm() }
-                do {
-                    return try body(db)
-                } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT && watchdog.tripped {
-                    throw RPCError.invalidParams(
-                        "the query ran \(Int(watchdog.limit)) s without producing a row and was stopped (a SUBQUERY or predicate that runs away?): narrow the predicate",
-                        field: "predicate")
-                }
-            }
+        if let snapshot { return try Self.mapErrors { try watched(snapshot.db, body) } }
+        return try Self.mapErrors { try pool.read { db in try watched(db, body) } }
+    }
+
+    /// Runs `body` on reader `db` with its watchdog armed: a statement that
+    /// produces no row for the time limit is stopped with -32602.
+    private func watched<T>(_ db: Database, _ body: (Database) throws -> T) throws -> T {
+        guard let watchdog = watchdog(of: db) else { return try body(db) }
+        watchdog.arm()
+        defer { watchdog.disarm() }
+        do {
+            return try body(db)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT && watchdog.tripped {
+            throw RPCError.invalidParams(
+                "the query ran \(Int(watchdog.limit)) s without producing a row and was stopped (a SUBQUERY or predicate that runs away?): narrow the predicate",
+                field: "predicate")
         }
     }
 
