@@ -115,15 +115,15 @@ extension DepotService {
                 let entry = WriteQueue.Entry(
                     groupable: handler.groupable,
                     run: { [self] commit in
-                        let slot = ResponseSlot()
+                        // No response slot: a write answers only through the lane, after its notifications.
                         var bytes: [UInt8] = []
                         stats.measureWrite {
                             bytes = execute(
                                 id: id, method: method, input: input, handler: handler, routingID: routingID,
-                                key: key, cancellation: cancellation, responseSlot: slot, commitSlot: commit)
+                                key: key, cancellation: cancellation, commitSlot: commit)
                             return !commit.transactions.isEmpty
                         }
-                        return slot.isSent ? nil : bytes
+                        return bytes
                     },
                     send: { [self] in send($0, to: routingID) },
                     failure: { MessageEncoder.response(id: id, error: $0) })
@@ -133,7 +133,7 @@ extension DepotService {
                 // transport thread must never wait for readers or for a publish.
                 writes.enqueue(
                     entry, subscriber: self,
-                    runHereIfIdle: handler.groupable && !moreWaiting && !publishingReads([]))
+                    runHereIfIdle: handler.groupable && !moreWaiting && !publishingReads)
             }
         case .none:
             break

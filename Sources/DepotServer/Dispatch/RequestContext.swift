@@ -22,7 +22,8 @@ struct RequestContext: Sendable {
     let requestID: RequestID?
     /// Set when the client sends `$/cancelRequest` or the server shuts down.
     let cancellation: Cancellation
-    /// Where an early response is recorded; `nil` inside a JSON-RPC batch, whose answers go out together.
+    /// Where an early response is recorded; `nil` inside a JSON-RPC batch, whose answers go out
+    /// together, and for writes, which answer through the publish lane.
     let responseSlot: ResponseSlot?
     /// What the write this request runs in commits (`nil` for reads).
     var commitSlot: CommitSlot? = nil

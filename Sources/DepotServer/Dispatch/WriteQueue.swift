@@ -5,13 +5,13 @@ import Synchronization
 
 /// What the writer tells about its commits: how to publish them.
 protocol CommitSubscriber: AnyObject, Sendable {
-    /// Whether publishing `transactions` reads the store (it then gets a snapshot).
-    func publishingReads(_ transactions: [CommittedTransaction]) -> Bool
+    /// Whether publishing a commit now would read the store (it then gets a snapshot).
+    var publishingReads: Bool { get }
 
     /// Publishes `transaction` (in the publish lane, in commit order). `store`
     /// reads the state right after the write that committed it (after the
     /// whole group, for a group commit), or says why no snapshot could be
-    /// taken; `nil` when ``publishingReads(_:)`` said no.
+    /// taken; `nil` when ``publishingReads`` said no.
     func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?)
 }
 
@@ -46,7 +46,7 @@ final class WriteQueue: Sendable {
         /// Whether it may commit together with its neighbours.
         let groupable: Bool
         /// Runs it, inside the slot's group when there is one; returns its
-        /// response, or `nil` when it already answered.
+        /// response, or `nil` when it has none (a batch of notifications).
         let run: @Sendable (CommitSlot) -> [UInt8]?
         /// Sends its response.
         let send: @Sendable ([UInt8]) -> Void
@@ -164,27 +164,21 @@ final class WriteQueue: Sendable {
         }
         let replies = zip(taken, responses).compactMap { entry, bytes in bytes.map { (entry.send, $0) } }
         let transactions = slot.transactions
-        let answer: @Sendable () -> Void = { for (send, bytes) in replies { send(bytes) } }
-        guard !transactions.isEmpty else { return lane.enqueue(answer) }
-        guard subscriber.publishingReads(transactions) else {
-            return lane.enqueue {
-                for transaction in transactions { subscriber.publish(transaction, store: nil) }
-                answer()
-            }
+        // The lane's job: publish what the write committed, in order, then answer.
+        let publishThenAnswer: @Sendable (Result<Store, RPCError>?) -> Void = { store in
+            for transaction in transactions { subscriber.publish(transaction, store: store) }
+            for (send, bytes) in replies { send(bytes) }
+        }
+        guard !transactions.isEmpty, subscriber.publishingReads else {
+            return lane.enqueue { publishThenAnswer(nil) }
         }
         if lane.isIdle, pending.withLock({ $0.isEmpty }) {
             // Nothing waits for the writer or the lane: publishing right here costs less than
             // the hand-off, and the store holds exactly this commit's state (no write can run
             // until this returns).
-            return lane.enqueue { [store] in
-                for transaction in transactions { subscriber.publish(transaction, store: .success(store)) }
-                answer()
-            }
+            return lane.enqueue { [store] in publishThenAnswer(.success(store)) }
         }
-        lane.enqueueReading { snapshot in
-            for transaction in transactions { subscriber.publish(transaction, store: snapshot) }
-            answer()
-        }
+        lane.enqueueReading(publishThenAnswer)
     }
 }
 

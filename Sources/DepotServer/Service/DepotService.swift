@@ -179,7 +179,5 @@ public final class DepotService: Sendable {
 }
 
 extension DepotService: CommitSubscriber {
-    func publishingReads(_ transactions: [CommittedTransaction]) -> Bool {
-        results.mayHaveSets || sessions.mayHaveObservers
-    }
+    var publishingReads: Bool { results.mayHaveSets || sessions.mayHaveObservers }
 }
