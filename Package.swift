@@ -25,11 +25,13 @@ let package = Package(
         // warning on every build (and in every package that depends on DepotClient).
         .systemLibrary(name: "CZeroMQ"),
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        // SQLite's session extension (changesets), which carries a write to the other replicas of a cluster.
+        .systemLibrary(name: "CSQLiteSession"),
         .target(name: "DepotProtocol"),
         .target(
             name: "DepotStore",
             dependencies: [
-                "DepotProtocol", .product(name: "GRDB", package: "GRDB.swift"),
+                "DepotProtocol", "CSQLiteSession", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
@@ -53,7 +55,7 @@ let package = Package(
         .executableTarget(
             name: "depotd",
             dependencies: [
-                "DepotServer", "DepotStore",
+                "DepotServer", "DepotStore", "DepotPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

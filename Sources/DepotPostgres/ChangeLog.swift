@@ -43,7 +43,8 @@ public struct ChangeLog: Sendable {
 
     /// The value the lock statement sets, transaction-locally, for the insert to check.
     private var lockMark: String { "\(schema):\(lockKey)" }
-    private var log: String { "\"\(schema)\".change_log" }
+    /// The log table's qualified name.
+    var log: String { "\"\(schema)\".change_log" }
     private var positions: String { "\"\(schema)\".change_log_positions" }
 
     /// A log in `schema` (a lowercase SQL identifier), notifying tailers unless `notifies` is false.
@@ -86,6 +87,9 @@ public struct ChangeLog: Sendable {
                                 committed_at timestamptz NOT NULL DEFAULT clock_timestamp()
                     )
                     """, logger: logger)
+                // The SQLite changeset that brings a replica's rows to the entry's state (docs/cluster.md).
+                try await connection.query(
+                    "ALTER TABLE \(unescaped: log) ADD COLUMN IF NOT EXISTS changeset bytea", logger: logger)
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS \(unescaped: positions) (

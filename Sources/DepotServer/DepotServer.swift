@@ -38,9 +38,12 @@ public final class DepotServer: Sendable {
         lock = try DataDirectoryLock(directory: directory)
         let store: Store
         do {
+            // A cluster's replica has a file of its own: a lone store's objects are not in the cluster's log.
+            let file = configuration.replication == nil ? "depot.sqlite" : "replica.sqlite"
             store = try Store(
-                path: directory.appendingPathComponent("depot.sqlite").path,
-                historyRetention: configuration.historyRetention, queryTimeLimit: configuration.maxQuerySeconds)
+                path: directory.appendingPathComponent(file).path,
+                historyRetention: configuration.historyRetention, queryTimeLimit: configuration.maxQuerySeconds,
+                replication: configuration.replication)
         } catch {
             throw ConfigurationError(
                 description: "cannot open the store in \(directory.path): \(error.message)")
@@ -91,6 +94,8 @@ public final class DepotServer: Sendable {
             throw ConfigurationError(description: "cannot read the store in \(directory.path): \(error.message)")
         }
         transport.delegate = self
+        // What the replica applied while opening went to no one: nobody was subscribed yet.
+        _ = store.takeAppliedTransactions()
     }
 
     /// The endpoint last bound, with the chosen port for `tcp://…:*`.
@@ -102,6 +107,9 @@ public final class DepotServer: Sendable {
     /// Starts serving on the transport thread.
     public func start() {
         transport.start()
+        store.replication?.startFollowing(position: { [store] in store.replicaPosition }) { [service] in
+            service.catchUpWithCluster()
+        }
         logger.info(
             "depotd \(configuration.version) listening on \(configuration.effectiveEndpoints.joined(separator: ", "))")
     }
@@ -112,6 +120,7 @@ public final class DepotServer: Sendable {
         guard !service.isStopping else { return }
         logger.info("stopping")
         service.stop()
+        store.replication?.stop()
         transport.stop()
         store.checkpoint()
         logger.info("stopped")

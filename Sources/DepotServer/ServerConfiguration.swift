@@ -43,6 +43,9 @@ public struct ServerConfiguration: Sendable {
     public var maxQuerySeconds: Double = 30
     /// Entities to define at start-up, before anything is bound (`depotd --model`).
     public var model: [EntityDescription]?
+    /// The cluster whose log the store writes through and follows (`depotd --store postgresql://…`);
+    /// `nil` for the embedded SQLite store alone.
+    public var replication: (any StoreReplication)?
 
     /// A configuration with Depot's defaults for `dataDirectory`.
     public init(

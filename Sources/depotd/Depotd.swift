@@ -1,5 +1,6 @@
 import ArgumentParser
 import DepotProtocol
+import DepotPostgres
 import DepotServer
 import DepotStore
 import Foundation
@@ -90,6 +91,14 @@ struct Depotd: ParsableCommand {
         help: "Seconds a read may run without producing a row before it is stopped (a runaway SUBQUERY or predicate).")
     var maxQuerySeconds: Double = 30
 
+    @Option(
+        help: """
+            Where the store lives: sqlite (the default: embedded, in the data directory) or \
+            postgresql://USER@HOST:PORT/DB?schema=NAME, a cluster of daemons on one PostgreSQL \
+            (password from PGPASSWORD or ~/.pgpass, never on the command line; docs/cluster.md).
+            """)
+    var store = "sqlite"
+
     func run() throws {
         var blocked = Self.handledSignals
         pthread_sigmask(SIG_BLOCK, &blocked, nil)
@@ -133,6 +142,9 @@ struct Depotd: ParsableCommand {
         configuration.failDeltasAtTransaction = ProcessInfo.processInfo.environment["DEPOTD_FAIL_DELTAS_AT"].flatMap {
             Int64($0)
         }
+        if store != "sqlite" {
+            configuration.replication = try joinCluster(directory: directory, logger: logger)
+        }
         let server: DepotServer
         do {
             // Opens the store, defines the model, then binds: a failure binds nothing.
@@ -145,6 +157,28 @@ struct Depotd: ParsableCommand {
         // Written unbuffered: scripts and tests wait for this line to learn the port.
         FileHandle.standardOutput.write(Data("depotd listening on \(bound)\n".utf8))
         Self.serveSignals(server, logger: logger)
+    }
+
+    /// Connects to the cluster `--store` names; any problem stops the daemon before anything is opened.
+    private func joinCluster(directory: URL, logger: Logger) throws -> PostgresReplication {
+        let environment = ProcessInfo.processInfo.environment
+        let url: PostgresURL
+        do {
+            url = try PostgresURL(store, password: environment["PGPASSWORD"])
+        } catch {
+            throw StartupFailure(message: "--store must be sqlite or postgresql://USER@HOST:PORT/DB?schema=NAME: \(error)")
+        }
+        guard URLComponents(string: store)?.password == nil else {
+            throw StartupFailure(message: "--store must not hold a password (it shows in ps): use PGPASSWORD or ~/.pgpass")
+        }
+        let host = ProcessInfo.processInfo.hostName
+        do {
+            return try PostgresReplication(
+                url: url, node: "\(host):\(directory.path)", logger: Logger(label: "depotd.cluster"))
+        } catch {
+            throw StartupFailure(
+                message: "cannot join the cluster at \(url.host):\(url.port)/\(url.database) (schema \(url.schema)): \(error.message)")
+        }
     }
 
     /// Reads and decodes a model file; any problem stops the daemon before anything is opened.

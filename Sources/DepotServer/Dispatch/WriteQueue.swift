@@ -139,7 +139,9 @@ final class WriteQueue: Sendable {
             guard let first = list.first else { return [] }
             guard first.groupable else { return [list.removeFirst()] }
             var group: [Entry] = []
-            while let next = list.first, next.groupable, group.count < Self.largestGroup {
+            // A replica's write is one entry of the cluster's log, with one changeset: no groups.
+            let largest = store.isReplicated ? 1 : Self.largestGroup
+            while let next = list.first, next.groupable, group.count < largest {
                 group.append(list.removeFirst())
             }
             return group
@@ -163,7 +165,8 @@ final class WriteQueue: Sendable {
             }
         }
         let replies = zip(taken, responses).compactMap { entry, bytes in bytes.map { (entry.send, $0) } }
-        let transactions = slot.transactions
+        // What the replica applied of other daemons' commits (before or inside this write) comes first.
+        let transactions = store.takeAppliedTransactions() + slot.transactions
         // The lane's job: publish what the write committed, in order, then answer.
         let publishThenAnswer: @Sendable (Result<Store, RPCError>?) -> Void = { store in
             for transaction in transactions { subscriber.publish(transaction, store: store) }

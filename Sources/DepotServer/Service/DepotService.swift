@@ -58,6 +58,8 @@ public final class DepotService: Sendable {
     /// Peers with messages waiting on the parser queue, and how many.
     let deferredPeers = Mutex<[[UInt8]: Int]>([:])
     private let stopping = Atomic<Bool>(false)
+    /// Whether a catch-up with the cluster waits for the writer already.
+    let catchUpQueued = Atomic<Bool>(false)
     /// The endpoints the transport bound, as `server/stats` reports them.
     let boundEndpoints: [String]
 
@@ -175,6 +177,31 @@ public final class DepotService: Sendable {
         let closing = sessions.routingIDs(ofKeys: keyIDs)
         for routingID in closing { closeSession(routingID, reason: reason) }
         return closing.count
+    }
+}
+
+extension DepotService {
+    /// Applies, as a write in order with this daemon's own, what other
+    /// daemons of the cluster committed, and publishes it (deltas,
+    /// `store/didSave`) like a local commit. The cluster's follower calls it
+    /// on every hint; hints that arrive while one waits are folded into it.
+    public func catchUpWithCluster() {
+        guard store.isReplicated, !isStopping, !catchUpQueued.exchange(true, ordering: .acquiringAndReleasing) else {
+            return
+        }
+        let entry = WriteQueue.Entry(
+            groupable: false,
+            run: { [self] _ in
+                catchUpQueued.store(false, ordering: .releasing)
+                do {
+                    try store.catchUpWithCluster()
+                } catch {
+                    // The follower hints again once PostgreSQL answers; nothing is skipped meanwhile.
+                    logger.warning("cannot catch up with the cluster: \(error)")
+                }
+                return nil
+            }, send: { _ in }, failure: { _ in [] })
+        writes.enqueue(entry, subscriber: self)
     }
 }
 

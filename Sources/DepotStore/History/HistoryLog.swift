@@ -15,14 +15,23 @@ enum HistoryLog {
     {
         let timestamp = Date().timeIntervalSince1970
         let text = String(decoding: HistoryCoding.encode(changes), as: UTF8.self)
+        let number = try insert(db, number: nil, timestamp: timestamp, author: author, text: text, retention: retention)
+        return CommittedTransaction(number: number, author: author, timestamp: timestamp, changes: changes)
+    }
+
+    /// Stores one transaction's row, numbered `number` (a replica applying the cluster's log) or
+    /// next (`nil`), pruning what retention drops every 64 numbers; returns its number.
+    static func insert(
+        _ db: Database, number: Int64?, timestamp: Double, author: String?, text: String, retention: HistoryRetention
+    ) throws -> Int64 {
         let previous = try Int64.fetchOneCached(db, sql: "SELECT bytes FROM depot_transaction ORDER BY id DESC LIMIT 1")
         let bytes = (previous ?? 0) + Int64(text.utf8.count + (author?.utf8.count ?? 0)) + rowOverhead
         try db.executeCached(
-            sql: "INSERT INTO depot_transaction (timestamp, author, changes, bytes) VALUES (?, ?, ?, ?)",
-            arguments: [timestamp, author, text, bytes])
+            sql: "INSERT INTO depot_transaction (id, timestamp, author, changes, bytes) VALUES (?, ?, ?, ?, ?)",
+            arguments: [number, timestamp, author, text, bytes])
         let number = db.lastInsertedRowID
         if number % 64 == 0 { try prune(db, latest: number, bytes: bytes, retention: retention, now: timestamp) }
-        return CommittedTransaction(number: number, author: author, timestamp: timestamp, changes: changes)
+        return number
     }
 
     /// What a history row costs beyond its text: the row header, id, timestamp, running total and page slack.

@@ -317,8 +317,20 @@ extension Store {
     public func defineModel(_ entities: [EntityDescription], removing: [String] = []) throws(RPCError)
         -> ModelDefine.Result
     {
-        let (schema, changes) = try write { db in
+        let migrate = { (db: Database) in
             try ModelMigrator.migrate(db, from: self.schema, to: entities, removing: removing)
+        }
+        let (schema, changes): (Schema, [String])
+        if let replication {
+            // Replicas migrate themselves from the log entry, not from a changeset.
+            let change = ModelChange(entities: entities, removing: removing)
+            (schema, changes) = try replicatedWrite(replication, model: change) { db in
+                let migrated = try migrate(db)
+                change.changed = !migrated.1.isEmpty
+                return migrated
+            }
+        } else {
+            (schema, changes) = try write(migrate)
         }
         replaceSchema(schema)
         return ModelDefine.Result(version: schema.version, changes: changes)

@@ -33,7 +33,7 @@ extension Store {
     /// Writes the cache `name`, replacing what was there.
     public func saveResultsCache(_ name: String, _ entry: ResultsCacheEntry) throws(RPCError) {
         let blob = Data(ResultsCacheCoding.encode(entry.rows))
-        try write { db in
+        try writeLocally { db in
             try Self.createResultsCacheTable(db)
             try db.execute(
                 sql:
@@ -59,7 +59,7 @@ extension Store {
     /// Removes the cache `name`, or every cache when `nil`; returns how many were removed.
     @discardableResult
     public func deleteResultsCache(_ name: String?) throws(RPCError) -> Int {
-        try write { db in
+        try writeLocally { db in
             try Self.createResultsCacheTable(db)
             if let name {
                 try db.execute(sql: "DELETE FROM depot_results_cache WHERE name = ?", arguments: [name])

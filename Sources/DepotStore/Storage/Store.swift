@@ -20,15 +20,25 @@ public final class Store: Sendable {
     public let historyRetention: HistoryRetention
     /// The read transaction every read of a snapshot store runs in (``readLatestCommit(_:)``).
     private let snapshot: SnapshotConnection?
+    /// The cluster this store is a replica in, if any (DESIGN.md section 11); `nil` for a lone store.
+    public let replication: (any StoreReplication)?
+    /// What the replica has applied of the cluster's log: its last entry's number.
+    let clusterPosition: Mutex<Int64>
+    /// Transactions of other stores applied since ``takeAppliedTransactions()`` last ran.
+    let appliedTransactions = Mutex<[CommittedTransaction]>([])
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
     ///
     /// - Parameter queryTimeLimit: seconds a read may run without producing a row before it is
     ///   stopped with -32602 (a SUBQUERY or predicate that would run away).
+    /// - Parameter replication: the cluster whose log every write goes through
+    ///   and the store follows; the file at `path` is then this daemon's replica.
     public init(
-        path: String, historyRetention: HistoryRetention = .count(100_000), queryTimeLimit: Double = 30
+        path: String, historyRetention: HistoryRetention = .count(100_000), queryTimeLimit: Double = 30,
+        replication: (any StoreReplication)? = nil
     ) throws(RPCError) {
         self.historyRetention = historyRetention
+        self.replication = replication
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         // Four for reads, and the publish lane's own four (`PublishLane.readerBudget`).
@@ -44,16 +54,19 @@ public final class Store: Sendable {
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
-            let schema = try pool.write { db in
+            let (schema, position) = try pool.write { db in
                 try Self.createMetaTables(db)
                 try Self.createResultsCacheTable(db)
-                return try ModelMigrator.loadSchema(db)
+                return (try ModelMigrator.loadSchema(db), try Self.loadClusterPosition(db))
             }
             currentSchema = Mutex(schema)
+            clusterPosition = Mutex(position)
             snapshot = nil
         } catch {
             throw .internalError("could not open the store at \(path): \(error)")
         }
+        // A replica starts where the cluster is, in batches, before its first write takes the lock.
+        try catchUpWithCluster()
     }
 
     /// A store whose every read runs in the read transaction of `db`.
@@ -63,6 +76,8 @@ public final class Store: Sendable {
         watchdogs = store.watchdogs
         historyRetention = store.historyRetention
         snapshot = SnapshotConnection(db: db)
+        replication = nil
+        clusterPosition = Mutex(0)
     }
 
     /// Hands `body`, on a reader and concurrently with later writes, a store
@@ -148,7 +163,16 @@ public final class Store: Sendable {
     }
 
     /// Runs `body` as the single writer, in one transaction, mapping errors to ``RPCError``.
+    ///
+    /// In a cluster the write goes through its log (``replicatedWrite(_:)``).
     public func write<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
+        precondition(snapshot == nil, "a snapshot store does not write")
+        guard let replication else { return try Self.mapErrors { try pool.write(body) } }
+        return try replicatedWrite(replication, body)
+    }
+
+    /// Writes what only this store keeps (the results cache): never replicated.
+    func writeLocally<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
         precondition(snapshot == nil, "a snapshot store does not write")
         return try Self.mapErrors { try pool.write(body) }
     }

@@ -28,6 +28,9 @@ import depot  # noqa: E402
 FIXTURES = REPO / "Tests" / "Fixtures"
 DEPOTD = os.environ.get("DEPOTD", str(REPO / ".build" / "debug" / "depotd"))
 DEPOT = os.environ.get("DEPOT", str(REPO / ".build" / "debug" / "depot"))
+#: ``postgresql://USER@HOST:PORT/DB`` to run every daemon on PostgreSQL (a schema of its own each,
+#: so each is a cluster of one); unset for the embedded SQLite store. ``make test`` runs both.
+STORE = os.environ.get("DEPOT_TEST_STORE", "")
 
 WORLDCUP_MODEL = json.loads((REPO / "Examples" / "worldcup-model.json").read_text())
 
@@ -79,8 +82,10 @@ class Daemon:
         if not os.path.exists(DEPOTD):
             pytest.skip(f"depotd not built at {DEPOTD}: run `swift build` or set DEPOTD")
         self.data_dir = tempfile.mkdtemp(prefix="depot-py-")
+        store = ["--store", f"{STORE}?schema=t_{os.path.basename(self.data_dir)[9:].lower()}"] if STORE else []
         self.process = subprocess.Popen(
-            [DEPOTD, "--data-dir", self.data_dir, "--listen", "tcp://127.0.0.1:*", "--log-level", "warning", *extra],
+            [DEPOTD, "--data-dir", self.data_dir, "--listen", "tcp://127.0.0.1:*", "--log-level", "warning",
+             *store, *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if not line.startswith("depotd listening on "):

@@ -1,0 +1,347 @@
+import DepotProtocol
+import DepotStore
+import Dispatch
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// A daemon's place in a cluster on PostgreSQL (DESIGN.md section 11): the
+/// change log every daemon writes through, in one order, and follows.
+///
+/// Writes run on the store's writer, so one connection serves them, one
+/// call at a time, blocking that thread; the follower has a connection of
+/// its own, which LISTENs for the log's hints and polls its head. Every
+/// failure of PostgreSQL reaches the caller as -32603 naming the cause,
+/// within ``statementTimeout``: nothing waits for a server that went away.
+/// Reconnection backs off from 50 ms to 2 s. docs/cluster.md tells the rest.
+public final class PostgresReplication: StoreReplication {
+    /// The log in the URL's schema.
+    public let log: ChangeLog
+    /// This daemon's name in the log's `author` column.
+    public let node: String
+    /// The longest one statement may take before its connection is dropped as lost.
+    public let statementTimeout: Duration
+    /// The longest the follower waits for a hint before it looks at the log's head.
+    public let pollInterval: Duration
+    private let configuration: PostgresConnection.Configuration
+    private let logger: Logger
+    private let writer: BlockingConnection
+    private let follower = Mutex<Task<Void, Never>?>(nil)
+
+    /// Connects to the server `url` names and creates the log's tables there if missing.
+    ///
+    /// - Parameter node: this daemon's name in the log (its `author` column).
+    public init(
+        url: PostgresURL, node: String, statementTimeout: Duration = .seconds(10),
+        pollInterval: Duration = .milliseconds(100), logger: Logger = Logger(label: "depot.cluster")
+    ) throws(RPCError) {
+        do {
+            log = try ChangeLog(schema: url.schema)
+        } catch {
+            throw .invalidParams("\(error)", field: "store")
+        }
+        self.node = node
+        self.statementTimeout = statementTimeout
+        self.pollInterval = pollInterval
+        configuration = url.configuration
+        self.logger = logger
+        writer = BlockingConnection(configuration: url.configuration, timeout: statementTimeout, logger: logger)
+        try writer.run { [log, logger] connection in try await log.createSchema(on: connection, logger: logger) }
+    }
+
+    // MARK: Writes (on the store's writer)
+
+    public func beginWrite(after position: Int64) throws(RPCError) -> [ReplicatedEntry] {
+        try writer.run { [log, logger] connection in
+            try await connection.query("BEGIN", logger: logger)
+            // Held until COMMIT or ROLLBACK: one cluster write at a time, from reading the head to committing.
+            try await connection.query("SELECT pg_advisory_xact_lock(\(log.lockKey))", logger: logger)
+            return try await Self.entries(of: log, after: position, limit: nil, on: connection, logger: logger)
+        }
+    }
+
+    public func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) {
+        let changes = String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self)
+        let changeset: Data? = if case .data(_, let bytes) = entry.content { Data(bytes) } else { nil }
+        try writer.run { [log, node, logger] connection in
+            // The lock is held, so the head cannot move; the check turns a broken promise into an error.
+            let rows = try await connection.query(
+                """
+                INSERT INTO \(unescaped: log.log) ("transaction", author, changes, changeset)
+                SELECT \(entry.number), \(node), \(changes)::jsonb, \(changeset)
+                WHERE (SELECT coalesce(max("transaction"), 0) FROM \(unescaped: log.log)) = \(entry.number - 1)
+                RETURNING pg_notify(\(log.channel), "transaction"::text)::text
+                """, logger: logger)
+            guard try await rows.collect().count == 1 else {
+                throw ChangeLogError.database("the log's head moved under its lock: entry \(entry.number) refused")
+            }
+            try await connection.query("COMMIT", logger: logger)
+        }
+    }
+
+    public func abandonWrite() {
+        // A failed ROLLBACK drops the connection, which ends the transaction and frees the lock too.
+        _ = try? writer.run { [logger] connection in try await connection.query("ROLLBACK", logger: logger) }
+    }
+
+    public func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
+        try writer.run { [log, logger] connection in
+            try await Self.entries(of: log, after: position, limit: limit, on: connection, logger: logger)
+        }
+    }
+
+    private static func entries(
+        of log: ChangeLog, after position: Int64, limit: Int?, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [ReplicatedEntry] {
+        let rows = try await connection.query(
+            """
+            SELECT "transaction", changes::text, changeset FROM \(unescaped: log.log)
+            WHERE "transaction" > \(position) ORDER BY "transaction" LIMIT \(limit.map(Int64.init))
+            """, logger: logger)
+        var entries: [ReplicatedEntry] = []
+        for try await (number, json, changeset) in rows.decode((Int64, String, Data?).self) {
+            entries.append(try decode(number: number, json: json, changeset: changeset))
+        }
+        return entries
+    }
+
+    // MARK: Entries as the log stores them
+
+    /// The `changes` column: what the entry did, without the changeset (its own column).
+    static func encode(_ entry: ReplicatedEntry) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "author": entry.author.map(JSONValue.string) ?? .null, "timestamp": .double(entry.timestamp),
+        ]
+        switch entry.content {
+        case .data(let changes, _):
+            object["kind"] = "data"
+            object["history"] = .string(changes)
+        case .model(let entities, let removing):
+            object["kind"] = "model"
+            object["entities"] = (try? JSONCoding.encode(entities)) ?? .array([])
+            object["remove"] = .array(removing.map(JSONValue.string))
+        }
+        return .object(object)
+    }
+
+    static func decode(number: Int64, json: String, changeset: Data?) throws(ChangeLogError) -> ReplicatedEntry {
+        func malformed(_ reason: String) -> ChangeLogError { .malformedEntry(transaction: number, reason: reason) }
+        let value: JSONValue
+        do { value = try JSONParser.parse(json) } catch { throw malformed("\(error)") }
+        guard case .object(let object) = value, case .string(let kind)? = object["kind"] else {
+            throw malformed("no kind: not written by a depotd replica")
+        }
+        let timestamp: Double
+        switch object["timestamp"] {
+        case .double(let value)?: timestamp = value
+        case .int(let value)?: timestamp = Double(value)
+        default: throw malformed("no timestamp")
+        }
+        let author: String? = if case .string(let author)? = object["author"] { author } else { nil }
+        switch kind {
+        case "data":
+            guard case .string(let history)? = object["history"] else { throw malformed("no history") }
+            return ReplicatedEntry(
+                number: number, author: author, timestamp: timestamp,
+                content: .data(changes: history, changeset: changeset.map { Array($0) } ?? []))
+        case "model":
+            guard let entities = object["entities"],
+                let decoded = try? JSONCoding.decode([EntityDescription].self, from: entities)
+            else { throw malformed("no entities") }
+            let removing: [String] =
+                if case .array(let names)? = object["remove"] {
+                    names.compactMap { if case .string(let name) = $0 { name } else { nil } }
+                } else { [] }
+            return ReplicatedEntry(
+                number: number, author: author, timestamp: timestamp,
+                content: .model(entities: decoded, removing: removing))
+        default:
+            throw malformed("unknown kind '\(kind)'")
+        }
+    }
+
+    // MARK: Following
+
+    public func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void) {
+        let task = Task { [configuration, log, logger, pollInterval, statementTimeout] in
+            var backoff = Duration.milliseconds(50)
+            var attempt = 0
+            while !Task.isCancelled {
+                attempt += 1
+                do {
+                    let connection = try await PostgresConnection.connect(
+                        configuration: configuration, id: attempt, logger: logger)
+                    defer { Task { try? await connection.close() } }
+                    backoff = .milliseconds(50)
+                    // Whatever was committed while this daemon was away or disconnected.
+                    newEntries()
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            try await connection.listen(on: log.channel) { notifications in
+                                for try await notification in notifications
+                                where Int64(notification.payload) ?? .max > position() {
+                                    newEntries()
+                                }
+                            }
+                        }
+                        group.addTask {
+                            // NOTIFY is a hint only: the head is read at least every poll interval.
+                            while !Task.isCancelled {
+                                try await Task.sleep(for: pollInterval)
+                                let head = try await withTimeout(statementTimeout) {
+                                    try await log.lastTransaction(on: connection, logger: logger)
+                                }
+                                if head > position() { newEntries() }
+                            }
+                        }
+                        try await group.next()
+                        group.cancelAll()
+                    }
+                } catch {
+                    if Task.isCancelled { return }
+                    logger.warning("cluster follower disconnected: \(ChangeLogError.wrapping(error)); retrying")
+                }
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(2))
+            }
+        }
+        follower.withLock { $0 = task }
+    }
+
+    public func stop() {
+        follower.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+        writer.close()
+    }
+}
+
+/// Runs `operation`, failing if it takes longer than `timeout`.
+func withTimeout<T: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws
+    -> T
+{
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let value = try await group.next() ?? nil else {
+            throw ChangeLogError.database("no answer within \(timeout)")
+        }
+        return value
+    }
+}
+
+/// One PostgreSQL connection used from one thread at a time, blocking it:
+/// the store's writer runs synchronously.
+///
+/// Any failure drops the connection (which ends its transaction and frees
+/// its locks); the next call reconnects, but not before a backoff that
+/// doubles from 50 ms to 2 s, failing fast with the last cause meanwhile.
+final class BlockingConnection: @unchecked Sendable {
+    // @unchecked: its state is touched by one thread at a time (the store's writer), or under `state`.
+    private struct State {
+        var connection: PostgresConnection?
+        var backoff = Duration.milliseconds(50)
+        var retryAt: ContinuousClock.Instant?
+        var lastFailure = ""
+        var attempts = 0
+    }
+
+    private let configuration: PostgresConnection.Configuration
+    private let timeout: Duration
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    init(configuration: PostgresConnection.Configuration, timeout: Duration, logger: Logger) {
+        self.configuration = configuration
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    /// Runs `operation` on the connection, connecting first if needed, and waits for it.
+    func run<T: Sendable>(_ operation: @escaping @Sendable (PostgresConnection) async throws -> T) throws(RPCError)
+        -> T
+    {
+        let connection = try connected()
+        switch wait({ try await operation(connection) }) {
+        case .success(let value):
+            return value
+        case .failure(let error):
+            throw fail(error)
+        }
+    }
+
+    /// Closes the connection (the daemon stops).
+    func close() {
+        let connection = state.withLock { state in
+            defer { state.connection = nil }
+            return state.connection
+        }
+        if let connection { _ = wait { try await connection.close() } }
+    }
+
+    private func connected() throws(RPCError) -> PostgresConnection {
+        let (existing, retryAt, lastFailure, attempt) = state.withLock { state in
+            state.attempts += 1
+            return (state.connection, state.retryAt, state.lastFailure, state.attempts)
+        }
+        if let existing, !existing.isClosed { return existing }
+        if let retryAt, ContinuousClock.now < retryAt {
+            throw .internalError("the cluster's PostgreSQL is unreachable: \(lastFailure)")
+        }
+        switch wait({ [configuration, logger] in
+            try await PostgresConnection.connect(configuration: configuration, id: attempt, logger: logger)
+        }) {
+        case .success(let connection):
+            state.withLock { state in
+                state.connection = connection
+                state.backoff = .milliseconds(50)
+                state.retryAt = nil
+            }
+            return connection
+        case .failure(let error):
+            throw fail(error)
+        }
+    }
+
+    /// Drops the connection and schedules the next attempt; the error for the caller.
+    private func fail(_ error: any Error) -> RPCError {
+        let cause = ChangeLogError.wrapping(error).description
+        let connection = state.withLock { state in
+            defer {
+                state.connection = nil
+                state.lastFailure = cause
+                state.retryAt = .now + state.backoff
+                state.backoff = min(state.backoff * 2, .seconds(2))
+            }
+            return state.connection
+        }
+        if let connection { Task { try? await connection.close() } }
+        logger.warning("PostgreSQL failed: \(cause)")
+        return .internalError("the cluster's PostgreSQL failed: \(cause)")
+    }
+
+    /// Waits for `operation` at most the timeout.
+    private func wait<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
+        let outcome = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let task = Task {
+            let result: Result<T, any Error>
+            do { result = .success(try await operation()) } catch { result = .failure(error) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        let (seconds, attoseconds) = timeout.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        if done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .timedOut {
+            task.cancel()
+            return .failure(ChangeLogError.database("no answer within \(timeout)"))
+        }
+        return outcome.withLock { $0! }
+    }
+}

@@ -1,0 +1,176 @@
+import DepotProtocol
+import Foundation
+import GRDB
+
+/// A store in a cluster (DESIGN.md section 11) is a replica: every write
+/// goes through the cluster's log under its write lock, and what other
+/// stores commit is applied from the log, in the log's order, so every
+/// replica passes through the same states in the same order and computes
+/// the same deltas (docs/cluster.md).
+extension Store {
+    /// The most log entries one catch-up applies in one local transaction.
+    static let catchUpBatch = 256
+
+    /// Whether writes go through a cluster's log.
+    public var isReplicated: Bool { replication != nil }
+
+    /// The number of the cluster's newest entry this replica has applied (0 for a lone store).
+    public var replicaPosition: Int64 { clusterPosition.withLock { $0 } }
+
+    /// The transactions other stores committed that this store applied since
+    /// the last call, in order: the writer publishes them before its own.
+    public func takeAppliedTransactions() -> [CommittedTransaction] {
+        appliedTransactions.withLock { applied in
+            defer { applied = [] }
+            return applied
+        }
+    }
+
+    /// Applies what other stores committed since this store last looked
+    /// (on the writer, between writes); ``takeAppliedTransactions()`` then has it.
+    public func catchUpWithCluster() throws(RPCError) {
+        guard let replication else { return }
+        while true {
+            let entries = try replication.entries(after: clusterPosition.withLock { $0 }, limit: Self.catchUpBatch)
+            guard !entries.isEmpty else { return }
+            try apply(entries)
+            if entries.count < Self.catchUpBatch { return }
+        }
+    }
+
+    /// `body` as one cluster transaction: under the cluster's write lock,
+    /// after applying whatever the log holds beyond this replica, and
+    /// committed to the log before it commits here.
+    ///
+    /// The local transaction commits only once the log has the entry: a
+    /// replica never holds what the cluster does not. If the log's commit
+    /// fails, the local write rolls back, and should the entry have made it
+    /// after all, the next catch-up applies it like anyone else's.
+    func replicatedWrite<T>(
+        _ replication: any StoreReplication, model: ModelChange? = nil, _ body: (Database) throws -> T
+    ) throws(RPCError) -> T {
+        let pending = try replication.beginWrite(after: clusterPosition.withLock { $0 })
+        var open = true
+        defer { if open { replication.abandonWrite() } }
+        if !pending.isEmpty { try apply(pending) }
+        let head = clusterPosition.withLock { $0 }
+        var committed = false
+        let value = try Self.mapErrors {
+            try pool.write { db in
+                // The write's history row takes the number after the log's newest entry (which
+                // may be a model change's, with no history row). A write that records nothing puts
+                // the counter back: the newest transaction stays the newest one published.
+                let latest = try Self.latestTransaction(db)
+                if model == nil { try Self.setTransactionCounter(db, head) }
+                let session = model == nil ? try ChangeSession(on: db.sqliteConnection!) : nil
+                let value = try body(db)
+                guard let entry = try entry(db, after: head, session: session, model: model) else {
+                    if model == nil { try Self.setTransactionCounter(db, latest) }
+                    open = false
+                    replication.abandonWrite()
+                    return value
+                }
+                try Self.saveClusterPosition(db, entry.number)
+                open = false
+                try replication.commitWrite(entry)
+                committed = true
+                return value
+            }
+        }
+        if committed { clusterPosition.withLock { $0 = head + 1 } }
+        return value
+    }
+
+    /// The log entry of the write just run: its model change, or its history row and changeset; `nil` when it changed nothing.
+    private func entry(_ db: Database, after head: Int64, session: ChangeSession?, model: ModelChange?)
+        throws -> ReplicatedEntry?
+    {
+        if let model {
+            guard model.changed else { return nil }
+            return ReplicatedEntry(
+                number: head + 1, author: nil, timestamp: Date.now.timeIntervalSince1970,
+                content: .model(entities: model.entities, removing: model.removing))
+        }
+        let changeset = try session?.changeset() ?? []
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT id, timestamp, author, changes FROM depot_transaction WHERE id > ? ORDER BY id",
+            arguments: [head])
+        guard let row = rows.first else {
+            // A write that changed objects without a transaction would leave the replicas apart.
+            guard changeset.isEmpty else { throw RPCError.internalError("a write changed objects but recorded no transaction") }
+            return nil
+        }
+        guard rows.count == 1, row["id"] == head + 1 else {
+            throw RPCError.internalError("a cluster write recorded \(rows.count) transactions; one was expected")
+        }
+        return ReplicatedEntry(
+            number: head + 1, author: row["author"], timestamp: row["timestamp"],
+            content: .data(changes: row["changes"], changeset: changeset))
+    }
+
+    /// Applies `entries` (the log's, in order, from right after this replica's position) in one local transaction.
+    private func apply(_ entries: [ReplicatedEntry]) throws(RPCError) {
+        var schema = self.schema
+        var position = clusterPosition.withLock { $0 }
+        var applied: [CommittedTransaction] = []
+        try Self.mapErrors {
+            try pool.write { db in
+                for entry in entries where entry.number > position {
+                    guard entry.number == position + 1 else {
+                        throw RPCError.internalError(
+                            "the cluster's log jumps from \(position) to \(entry.number): this replica cannot follow it")
+                    }
+                    switch entry.content {
+                    case .data(let changes, let changeset):
+                        try ChangeSession.apply(changeset, on: db.sqliteConnection!)
+                        _ = try HistoryLog.insert(
+                            db, number: entry.number, timestamp: entry.timestamp, author: entry.author, text: changes,
+                            retention: historyRetention)
+                        applied.append(
+                            CommittedTransaction(
+                                number: entry.number, author: entry.author, timestamp: entry.timestamp,
+                                changes: try HistoryCoding.decode(changes)))
+                    case .model(let entities, let removing):
+                        (schema, _) = try ModelMigrator.migrate(db, from: schema, to: entities, removing: removing)
+                    }
+                    position = entry.number
+                }
+                try Self.saveClusterPosition(db, position)
+            }
+        }
+        replaceSchema(schema)
+        clusterPosition.withLock { $0 = position }
+        appliedTransactions.withLock { $0 += applied }
+    }
+
+    private static func setTransactionCounter(_ db: Database, _ value: Int64) throws {
+        try db.execute(sql: "UPDATE sqlite_sequence SET seq = ? WHERE name = 'depot_transaction'", arguments: [value])
+        if db.changesCount == 0 {
+            try db.execute(
+                sql: "INSERT INTO sqlite_sequence (name, seq) VALUES ('depot_transaction', ?)", arguments: [value])
+        }
+    }
+
+    static func loadClusterPosition(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'clusterPosition'") ?? 0
+    }
+
+    private static func saveClusterPosition(_ db: Database, _ position: Int64) throws {
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('clusterPosition', ?)",
+            arguments: [String(position)])
+    }
+}
+
+/// A `model/define` as a cluster transaction: what was asked, and whether it changed the model.
+final class ModelChange {
+    let entities: [EntityDescription]
+    let removing: [String]
+    /// Set by the write once it migrated.
+    var changed = false
+
+    init(entities: [EntityDescription], removing: [String]) {
+        self.entities = entities
+        self.removing = removing
+    }
+}

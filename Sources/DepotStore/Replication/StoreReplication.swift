@@ -1,0 +1,73 @@
+import DepotProtocol
+
+/// Where a store's writes meet those of the other stores of a cluster
+/// (DESIGN.md section 11): one log of every committed transaction, in one
+/// order, that each store writes through and follows.
+///
+/// The store calls it on its writer only, one write at a time:
+/// ``beginWrite(after:)`` takes the cluster's write lock and says what the
+/// store has not applied yet; then exactly one of ``commitWrite(_:)`` (the
+/// write appends its entry and the cluster commits it) or
+/// ``abandonWrite()`` (nothing to append, or the write failed). Between
+/// writes, ``entries(after:limit:)`` reads what other stores committed.
+public protocol StoreReplication: AnyObject, Sendable {
+    /// Takes the cluster's write lock and returns the entries committed
+    /// after `position`, in order: the write's own entry is numbered after them.
+    func beginWrite(after position: Int64) throws(RPCError) -> [ReplicatedEntry]
+
+    /// Appends `entry` (numbered right after the newest entry) and commits
+    /// the cluster's transaction, which releases the lock. When it throws,
+    /// the entry is not known to be committed: the store rolls back its own
+    /// write, and learns from the log later whether the entry made it.
+    func commitWrite(_ entry: ReplicatedEntry) throws(RPCError)
+
+    /// Ends a write that appends nothing, releasing the lock.
+    func abandonWrite()
+
+    /// Up to `limit` committed entries numbered after `position`, in order (no lock).
+    func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry]
+
+    /// Starts following the log: `newEntries` is called, from any thread,
+    /// whenever entries beyond `position()` (what the store has applied)
+    /// may have been committed (a hint: the store then reads them with
+    /// ``entries(after:limit:)``), and after every reconnection.
+    func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
+
+    /// Stops following and closes the connections.
+    func stop()
+}
+
+/// One committed transaction of the cluster as its log holds it.
+public struct ReplicatedEntry: Sendable, Equatable {
+    /// What the transaction did.
+    public enum Content: Sendable, Equatable {
+        /// Object changes: the `store/didSave` and history form (``HistoryCoding``) and the
+        /// SQLite changeset that brings a replica's rows to the committed state.
+        case data(changes: String, changeset: [UInt8])
+        /// A model change (`model/define`), which each replica migrates to itself.
+        case model(entities: [EntityDescription], removing: [String])
+    }
+
+    /// Its number in the cluster's order.
+    public var number: Int64
+    /// Who made it (the client's author), if anyone said.
+    public var author: String?
+    /// When it committed, seconds since 1970.
+    public var timestamp: Double
+    /// What it did.
+    public var content: Content
+
+    /// An entry.
+    public init(number: Int64, author: String?, timestamp: Double, content: Content) {
+        self.number = number
+        self.author = author
+        self.timestamp = timestamp
+        self.content = content
+    }
+}
+
+/// Why a replicated write or catch-up failed inside the store.
+enum ReplicationError: Error {
+    /// SQLite's session extension refused (see the message).
+    case changeset(String)
+}
