@@ -1,6 +1,7 @@
 # Depot: two commands for a newcomer.
 #   make run    installs what is missing, builds, and starts depotd on ./depot-data (ipc endpoint)
-#   make test   installs what is missing, builds, and runs every test (Swift and Python)
+#   make test   installs what is missing, builds, and runs every test (Swift and Python, on SQLite
+#               and again on a throwaway PostgreSQL)
 
 SWIFT ?= swift
 # The Python that creates the project's virtual environment; everything Python runs in .venv.
@@ -12,7 +13,7 @@ SWIFT_TEST_FLAGS ?=
 # e.g. BENCH_FLAGS="--quick" or BENCH_FLAGS="--filter ping --filter save"
 BENCH_FLAGS ?=
 
-.PHONY: setup setup-system setup-python setup-browser build run test test-swift test-python test-consumer test-browser studio soak bench fuzz format clean
+.PHONY: setup setup-system setup-python setup-browser build run test test-swift test-postgres test-python test-consumer test-browser studio soak bench fuzz format clean
 
 setup: setup-system setup-python
 
@@ -65,12 +66,21 @@ test: setup
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
 	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests
+	@$(MAKE) --no-print-directory test-postgres
 	@$(MAKE) --no-print-directory test-consumer
 	@$(MAKE) --no-print-directory test-browser
 
 test-swift: setup-system
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
+
+# The end-to-end suites (Swift and Python) again with every daemon's store on PostgreSQL, and the
+# cluster tests (several daemons on one server, clients/python/tests/test_cluster.py), against a
+# throwaway server that scripts/with-postgres.sh starts and stops, even on failure.
+test-postgres: setup
+	$(SWIFT) build --build-tests
+	scripts/with-postgres.sh sh -c '$(SWIFT) test --skip-build --filter EndToEndTests \
+		&& DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests'
 
 test-python: setup build
 	DEPOTD=$(CURDIR)/.build/debug/depotd DEPOT=$(CURDIR)/.build/debug/depot $(VENV_PYTHON) -m pytest -q clients/python/tests

@@ -63,7 +63,7 @@ public final class PostgresReplication: StoreReplication {
 
     public func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) {
         let changes = String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self)
-        let changeset: Data? = if case .data(_, let bytes) = entry.content { Data(bytes) } else { nil }
+        let changeset: Data? = if case .data(_, _, let bytes) = entry.content { Data(bytes) } else { nil }
         try writer.run { [log, node, logger] connection in
             // The lock is held, so the head cannot move; the check turns a broken promise into an error.
             let rows = try await connection.query(
@@ -74,7 +74,9 @@ public final class PostgresReplication: StoreReplication {
                 RETURNING pg_notify(\(log.channel), "transaction"::text)::text
                 """, logger: logger)
             guard try await rows.collect().count == 1 else {
-                throw ChangeLogError.database("the log's head moved under its lock: entry \(entry.number) refused")
+                throw ChangeLogError.database(
+                    "the log's newest entry is not \(entry.number - 1), so entry \(entry.number) was refused (is this data directory a replica of another cluster?)"
+                )
             }
             try await connection.query("COMMIT", logger: logger)
         }
@@ -114,8 +116,9 @@ public final class PostgresReplication: StoreReplication {
             "author": entry.author.map(JSONValue.string) ?? .null, "timestamp": .double(entry.timestamp),
         ]
         switch entry.content {
-        case .data(let changes, _):
+        case .data(let transaction, let changes, _):
             object["kind"] = "data"
+            object["transaction"] = .int(transaction)
             object["history"] = .string(changes)
         case .model(let entities, let removing):
             object["kind"] = "model"
@@ -141,10 +144,11 @@ public final class PostgresReplication: StoreReplication {
         let author: String? = if case .string(let author)? = object["author"] { author } else { nil }
         switch kind {
         case "data":
-            guard case .string(let history)? = object["history"] else { throw malformed("no history") }
+            guard case .string(let history)? = object["history"], case .int(let transaction)? = object["transaction"]
+            else { throw malformed("no history or transaction") }
             return ReplicatedEntry(
                 number: number, author: author, timestamp: timestamp,
-                content: .data(changes: history, changeset: changeset.map { Array($0) } ?? []))
+                content: .data(transaction: transaction, changes: history, changeset: changeset.map { Array($0) } ?? []))
         case "model":
             guard let entities = object["entities"],
                 let decoded = try? JSONCoding.decode([EntityDescription].self, from: entities)

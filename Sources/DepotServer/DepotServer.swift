@@ -38,10 +38,8 @@ public final class DepotServer: Sendable {
         lock = try DataDirectoryLock(directory: directory)
         let store: Store
         do {
-            // A cluster's replica has a file of its own: a lone store's objects are not in the cluster's log.
-            let file = configuration.replication == nil ? "depot.sqlite" : "replica.sqlite"
             store = try Store(
-                path: directory.appendingPathComponent(file).path,
+                path: directory.appendingPathComponent("depot.sqlite").path,
                 historyRetention: configuration.historyRetention, queryTimeLimit: configuration.maxQuerySeconds,
                 replication: configuration.replication)
         } catch {

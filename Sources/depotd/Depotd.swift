@@ -150,6 +150,7 @@ struct Depotd: ParsableCommand {
             // Opens the store, defines the model, then binds: a failure binds nothing.
             server = try DepotServer(configuration: configuration, logger: logger)
         } catch {
+            configuration.replication?.stop()
             throw StartupFailure(message: error.description)
         }
         server.start()

@@ -40,6 +40,17 @@ public final class Daemon: @unchecked Sendable {
         var arguments =
             ["--data-dir", self.dataDirectory.path, "--listen", listen, "--log-level", "warning"] + arguments
         if let heartbeat { arguments += ["--heartbeat-interval", String(heartbeat)] }
+        // `make test` runs the end-to-end suites again with every daemon on PostgreSQL, each in a
+        // schema of its own (a cluster of one).
+        if let store = ProcessInfo.processInfo.environment["DEPOT_TEST_STORE"], !store.isEmpty,
+            !arguments.contains("--store")
+        {
+            // Named after the data directory: a daemon restarted on it finds its cluster again.
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in self.dataDirectory.standardizedFileURL.path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            let schema = "e_" + String(hash, radix: 36)
+            arguments += ["--store", "\(store)?schema=\(schema)"]
+        }
         process.arguments = arguments
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }

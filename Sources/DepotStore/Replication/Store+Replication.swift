@@ -57,15 +57,10 @@ extension Store {
         var committed = false
         let value = try Self.mapErrors {
             try pool.write { db in
-                // The write's history row takes the number after the log's newest entry (which
-                // may be a model change's, with no history row). A write that records nothing puts
-                // the counter back: the newest transaction stays the newest one published.
-                let latest = try Self.latestTransaction(db)
-                if model == nil { try Self.setTransactionCounter(db, head) }
                 let session = model == nil ? try ChangeSession(on: db.sqliteConnection!) : nil
+                let latest = try Self.latestTransaction(db)
                 let value = try body(db)
-                guard let entry = try entry(db, after: head, session: session, model: model) else {
-                    if model == nil { try Self.setTransactionCounter(db, latest) }
+                guard let entry = try entry(db, after: head, latest: latest, session: session, model: model) else {
                     open = false
                     replication.abandonWrite()
                     return value
@@ -82,9 +77,9 @@ extension Store {
     }
 
     /// The log entry of the write just run: its model change, or its history row and changeset; `nil` when it changed nothing.
-    private func entry(_ db: Database, after head: Int64, session: ChangeSession?, model: ModelChange?)
-        throws -> ReplicatedEntry?
-    {
+    private func entry(
+        _ db: Database, after head: Int64, latest: Int64, session: ChangeSession?, model: ModelChange?
+    ) throws -> ReplicatedEntry? {
         if let model {
             guard model.changed else { return nil }
             return ReplicatedEntry(
@@ -94,18 +89,18 @@ extension Store {
         let changeset = try session?.changeset() ?? []
         let rows = try Row.fetchAll(
             db, sql: "SELECT id, timestamp, author, changes FROM depot_transaction WHERE id > ? ORDER BY id",
-            arguments: [head])
+            arguments: [latest])
         guard let row = rows.first else {
             // A write that changed objects without a transaction would leave the replicas apart.
             guard changeset.isEmpty else { throw RPCError.internalError("a write changed objects but recorded no transaction") }
             return nil
         }
-        guard rows.count == 1, row["id"] == head + 1 else {
+        guard rows.count == 1 else {
             throw RPCError.internalError("a cluster write recorded \(rows.count) transactions; one was expected")
         }
         return ReplicatedEntry(
             number: head + 1, author: row["author"], timestamp: row["timestamp"],
-            content: .data(changes: row["changes"], changeset: changeset))
+            content: .data(transaction: row["id"], changes: row["changes"], changeset: changeset))
     }
 
     /// Applies `entries` (the log's, in order, from right after this replica's position) in one local transaction.
@@ -121,14 +116,19 @@ extension Store {
                             "the cluster's log jumps from \(position) to \(entry.number): this replica cannot follow it")
                     }
                     switch entry.content {
-                    case .data(let changes, let changeset):
+                    case .data(let transaction, let changes, let changeset):
+                        let expected = try Self.latestTransaction(db) + 1
+                        guard transaction == expected else {
+                            throw RPCError.internalError(
+                                "the cluster's entry \(entry.number) is transaction \(transaction), this replica expected \(expected)")
+                        }
                         try ChangeSession.apply(changeset, on: db.sqliteConnection!)
                         _ = try HistoryLog.insert(
-                            db, number: entry.number, timestamp: entry.timestamp, author: entry.author, text: changes,
+                            db, number: transaction, timestamp: entry.timestamp, author: entry.author, text: changes,
                             retention: historyRetention)
                         applied.append(
                             CommittedTransaction(
-                                number: entry.number, author: entry.author, timestamp: entry.timestamp,
+                                number: transaction, author: entry.author, timestamp: entry.timestamp,
                                 changes: try HistoryCoding.decode(changes)))
                     case .model(let entities, let removing):
                         (schema, _) = try ModelMigrator.migrate(db, from: schema, to: entities, removing: removing)
@@ -143,19 +143,37 @@ extension Store {
         appliedTransactions.withLock { $0 += applied }
     }
 
-    private static func setTransactionCounter(_ db: Database, _ value: Int64) throws {
-        try db.execute(sql: "UPDATE sqlite_sequence SET seq = ? WHERE name = 'depot_transaction'", arguments: [value])
-        if db.changesCount == 0 {
-            try db.execute(
-                sql: "INSERT INTO sqlite_sequence (name, seq) VALUES ('depot_transaction', ?)", arguments: [value])
+    /// The replica's position in the cluster's log (0 for a new replica or a lone store).
+    ///
+    /// A data directory is a lone store or a cluster's replica for life: a lone store's objects
+    /// are in no log, and a replica's writes would be lost to the cluster without one.
+    static func openClusterPosition(_ db: Database, replicated: Bool) throws -> Int64 {
+        let stored = try Int64.fetchOne(
+            db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'clusterPosition'")
+        switch (stored, replicated) {
+        case (let position?, true):
+            return position
+        case (nil, true):
+            let isEmpty =
+                try latestTransaction(db) == 0
+                && Int.fetchOne(db, sql: "SELECT count(*) FROM depot_meta WHERE key = 'model'") == 0
+            guard isEmpty else {
+                throw RPCError.invalidParams(
+                    "this data directory holds a store of its own, which is not in the cluster's log: give the cluster's daemon an empty --data-dir",
+                    field: "store")
+            }
+            try saveClusterPosition(db, 0)
+            return 0
+        case (_?, false):
+            throw RPCError.invalidParams(
+                "this data directory is a replica of a cluster: start it with the cluster's --store postgresql://…",
+                field: "store")
+        case (nil, false):
+            return 0
         }
     }
 
-    static func loadClusterPosition(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'clusterPosition'") ?? 0
-    }
-
-    private static func saveClusterPosition(_ db: Database, _ position: Int64) throws {
+    static func saveClusterPosition(_ db: Database, _ position: Int64) throws {
         try db.execute(
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('clusterPosition', ?)",
             arguments: [String(position)])

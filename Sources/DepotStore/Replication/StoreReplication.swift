@@ -41,14 +41,16 @@ public protocol StoreReplication: AnyObject, Sendable {
 public struct ReplicatedEntry: Sendable, Equatable {
     /// What the transaction did.
     public enum Content: Sendable, Equatable {
-        /// Object changes: the `store/didSave` and history form (``HistoryCoding``) and the
-        /// SQLite changeset that brings a replica's rows to the committed state.
-        case data(changes: String, changeset: [UInt8])
+        /// Object changes: the transaction's number (in history and `store/didSave`, numbered
+        /// like a lone store's, without the model changes), its changes in history's form
+        /// (``HistoryCoding``), and the SQLite changeset that brings a replica's rows to the
+        /// committed state.
+        case data(transaction: Int64, changes: String, changeset: [UInt8])
         /// A model change (`model/define`), which each replica migrates to itself.
         case model(entities: [EntityDescription], removing: [String])
     }
 
-    /// Its number in the cluster's order.
+    /// Its number in the cluster's log: the order every replica applies entries in.
     public var number: Int64
     /// Who made it (the client's author), if anyone said.
     public var author: String?

@@ -57,11 +57,13 @@ public final class Store: Sendable {
             let (schema, position) = try pool.write { db in
                 try Self.createMetaTables(db)
                 try Self.createResultsCacheTable(db)
-                return (try ModelMigrator.loadSchema(db), try Self.loadClusterPosition(db))
+                return (try ModelMigrator.loadSchema(db), try Self.openClusterPosition(db, replicated: replication != nil))
             }
             currentSchema = Mutex(schema)
             clusterPosition = Mutex(position)
             snapshot = nil
+        } catch let error as RPCError {
+            throw error
         } catch {
             throw .internalError("could not open the store at \(path): \(error)")
         }

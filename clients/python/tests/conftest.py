@@ -78,14 +78,18 @@ TRAFFIC = TrafficLog()
 class Daemon:
     """A running depotd on a temporary data directory, listening on tcp://127.0.0.1:*."""
 
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, store: Optional[str] = None, data_dir: Optional[str] = None) -> None:
+        """Starts depotd; ``store`` overrides ``--store`` (a cluster's URL), ``data_dir`` reuses a directory."""
         if not os.path.exists(DEPOTD):
             pytest.skip(f"depotd not built at {DEPOTD}: run `swift build` or set DEPOTD")
-        self.data_dir = tempfile.mkdtemp(prefix="depot-py-")
-        store = ["--store", f"{STORE}?schema=t_{os.path.basename(self.data_dir)[9:].lower()}"] if STORE else []
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="depot-py-")
+        if store is None and STORE:
+            store = f"{STORE}?schema=t_{os.path.basename(self.data_dir)[9:].lower()}"
+        self.store = store
+        store_args = ["--store", store] if store else []
         self.process = subprocess.Popen(
             [DEPOTD, "--data-dir", self.data_dir, "--listen", "tcp://127.0.0.1:*", "--log-level", "warning",
-             *store, *extra],
+             *store_args, *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if not line.startswith("depotd listening on "):
@@ -103,7 +107,12 @@ class Daemon:
         options.setdefault("timeout", 20.0)
         return depot.Client(self.endpoint, **options)
 
-    def stop(self) -> None:
+    def kill(self) -> None:
+        """kill -9: the daemon dies mid-whatever, its data directory stays (start another on it)."""
+        self.process.kill()
+        self.process.wait(5)
+
+    def stop(self, keep_data: bool = False) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -111,7 +120,8 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,260 @@
+"""Several depotd on one PostgreSQL (DESIGN.md section 11), real processes and a real server.
+
+Every subscription, on every daemon, is checked by the delta oracle: the deltas it received, applied
+in seq order to its first state, give exactly a fresh fetch on that daemon, and every daemon agrees.
+Runs when ``DEPOT_TEST_STORE`` names a server (``make test`` starts one with scripts/postgres.sh).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any, Dict, Iterator, List, Tuple
+
+import pytest
+
+import depot
+from conftest import REPO, STORE, TEST_MODEL, Daemon
+from depot.results import ResultsState
+
+pytestmark = pytest.mark.skipif(not STORE, reason="needs DEPOT_TEST_STORE=postgresql://… (make test sets it)")
+
+REQUEST = {"entity": "Team", "sort": [{"key": "qualifyingZone"}, {"key": "wins", "ascending": False},
+                                      {"key": "teamName"}]}
+ZONES = ["Africa", "Asia", "Europe", "Oceania", "South America"]
+
+
+def start_cluster(count: int, url: str = "") -> Tuple[str, List[Daemon]]:
+    """``count`` daemons on one fresh schema, the test model defined through the first."""
+    store = f"{url or STORE}?schema=c_{uuid.uuid4().hex[:12]}"
+    daemons = [Daemon(store=store)]
+    with daemons[0].client() as client:
+        client.call("model/define", TEST_MODEL)
+    daemons += [Daemon(store=store) for _ in range(count - 1)]
+    return store, daemons
+
+
+@pytest.fixture()
+def cluster() -> Iterator[List[Daemon]]:
+    _, daemons = start_cluster(3)
+    try:
+        yield daemons
+    finally:
+        for running in daemons:
+            running.stop()
+
+
+class Oracle:
+    """A subscription's own mirror: its first state, then every delta applied strictly in seq order."""
+
+    def __init__(self, client: depot.Client) -> None:
+        self.client = client
+        self.results = client.subscribe(REQUEST, section_key_path="qualifyingZone", include="all")
+        self.state = self.results.state
+        self.seqs: List[int] = []
+        self.failures: List[str] = []
+        self.results.on_change(self._applied)
+        client.on_notification("results/didInvalidate", lambda m, p: self.failures.append(f"invalidated: {p}"))
+
+    def _applied(self, results: Any, change: Dict[str, Any]) -> None:
+        self.seqs.append(change["seq"])
+        try:
+            self.state = self.state.applying(change)
+        except Exception as error:  # The oracle's own apply must never fail.
+            self.failures.append(f"delta {change['seq']} does not apply: {error}")
+
+    def check(self, transaction: int) -> None:
+        assert self.results.wait_for_transaction(transaction, timeout=20), f"no delta for transaction {transaction}"
+        assert not self.failures, self.failures
+        assert self.seqs == list(range(self.seqs[0], self.seqs[0] + len(self.seqs))), "seq without gaps"
+        fresh = self.client.fetch(REQUEST)["objects"]
+        assert [self.state.values[i] for i in self.state.ids] == fresh, "deltas applied == a fresh fetch"
+
+
+def random_save(rng: random.Random, ids: List[str], tag: str) -> Dict[str, Any]:
+    inserted: List[Any] = []
+    updated: List[Any] = []
+    deleted: List[Any] = []
+    for _ in range(rng.randint(1, 4)):
+        roll = rng.random()
+        if roll < 0.45 or len(ids) < 3:
+            inserted.append({"entity": "Team", "values": {
+                "teamName": f"{tag}-{rng.randrange(10**9)}", "qualifyingZone": rng.choice(ZONES),
+                "wins": rng.randint(0, 9)}})
+        elif roll < 0.85:
+            target = rng.choice(ids)
+            if all(u["id"] != target for u in updated):
+                key = rng.choice(["wins", "qualifyingZone"])
+                updated.append({"id": target, "values": {key: rng.randint(0, 9) if key == "wins"
+                                                         else rng.choice(ZONES)}})
+        else:
+            target = ids.pop(rng.randrange(len(ids)))
+            deleted.append({"id": target})
+    gone = {d["id"] for d in deleted}
+    return {"inserted": inserted, "updated": [u for u in updated if u["id"] not in gone], "deleted": deleted}
+
+
+def saver(daemon: Daemon, seed: int, steps: int, ids: List[str], lock: threading.Lock,
+          last: List[int], errors: List[str]) -> None:
+    rng = random.Random(seed)
+    with daemon.client() as client:
+        for step in range(steps):
+            with lock:
+                params = random_save(rng, ids, f"d{seed}")
+            try:
+                result = client.call("store/save", {**params, "mergePolicy": "objectTrump"})
+            except depot.DepotError as error:
+                # An update or delete of an object another daemon deleted meanwhile: refused, as on one daemon.
+                if "does not exist" not in str(error):
+                    errors.append(f"step {step}: {error}")
+                continue
+            with lock:
+                gone = {d["id"] for d in params["deleted"]}
+                ids.extend(i for i in result["versions"] if i not in ids and i not in gone)
+                last[0] = max(last[0], result["transaction"] or 0)
+
+
+def test_random_transactions_through_three_daemons_give_every_subscription_exact_deltas(
+        cluster: List[Daemon]) -> None:
+    clients = [d.client() for d in cluster]
+    try:
+        oracles = [Oracle(c) for c in clients]
+        ids: List[str] = []
+        lock = threading.Lock()
+        last = [0]
+        errors: List[str] = []
+        # Round robin first (each save on the next daemon), then all three daemons at once.
+        for step in range(30):
+            saver(cluster[step % 3], 1000 + step, 1, ids, lock, last, errors)
+        threads = [threading.Thread(target=saver, args=(d, i, 25, ids, lock, last, errors))
+                   for i, d in enumerate(cluster)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        assert last[0] > 30
+        for oracle in oracles:
+            oracle.check(last[0])
+        tables = [[(o["id"], o["wins"], o["qualifyingZone"]) for o in c.fetch(REQUEST)["objects"]]
+                  for c in clients]
+        assert tables[0] == tables[1] == tables[2], "every daemon serves the same objects"
+        histories = [c.call("store/history", {"since": 0, "limit": 10000}) for c in clients]
+        assert histories[0]["transactions"], "history holds the transactions"
+        assert histories[0]["transactions"] == histories[1]["transactions"] == histories[2]["transactions"]
+        assert histories[0]["latest"] == histories[1]["latest"] == histories[2]["latest"] == last[0]
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_did_save_reaches_observers_on_the_other_daemons(cluster: List[Daemon]) -> None:
+    with cluster[0].client() as writer, cluster[1].client() as watcher, cluster[2].client() as other:
+        seen: List[Any] = []
+        arrived = threading.Event()
+
+        def record(method: str, params: Any) -> None:
+            seen.append(params)
+            arrived.set()
+
+        watcher.on_notification("store/didSave", record)
+        watcher.call("store/observe", {"entities": ["Team"]})
+        result = writer.save(inserted=[{"entity": "Team", "values": {"teamName": "Observed", "wins": 1, "qualifyingZone": "Asia"}}])
+        assert arrived.wait(10), "store/didSave from another daemon's save"
+        (new_id,) = result["versions"].keys()
+        assert seen[0]["transaction"] == result["transaction"]
+        assert new_id in seen[0]["changes"]["Team"]["inserted"]
+        # Reads on a third daemon see it once its delta has been published there.
+        deadline = time.monotonic() + 10
+        while not other.call("store/get", {"ids": [new_id]}).get("objects") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert other.call("store/get", {"ids": [new_id]})["objects"][0]["teamName"] == "Observed"
+
+
+def count(client: depot.Client) -> int:
+    return int(client.call("store/count", {"entity": "Package"})["count"])
+
+
+def test_kill_9_of_a_daemon_mid_batch_loses_nothing_and_stalls_no_one() -> None:
+    store, daemons = start_cluster(2)
+    survivor, victim = daemons
+    try:
+        with survivor.client() as client:
+            objects = [{"name": f"pkg{i}", "release": "1.0", "downloads": i} for i in range(40_000)]
+            victim_client = victim.client(timeout=60)
+            pending = victim_client.request("store/batchInsert", {"entity": "Package", "objects": objects})
+            time.sleep(0.3)
+            victim.kill()
+            victim_client.close()
+            # The survivor goes on committing while the victim is dead (its lock died with it).
+            started = time.monotonic()
+            for i in range(20):
+                client.save(inserted=[{"entity": "Package", "values": {"name": f"after{i}", "release": "1"}}])
+            assert time.monotonic() - started < 10, "the survivor stalled"
+            del pending
+            # The victim restarts on its directory and catches up from its position.
+            restarted = Daemon(store=store, data_dir=victim.data_dir)
+            daemons[1] = restarted
+            with restarted.client() as again:
+                expected = count(client)
+                assert expected in (20, 40_020), f"the batch is all or nothing, got {expected}"
+                deadline = time.monotonic() + 20
+                while count(again) != expected and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert count(again) == expected
+                assert (again.call("store/history", {"since": 0})["transactions"]
+                        == client.call("store/history", {"since": 0})["transactions"])
+    finally:
+        for running in daemons:
+            running.stop()
+
+
+@pytest.fixture()
+def own_postgres() -> Iterator[str]:
+    """A PostgreSQL of this test's own, which it stops and starts."""
+    directory = tempfile.mkdtemp(prefix="depot-pg-")
+    script = str(REPO / "scripts" / "postgres.sh")
+    url = subprocess.run([script, "start", directory], check=True, capture_output=True, text=True).stdout.split()[-1]
+    try:
+        yield directory
+    finally:
+        subprocess.run([script, "stop", directory], capture_output=True)
+
+
+def test_postgres_stopped_and_started_under_load(own_postgres: str) -> None:
+    script = str(REPO / "scripts" / "postgres.sh")
+    url = subprocess.run([script, "url", own_postgres], check=True, capture_output=True, text=True).stdout.strip()
+    _, daemons = start_cluster(2, url)
+    try:
+        with daemons[0].client() as writer, daemons[1].client() as reader:
+            oracle = Oracle(reader)
+            first = writer.save(inserted=[{"entity": "Team", "values": {"teamName": "Before", "wins": 1, "qualifyingZone": "Asia"}}])
+            oracle.check(first["transaction"])
+            subprocess.run([script, "stop", own_postgres], check=True, capture_output=True)
+            started = time.monotonic()
+            with pytest.raises(depot.InternalError) as refused:
+                writer.save(inserted=[{"entity": "Team", "values": {"teamName": "While down", "wins": 2, "qualifyingZone": "Asia"}}])
+            assert time.monotonic() - started < 15, "a clear error, not a hang"
+            assert "PostgreSQL" in str(refused.value)
+            # Reads go on from the replica meanwhile.
+            assert [o["teamName"] for o in reader.fetch(REQUEST)["objects"]] == ["Before"]
+            subprocess.run([script, "start", own_postgres], check=True, capture_output=True)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    after = writer.save(inserted=[{"entity": "Team", "values": {"teamName": "After", "wins": 3, "qualifyingZone": "Asia"}}])
+                    break
+                except depot.InternalError:
+                    assert time.monotonic() < deadline, "the daemon did not reconnect"
+                    time.sleep(0.2)
+            oracle.check(after["transaction"])
+            assert sorted(o["teamName"] for o in reader.fetch(REQUEST)["objects"]) == ["After", "Before"]
+    finally:
+        for running in daemons:
+            running.stop()
