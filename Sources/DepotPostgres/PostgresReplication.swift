@@ -148,7 +148,8 @@ public final class PostgresReplication: StoreReplication {
             else { throw malformed("no history or transaction") }
             return ReplicatedEntry(
                 number: number, author: author, timestamp: timestamp,
-                content: .data(transaction: transaction, changes: history, changeset: changeset.map { Array($0) } ?? []))
+                content: .data(transaction: transaction, changes: history, changeset: changeset.map { Array($0) } ?? [])
+            )
         case "model":
             guard let entities = object["entities"],
                 let decoded = try? JSONCoding.decode([EntityDescription].self, from: entities)
@@ -167,7 +168,8 @@ public final class PostgresReplication: StoreReplication {
 
     // MARK: Following
 
-    public func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void) {
+    public func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
+    {
         let task = Task { [configuration, log, logger, pollInterval, statementTimeout] in
             var backoff = Duration.milliseconds(50)
             var attempt = 0

@@ -1,6 +1,6 @@
 import ArgumentParser
-import DepotProtocol
 import DepotPostgres
+import DepotProtocol
 import DepotServer
 import DepotStore
 import Foundation
@@ -167,10 +167,12 @@ struct Depotd: ParsableCommand {
         do {
             url = try PostgresURL(store, password: environment["PGPASSWORD"])
         } catch {
-            throw StartupFailure(message: "--store must be sqlite or postgresql://USER@HOST:PORT/DB?schema=NAME: \(error)")
+            throw StartupFailure(
+                message: "--store must be sqlite or postgresql://USER@HOST:PORT/DB?schema=NAME: \(error)")
         }
         guard URLComponents(string: store)?.password == nil else {
-            throw StartupFailure(message: "--store must not hold a password (it shows in ps): use PGPASSWORD or ~/.pgpass")
+            throw StartupFailure(
+                message: "--store must not hold a password (it shows in ps): use PGPASSWORD or ~/.pgpass")
         }
         let host = ProcessInfo.processInfo.hostName
         do {
@@ -178,7 +180,9 @@ struct Depotd: ParsableCommand {
                 url: url, node: "\(host):\(directory.path)", logger: Logger(label: "depotd.cluster"))
         } catch {
             throw StartupFailure(
-                message: "cannot join the cluster at \(url.host):\(url.port)/\(url.database) (schema \(url.schema)): \(error.message)")
+                message:
+                    "cannot join the cluster at \(url.host):\(url.port)/\(url.database) (schema \(url.schema)): \(error.message)"
+            )
         }
     }
 

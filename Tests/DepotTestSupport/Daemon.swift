@@ -47,7 +47,9 @@ public final class Daemon: @unchecked Sendable {
         {
             // Named after the data directory: a daemon restarted on it finds its cluster again.
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for byte in self.dataDirectory.standardizedFileURL.path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            for byte in self.dataDirectory.standardizedFileURL.path.utf8 {
+                hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+            }
             let schema = "e_" + String(hash, radix: 36)
             arguments += ["--store", "\(store)?schema=\(schema)"]
         }

@@ -16,6 +16,7 @@ enum BenchmarkRegistry {
         FanOutBenchmark.self,
         CurveBenchmark.self,
         ChangeLogBenchmark.self,
+        ClusterBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

@@ -10,8 +10,11 @@ extension Store {
     public func batchInsert(
         _ params: BatchInsert.Parameters, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
-        var operation = try batchInsertOperation(params, cancellation: cancellation, progress: progress)
-        return try write { db in try operation.run(db, objects: params.objects) }
+        try write { db in
+            // Built in the write: a replica may have applied a model change at its start.
+            var operation = try batchInsertOperation(params, cancellation: cancellation, progress: progress)
+            return try operation.run(db, objects: params.objects)
+        }
     }
 
     /// A batch insert as `params` (its `objects` aside) asks for it.
@@ -34,8 +37,8 @@ extension Store {
         _ params: BatchInsert.StreamedParameters, cancellation: Cancellation? = nil,
         progress: ((Int) -> Void)? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
-        var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
-        return try write { db in
+        try write { db in
+            var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
             do {
                 try params.forEachObject { index, value in
                     guard case .object(let object) = value else {
@@ -94,6 +97,9 @@ extension Store {
     }
 
     private func matchingIDs(entity: String, predicate: String?, arguments: JSONValue?) throws(RPCError) -> [String] {
+        // A replica first applies what other daemons committed; one that commits between this
+        // read and the write's lock can still add a match the batch misses (docs/cluster.md).
+        try catchUpWithCluster()
         let request = DepotProtocol.FetchRequest(
             entity: entity, predicate: predicate, arguments: arguments, resultType: .ids)
         return try fetch(request).ids ?? []
@@ -102,9 +108,9 @@ extension Store {
     private func runSave(
         _ params: StoreSave.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?
     ) throws(RPCError) -> (StoreSave.Result, CommittedTransaction?) {
-        let schema = schema
-        return try write { db in
-            var operation = SaveOperation(schema: schema, policy: params.mergePolicy ?? .error, author: params.author)
+        try write { db in
+            var operation = SaveOperation(
+                schema: self.schema, policy: params.mergePolicy ?? .error, author: params.author)
             operation.cancellation = cancellation
             operation.progress = progress
             operation.retention = historyRetention

@@ -92,7 +92,9 @@ extension Store {
             arguments: [latest])
         guard let row = rows.first else {
             // A write that changed objects without a transaction would leave the replicas apart.
-            guard changeset.isEmpty else { throw RPCError.internalError("a write changed objects but recorded no transaction") }
+            guard changeset.isEmpty else {
+                throw RPCError.internalError("a write changed objects but recorded no transaction")
+            }
             return nil
         }
         guard rows.count == 1 else {
@@ -113,14 +115,16 @@ extension Store {
                 for entry in entries where entry.number > position {
                     guard entry.number == position + 1 else {
                         throw RPCError.internalError(
-                            "the cluster's log jumps from \(position) to \(entry.number): this replica cannot follow it")
+                            "the cluster's log jumps from \(position) to \(entry.number): this replica cannot follow it"
+                        )
                     }
                     switch entry.content {
                     case .data(let transaction, let changes, let changeset):
                         let expected = try Self.latestTransaction(db) + 1
                         guard transaction == expected else {
                             throw RPCError.internalError(
-                                "the cluster's entry \(entry.number) is transaction \(transaction), this replica expected \(expected)")
+                                "the cluster's entry \(entry.number) is transaction \(transaction), this replica expected \(expected)"
+                            )
                         }
                         try ChangeSession.apply(changeset, on: db.sqliteConnection!)
                         _ = try HistoryLog.insert(

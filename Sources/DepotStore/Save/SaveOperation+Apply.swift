@@ -345,9 +345,10 @@ extension Store {
     public func save(_ params: StoreSave.Parameters, in group: WriteGroup? = nil) throws(RPCError) -> (
         StoreSave.Result, CommittedTransaction?
     ) {
-        let schema = schema
-        return try write(in: group) { db in
-            var operation = SaveOperation(schema: schema, policy: params.mergePolicy ?? .error, author: params.author)
+        try write(in: group) { db in
+            // The model as of the write (a replica may have applied a model change at its start).
+            var operation = SaveOperation(
+                schema: self.schema, policy: params.mergePolicy ?? .error, author: params.author)
             operation.retention = historyRetention
             return try operation.run(db, params: params)
         }

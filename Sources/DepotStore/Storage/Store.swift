@@ -57,7 +57,9 @@ public final class Store: Sendable {
             let (schema, position) = try pool.write { db in
                 try Self.createMetaTables(db)
                 try Self.createResultsCacheTable(db)
-                return (try ModelMigrator.loadSchema(db), try Self.openClusterPosition(db, replicated: replication != nil))
+                return (
+                    try ModelMigrator.loadSchema(db), try Self.openClusterPosition(db, replicated: replication != nil)
+                )
             }
             currentSchema = Mutex(schema)
             clusterPosition = Mutex(position)

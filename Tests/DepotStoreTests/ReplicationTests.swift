@@ -1,0 +1,121 @@
+import DepotProtocol
+import Foundation
+import Synchronization
+import XCTest
+
+@testable import DepotStore
+
+/// Stores as replicas of one log, in memory (the store's side of DESIGN section 11; the PostgreSQL
+/// log and real daemons are tested in Tests/DepotPostgresTests and clients/python/tests/test_cluster.py).
+final class ReplicationTests: XCTestCase {
+    func testAReplicaReachesTheStateOfTheStoreThatWroteAndNumbersAlike() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        _ = try a.defineModel(testModel)
+        let france = try a.insertTeam("France", zone: "Europe", wins: 3)
+        let japan = try b.insertTeam("Japan", zone: "Asia", wins: 1)  // b catches up under the lock first
+        let (_, moved) = try a.save(
+            StoreSave.Parameters(
+                inserted: [
+                    InsertedObject(entity: "Player", tempId: "p", values: ["name": "Kylian", "team": .string(france)])
+                ],
+                updated: [UpdatedObject(id: japan, values: ["wins": 7])]))
+        XCTAssertEqual(moved?.number, 3, "numbered as on a lone store: the model change takes no number")
+        try b.catchUpWithCluster()
+        XCTAssertEqual(b.takeAppliedTransactions().map(\.number), [1, 3], "b applied a's transactions, in order")
+        let request = FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")])
+        XCTAssertEqual(try JSONCoding.encode(b.fetch(request)), try JSONCoding.encode(a.fetch(request)))
+        let players = FetchRequest(entity: "Player", sort: [SortDescriptor(key: "name")])
+        XCTAssertEqual(try JSONCoding.encode(b.fetch(players)), try JSONCoding.encode(a.fetch(players)))
+        XCTAssertEqual(
+            try b.history(since: 0, limit: nil).transactions, try a.history(since: 0, limit: nil).transactions)
+        XCTAssertEqual(b.replicaPosition, a.replicaPosition)
+    }
+
+    func testAWriteThatFailsOrChangesNothingAppendsNothing() throws {
+        let log = MemoryLog()
+        let a = try replica(log)
+        _ = try a.defineModel(testModel)
+        _ = try a.defineModel(testModel)  // unchanged: no entry
+        _ = try a.insertTeam("France", zone: "Europe")
+        assertRPCError(.uniqueConstraint) { try a.insertTeam("France", zone: "Europe") }
+        XCTAssertEqual(log.count, 2, "the model and one save")
+        XCTAssertEqual(log.lockHeld, false)
+    }
+
+    func testALogThatRefusesTheCommitRollsTheLocalWriteBack() throws {
+        let log = MemoryLog()
+        let a = try replica(log)
+        _ = try a.defineModel(testModel)
+        log.refuseNextCommit()
+        assertRPCError(.internalError) { try a.insertTeam("France", zone: "Europe") }
+        XCTAssertEqual(try a.count(FetchRequest(entity: "Team")), 0, "nothing the log lacks stays in the replica")
+        XCTAssertEqual(try a.latestTransaction(), 0)
+        _ = try a.insertTeam("France", zone: "Europe")
+        XCTAssertEqual(try a.latestTransaction(), 1)
+    }
+
+    func testADataDirectoryIsALoneStoreOrAReplicaForLife() throws {
+        let (lone, directory) = try makeStore()
+        _ = lone
+        assertRPCError(.invalidParams) {
+            try Store(path: directory.appendingPathComponent("depot.sqlite").path, replication: MemoryLog())
+        }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
+        _ = try Store(path: path, replication: MemoryLog())
+        assertRPCError(.invalidParams) { try Store(path: path) }
+    }
+
+    private func replica(_ log: MemoryLog) throws -> Store {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
+        return try Store(path: path, replication: log)
+    }
+}
+
+/// A cluster log in memory: one lock, entries in order.
+private final class MemoryLog: StoreReplication {
+    private struct State {
+        var entries: [ReplicatedEntry] = []
+        var locked = false
+        var refuseCommit = false
+    }
+
+    private let state = Mutex(State())
+
+    var count: Int { state.withLock { $0.entries.count } }
+    var lockHeld: Bool { state.withLock { $0.locked } }
+
+    func refuseNextCommit() { state.withLock { $0.refuseCommit = true } }
+
+    func beginWrite(after position: Int64) throws(RPCError) -> [ReplicatedEntry] {
+        state.withLock { state in
+            precondition(!state.locked, "one write at a time")
+            state.locked = true
+            return state.entries.filter { $0.number > position }
+        }
+    }
+
+    func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) {
+        let refused = state.withLock { state in
+            state.locked = false
+            guard !state.refuseCommit else {
+                state.refuseCommit = false
+                return true
+            }
+            precondition(entry.number == Int64(state.entries.count) + 1)
+            state.entries.append(entry)
+            return false
+        }
+        if refused { throw .internalError("the log refused the commit") }
+    }
+
+    func abandonWrite() { state.withLock { $0.locked = false } }
+
+    func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
+        state.withLock { Array($0.entries.filter { $0.number > position }.prefix(limit)) }
+    }
+
+    func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void) {}
+
+    func stop() {}
+}
