@@ -47,7 +47,7 @@ up() {
         echo "depotd-$index: $(sed -n 's/^depotd listening on //p' "$dir/stdout")"
     done
     echo "PostgreSQL: $store"
-    echo "try: .build/debug/depot watch Team --connect ipc://$cluster_dir/depotd-2/depot.sock"
+    echo "try: .build/debug/depot watch Team --sort teamName --connect ipc://$cluster_dir/depotd-2/depot.sock"
 }
 
 down() {
@@ -63,7 +63,7 @@ down() {
         fi
         rm -f "$dir/depotd.pid"
     done
-    [ -d "$cluster_dir/postgres" ] && scripts/postgres.sh stop "$cluster_dir/postgres" && echo "PostgreSQL: stopped"
+    [ -d "$cluster_dir/postgres" ] && scripts/postgres.sh stop "$cluster_dir/postgres"
     return 0
 }
 
