@@ -28,6 +28,8 @@ public final class PostgresReplication: StoreReplication {
     private let logger: Logger
     private let writer: BlockingConnection
     private let follower = Mutex<Task<Void, Never>?>(nil)
+    /// The newest entry this daemon appended: its own NOTIFY hints need no catch-up.
+    private let lastOwnEntry = Mutex<Int64>(0)
 
     /// Connects to the server `url` names and creates the log's tables there if missing.
     ///
@@ -47,44 +49,84 @@ public final class PostgresReplication: StoreReplication {
         configuration = url.configuration
         self.logger = logger
         writer = BlockingConnection(configuration: url.configuration, timeout: statementTimeout, logger: logger)
-        try writer.run { [log, logger] connection in try await log.createSchema(on: connection, logger: logger) }
+        try writer.run { [log, logger] connection in
+            try await log.createSchema(on: connection, logger: logger)
+            try await connection.withTransaction(logger: logger) { connection in
+                // Daemons starting together would collide replacing the function: one at a time.
+                try await connection.query("SELECT pg_advisory_xact_lock(\(log.lockKey))", logger: logger)
+                try await connection.query(
+                    """
+                    CREATE OR REPLACE FUNCTION \(unescaped: Self.beginWriteFunction(log)) (after bigint, lock_key bigint)
+                    RETURNS TABLE ("transaction" bigint, changes text, changeset bytea)
+                    LANGUAGE plpgsql VOLATILE AS $$
+                    BEGIN
+                        PERFORM pg_advisory_lock(lock_key);
+                        -- A new statement in a VOLATILE function: a snapshot taken after the lock.
+                        RETURN QUERY SELECT l."transaction", l.changes::text, l.changeset FROM \(unescaped: log.log) l
+                            WHERE l."transaction" > after ORDER BY l."transaction";
+                    END
+                    $$
+                    """, logger: logger)
+            }
+        }
     }
+
+    /// The function that takes the write lock and reads what follows a position, in one round trip.
+    private static func beginWriteFunction(_ log: ChangeLog) -> String { "\"\(log.schema)\".depot_begin_write" }
 
     // MARK: Writes (on the store's writer)
 
+    // The write lock is a session-level advisory lock held from reading the head until the entry's
+    // INSERT has committed (it commits by itself: only the log is in PostgreSQL), then released.
+    // docs/cluster.md: two awaited round trips per write, and why the numbering stays safe.
+
     public func beginWrite(after position: Int64) throws(RPCError) -> [ReplicatedEntry] {
         try writer.run { [log, logger] connection in
-            try await connection.query("BEGIN", logger: logger)
-            // Held until COMMIT or ROLLBACK: one cluster write at a time, from reading the head to committing.
-            try await connection.query("SELECT pg_advisory_xact_lock(\(log.lockKey))", logger: logger)
-            return try await Self.entries(of: log, after: position, limit: nil, on: connection, logger: logger)
+            let rows = try await connection.query(
+                """
+                SELECT "transaction", changes, changeset
+                FROM \(unescaped: Self.beginWriteFunction(log))(\(position), \(log.lockKey))
+                """, logger: logger)
+            var entries: [ReplicatedEntry] = []
+            for try await (number, json, changeset) in rows.decode((Int64, String, Data?).self) {
+                entries.append(try Self.decode(number: number, json: json, changeset: changeset))
+            }
+            return entries
         }
     }
 
     public func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) {
         let changes = String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self)
         let changeset: Data? = if case .data(_, _, let bytes) = entry.content { Data(bytes) } else { nil }
+        lastOwnEntry.withLock { $0 = max($0, entry.number) }
         try writer.run { [log, node, logger] connection in
             // The lock is held, so the head cannot move; the check turns a broken promise into an error.
             let rows = try await connection.query(
                 """
-                INSERT INTO \(unescaped: log.log) ("transaction", author, changes, changeset)
-                SELECT \(entry.number), \(node), \(changes)::jsonb, \(changeset)
-                WHERE (SELECT coalesce(max("transaction"), 0) FROM \(unescaped: log.log)) = \(entry.number - 1)
-                RETURNING pg_notify(\(log.channel), "transaction"::text)::text
+                WITH entry AS (
+                    INSERT INTO \(unescaped: log.log) ("transaction", author, changes, changeset)
+                    SELECT \(entry.number), \(node), \(changes)::jsonb, \(changeset)
+                    WHERE (SELECT coalesce(max("transaction"), 0) FROM \(unescaped: log.log)) = \(entry.number - 1)
+                    RETURNING "transaction")
+                SELECT pg_notify(\(log.channel), "transaction"::text)::text FROM entry
                 """, logger: logger)
             guard try await rows.collect().count == 1 else {
                 throw ChangeLogError.database(
                     "the log's newest entry is not \(entry.number - 1), so entry \(entry.number) was refused (is this data directory a replica of another cluster?)"
                 )
             }
-            try await connection.query("COMMIT", logger: logger)
+        }
+        // Committed: free the lock without waiting (this connection's next query queues behind it).
+        writer.send { [logger] connection in
+            try await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
         }
     }
 
     public func abandonWrite() {
-        // A failed ROLLBACK drops the connection, which ends the transaction and frees the lock too.
-        _ = try? writer.run { [logger] connection in try await connection.query("ROLLBACK", logger: logger) }
+        // Without a connection there is no lock to free; a failed unlock drops the connection, which frees it.
+        writer.send { [logger] connection in
+            try await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+        }
     }
 
     public func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
@@ -170,6 +212,7 @@ public final class PostgresReplication: StoreReplication {
 
     public func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
     {
+        let position = { @Sendable [self] in max(position(), lastOwnEntry.withLock { $0 }) }
         let task = Task { [configuration, log, logger, pollInterval, statementTimeout] in
             var backoff = Duration.milliseconds(50)
             var attempt = 0
@@ -256,6 +299,8 @@ final class BlockingConnection: @unchecked Sendable {
         var retryAt: ContinuousClock.Instant?
         var lastFailure = ""
         var attempts = 0
+        /// What ``send(_:)`` started and the next call must wait for, to keep the connection's order.
+        var pending: Task<Void, Never>?
     }
 
     private let configuration: PostgresConnection.Configuration
@@ -269,12 +314,36 @@ final class BlockingConnection: @unchecked Sendable {
         self.logger = logger
     }
 
+    /// Runs `operation` on the connection without waiting for it; a failure drops the connection.
+    func send(_ operation: @escaping @Sendable (PostgresConnection) async throws -> Void) {
+        state.withLock { state in
+            guard let connection = state.connection, !connection.isClosed else { return }
+            let previous = state.pending
+            state.pending = Task { [logger] in
+                await previous?.value
+                do {
+                    try await operation(connection)
+                } catch {
+                    logger.warning("PostgreSQL failed: \(ChangeLogError.wrapping(error)); dropping the connection")
+                    try? await connection.close()
+                }
+            }
+        }
+    }
+
     /// Runs `operation` on the connection, connecting first if needed, and waits for it.
     func run<T: Sendable>(_ operation: @escaping @Sendable (PostgresConnection) async throws -> T) throws(RPCError)
         -> T
     {
         let connection = try connected()
-        switch wait({ try await operation(connection) }) {
+        let pending = state.withLock { state in
+            defer { state.pending = nil }
+            return state.pending
+        }
+        switch wait({
+            await pending?.value
+            return try await operation(connection)
+        }) {
         case .success(let value):
             return value
         case .failure(let error):
