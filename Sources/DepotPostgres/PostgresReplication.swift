@@ -28,6 +28,8 @@ public final class PostgresReplication: StoreReplication {
     private let logger: Logger
     private let writer: BlockingConnection
     private let follower = Mutex<Task<Void, Never>?>(nil)
+    /// Whether the writer holds the write lock (touched on the store's writer only).
+    private let holdsLock = Mutex(false)
     /// The newest entry this daemon appended: its own NOTIFY hints need no catch-up.
     private let lastOwnEntry = Mutex<Int64>(0)
 
@@ -76,78 +78,81 @@ public final class PostgresReplication: StoreReplication {
 
     // MARK: Writes (on the store's writer)
 
-    // The write lock is a session-level advisory lock held from reading the head until the entry's
-    // INSERT has committed (it commits by itself: only the log is in PostgreSQL), then released.
-    // docs/cluster.md: two awaited round trips per write, and why the numbering stays safe.
+    // A write appends optimistically: `INSERT … WHERE max = n - 1 ON CONFLICT DO NOTHING`, one
+    // round trip, committing by itself (only the log is in PostgreSQL). Refused, it is run again under
+    // the write lock: a session-level advisory lock held from reading the head until the entry's
+    // INSERT has committed, then released. docs/cluster.md argues why the numbering stays safe.
 
-    public func beginWrite(after position: Int64) throws(RPCError) -> [ReplicatedEntry] {
-        try writer.run { [log, logger] connection in
-            let rows = try await connection.query(
-                """
-                SELECT "transaction", changes, changeset
-                FROM \(unescaped: Self.beginWriteFunction(log))(\(position), \(log.lockKey))
-                """, logger: logger)
-            var entries: [ReplicatedEntry] = []
-            for try await (number, json, changeset) in rows.decode((Int64, String, Data?).self) {
-                entries.append(try Self.decode(number: number, json: json, changeset: changeset))
+    public func beginWrite(after position: Int64, locked: Bool) throws(RPCError) -> [ReplicatedEntry] {
+        guard locked else { return [] }
+        holdsLock.withLock { $0 = true }
+        let rows = try writer.query(
+            """
+            SELECT "transaction", changes, changeset
+            FROM \(unescaped: Self.beginWriteFunction(log))(\(position), \(log.lockKey))
+            """)
+        do {
+            return try rows.map { row in
+                let (number, json, changeset) = try row.decode((Int64, String, Data?).self)
+                return try Self.decode(number: number, json: json, changeset: changeset)
             }
-            return entries
+        } catch {
+            abandonWrite()
+            throw .internalError("the cluster's log cannot be read: \(ChangeLogError.wrapping(error))")
         }
     }
 
-    public func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) {
+    public func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) -> Bool {
         let changes = String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self)
         let changeset: Data? = if case .data(_, _, let bytes) = entry.content { Data(bytes) } else { nil }
         lastOwnEntry.withLock { $0 = max($0, entry.number) }
-        try writer.run { [log, node, logger] connection in
-            // The lock is held, so the head cannot move; the check turns a broken promise into an error.
-            let rows = try await connection.query(
-                """
+        // The lock is held, so the head cannot move; the check turns a broken promise into an error.
+        // Without the lock, the entry also yields to a writer that holds it (a try-lock, for the
+        // statement only): a write that was refused once and waits for the lock then always gets in.
+        let locked = holdsLock.withLock { $0 }
+        let append: PostgresQuery
+        do {
+            append = try """
                 WITH entry AS (
                     INSERT INTO \(unescaped: log.log) ("transaction", author, changes, changeset)
                     SELECT \(entry.number), \(node), \(changes)::jsonb, \(changeset)
                     WHERE (SELECT coalesce(max("transaction"), 0) FROM \(unescaped: log.log)) = \(entry.number - 1)
+                        AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
+                    ON CONFLICT ("transaction") DO NOTHING
                     RETURNING "transaction")
                 SELECT pg_notify(\(log.channel), "transaction"::text)::text FROM entry
-                """, logger: logger)
-            guard try await rows.collect().count == 1 else {
-                throw ChangeLogError.database(
-                    "the log's newest entry is not \(entry.number - 1), so entry \(entry.number) was refused (is this data directory a replica of another cluster?)"
-                )
-            }
+                """
+        } catch {
+            abandonWrite()
+            throw .internalError("entry \(entry.number) cannot be encoded: \(error)")
         }
-        // Committed: free the lock without waiting (this connection's next query queues behind it).
-        writer.send { [logger] connection in
-            try await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
-        }
+        let rows = try writer.query(append)
+        // Committed (or refused): free the lock without waiting; the connection's next query goes after it.
+        abandonWrite()
+        return rows.count == 1
     }
 
     public func abandonWrite() {
+        guard holdsLock.withLock({ $0 }) else { return }
+        holdsLock.withLock { $0 = false }
         // Without a connection there is no lock to free; a failed unlock drops the connection, which frees it.
-        writer.send { [logger] connection in
-            try await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
-        }
+        writer.send("SELECT pg_advisory_unlock_all()")
     }
 
     public func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
-        try writer.run { [log, logger] connection in
-            try await Self.entries(of: log, after: position, limit: limit, on: connection, logger: logger)
-        }
-    }
-
-    private static func entries(
-        of log: ChangeLog, after position: Int64, limit: Int?, on connection: PostgresConnection, logger: Logger
-    ) async throws -> [ReplicatedEntry] {
-        let rows = try await connection.query(
+        let rows = try writer.query(
             """
             SELECT "transaction", changes::text, changeset FROM \(unescaped: log.log)
-            WHERE "transaction" > \(position) ORDER BY "transaction" LIMIT \(limit.map(Int64.init))
-            """, logger: logger)
-        var entries: [ReplicatedEntry] = []
-        for try await (number, json, changeset) in rows.decode((Int64, String, Data?).self) {
-            entries.append(try decode(number: number, json: json, changeset: changeset))
+            WHERE "transaction" > \(position) ORDER BY "transaction" LIMIT \(Int64(limit))
+            """)
+        do {
+            return try rows.map { row in
+                let (number, json, changeset) = try row.decode((Int64, String, Data?).self)
+                return try Self.decode(number: number, json: json, changeset: changeset)
+            }
+        } catch {
+            throw .internalError("the cluster's log cannot be read: \(ChangeLogError.wrapping(error))")
         }
-        return entries
     }
 
     // MARK: Entries as the log stores them
@@ -299,8 +304,6 @@ final class BlockingConnection: @unchecked Sendable {
         var retryAt: ContinuousClock.Instant?
         var lastFailure = ""
         var attempts = 0
-        /// What ``send(_:)`` started and the next call must wait for, to keep the connection's order.
-        var pending: Task<Void, Never>?
     }
 
     private let configuration: PostgresConnection.Configuration
@@ -314,21 +317,37 @@ final class BlockingConnection: @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Runs `operation` on the connection without waiting for it; a failure drops the connection.
-    func send(_ operation: @escaping @Sendable (PostgresConnection) async throws -> Void) {
-        state.withLock { state in
-            guard let connection = state.connection, !connection.isClosed else { return }
-            let previous = state.pending
-            state.pending = Task { [logger] in
-                await previous?.value
-                do {
-                    try await operation(connection)
-                } catch {
-                    logger.warning("PostgreSQL failed: \(ChangeLogError.wrapping(error)); dropping the connection")
-                    try? await connection.close()
-                }
-            }
+    /// Runs `query` and waits for its rows: the writer's thread hands it to the connection's event
+    /// loop and sleeps until the answer, with no task in between (each hop is a thread wake-up).
+    func query(_ query: PostgresQuery) throws(RPCError) -> [PostgresRow] {
+        let connection = try connected()
+        let outcome = Mutex<Result<[PostgresRow], any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        connection.query(query, logger: logger).whenComplete { result in
+            outcome.withLock { $0 = result.map(\.rows) }
+            done.signal()
         }
+        guard done.wait(timeout: .now() + timeoutInterval) == .success else {
+            throw fail(ChangeLogError.database("no answer within \(timeout)"))
+        }
+        switch outcome.withLock({ $0! }) {
+        case .success(let rows): return rows
+        case .failure(let error): throw fail(error)
+        }
+    }
+
+    /// Sends `sql` without waiting: it runs after every query sent before it; a failure drops the connection.
+    func send(_ sql: String) {
+        guard let connection = state.withLock({ $0.connection }), !connection.isClosed else { return }
+        connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).whenFailure { [logger] error in
+            logger.warning("PostgreSQL failed: \(ChangeLogError.wrapping(error)); dropping the connection")
+            connection.close().whenComplete { _ in }
+        }
+    }
+
+    private var timeoutInterval: DispatchTimeInterval {
+        let (seconds, attoseconds) = timeout.components
+        return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
     /// Runs `operation` on the connection, connecting first if needed, and waits for it.
@@ -336,14 +355,7 @@ final class BlockingConnection: @unchecked Sendable {
         -> T
     {
         let connection = try connected()
-        let pending = state.withLock { state in
-            defer { state.pending = nil }
-            return state.pending
-        }
-        switch wait({
-            await pending?.value
-            return try await operation(connection)
-        }) {
+        switch wait({ try await operation(connection) }) {
         case .success(let value):
             return value
         case .failure(let error):
@@ -411,9 +423,7 @@ final class BlockingConnection: @unchecked Sendable {
             outcome.withLock { $0 = result }
             done.signal()
         }
-        let (seconds, attoseconds) = timeout.components
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-        if done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .timedOut {
+        if done.wait(timeout: .now() + timeoutInterval) == .timedOut {
             task.cancel()
             return .failure(ChangeLogError.database("no answer within \(timeout)"))
         }

@@ -55,6 +55,19 @@ final class ReplicationTests: XCTestCase {
         XCTAssertEqual(try a.latestTransaction(), 1)
     }
 
+    func testAReplicaBehindTheLogWritesAgainUnderTheLockAndGetsTheAnswerThatCounts() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        _ = try a.defineModel(testModel)
+        _ = try a.insertTeam("France", zone: "Europe")
+        // b has seen neither the model nor France: its first try fails, the locked one decides.
+        assertRPCError(.uniqueConstraint) { try b.insertTeam("France", zone: "Europe") }
+        XCTAssertEqual(log.lockedWrites, 1)
+        _ = try b.insertTeam("Japan", zone: "Asia")
+        XCTAssertEqual(log.lockedWrites, 1, "b is at the head now: no lock needed")
+        XCTAssertEqual(log.count, 3)
+    }
+
     func testADataDirectoryIsALoneStoreOrAReplicaForLife() throws {
         let (lone, directory) = try makeStore()
         _ = lone
@@ -78,35 +91,40 @@ private final class MemoryLog: StoreReplication {
         var entries: [ReplicatedEntry] = []
         var locked = false
         var refuseCommit = false
+        var lockedWrites = 0
     }
 
     private let state = Mutex(State())
 
     var count: Int { state.withLock { $0.entries.count } }
     var lockHeld: Bool { state.withLock { $0.locked } }
+    var lockedWrites: Int { state.withLock { $0.lockedWrites } }
 
     func refuseNextCommit() { state.withLock { $0.refuseCommit = true } }
 
-    func beginWrite(after position: Int64) throws(RPCError) -> [ReplicatedEntry] {
+    func beginWrite(after position: Int64, locked: Bool) throws(RPCError) -> [ReplicatedEntry] {
         state.withLock { state in
+            guard locked else { return [] }
             precondition(!state.locked, "one write at a time")
             state.locked = true
+            state.lockedWrites += 1
             return state.entries.filter { $0.number > position }
         }
     }
 
-    func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) {
-        let refused = state.withLock { state in
-            state.locked = false
+    func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) -> Bool {
+        let outcome: Bool? = state.withLock { state in
+            defer { state.locked = false }
             guard !state.refuseCommit else {
                 state.refuseCommit = false
-                return true
+                return nil
             }
-            precondition(entry.number == Int64(state.entries.count) + 1)
+            guard entry.number == Int64(state.entries.count) + 1 else { return false }
             state.entries.append(entry)
-            return false
+            return true
         }
-        if refused { throw .internalError("the log refused the commit") }
+        guard let outcome else { throw .internalError("the log refused the commit") }
+        return outcome
     }
 
     func abandonWrite() { state.withLock { $0.locked = false } }

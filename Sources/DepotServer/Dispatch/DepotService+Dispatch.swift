@@ -129,11 +129,11 @@ extension DepotService {
                     failure: { MessageEncoder.response(id: id, error: $0) })
                 stats.writeQueued()
                 // A save finding the writer idle, with nothing behind it, commits on this thread:
-                // no hand-off and back. Not when publishing it would read the store: the
-                // transport thread must never wait for readers or for a publish.
+                // no hand-off and back. Not when publishing it would read the store, nor in a
+                // cluster: the transport thread must never wait for readers, a publish or PostgreSQL.
                 writes.enqueue(
                     entry, subscriber: self,
-                    runHereIfIdle: handler.groupable && !moreWaiting && !publishingReads)
+                    runHereIfIdle: handler.groupable && !moreWaiting && !publishingReads && !store.isReplicated)
             }
         case .none:
             break

@@ -38,25 +38,60 @@ extension Store {
         }
     }
 
-    /// `body` as one cluster transaction: under the cluster's write lock,
-    /// after applying whatever the log holds beyond this replica, and
-    /// committed to the log before it commits here.
+    /// `body` as one cluster transaction, committed to the log before it commits here.
     ///
-    /// The local transaction commits only once the log has the entry: a
-    /// replica never holds what the cluster does not. If the log's commit
-    /// fails, the local write rolls back, and should the entry have made it
-    /// after all, the next catch-up applies it like anyone else's.
+    /// It runs first from where the replica is, without the cluster's write
+    /// lock: one round trip when no other store committed since. If one did,
+    /// the log refuses the entry (its number is taken), the write rolls back
+    /// here and runs again under the lock, after applying what it missed, and
+    /// then the log cannot refuse it (docs/cluster.md). A first try that fails
+    /// is run again under the lock too, since a stale replica may explain it. The local transaction
+    /// commits only once the log has the entry: a replica never holds what the
+    /// cluster does not. If the log's commit fails, the local write rolls back,
+    /// and should the entry have made it after all, the next catch-up applies
+    /// it like anyone else's.
     func replicatedWrite<T>(
         _ replication: any StoreReplication, model: ModelChange? = nil, _ body: (Database) throws -> T
     ) throws(RPCError) -> T {
-        let pending = try replication.beginWrite(after: clusterPosition.withLock { $0 })
+        do {
+            if let value = try attemptWrite(replication, locked: false, model: model, body) { return value }
+        } catch .atCommit(let error) {
+            // Whether the entry made it is unknown: running the write again could apply it twice.
+            throw error
+        } catch .beforeCommit(let error) where error.code == .requestCancelled || error.code == .serverCancelled {
+            throw error
+        } catch {
+            // A replica behind the log may be why (an entity, an object or a value it has not seen
+            // yet): the write under the lock, after catching up, gives the answer that counts.
+        }
+        let value: T?
+        do {
+            value = try attemptWrite(replication, locked: true, model: model, body)
+        } catch {
+            switch error {
+            case .atCommit(let error), .beforeCommit(let error): throw error
+            }
+        }
+        guard let value else { throw .internalError("the cluster's log refused a write made under its lock") }
+        return value
+    }
+
+    /// One try of ``replicatedWrite(_:model:_:)``; `nil` when the log refused the entry.
+    private func attemptWrite<T>(
+        _ replication: any StoreReplication, locked: Bool, model: ModelChange?, _ body: (Database) throws -> T
+    ) throws(AttemptFailure) -> T? {
         var open = true
         defer { if open { replication.abandonWrite() } }
-        if !pending.isEmpty { try apply(pending) }
+        do {
+            let pending = try replication.beginWrite(after: clusterPosition.withLock { $0 }, locked: locked)
+            if !pending.isEmpty { try apply(pending) }
+        } catch {
+            throw .beforeCommit(error)
+        }
         let head = clusterPosition.withLock { $0 }
         var committed = false
-        let value = try Self.mapErrors {
-            try pool.write { db in
+        do {
+            let value = try pool.write { db in
                 let session = model == nil ? try ChangeSession(on: db.sqliteConnection!) : nil
                 let latest = try Self.latestTransaction(db)
                 let value = try body(db)
@@ -67,13 +102,26 @@ extension Store {
                 }
                 try Self.saveClusterPosition(db, entry.number)
                 open = false
-                try replication.commitWrite(entry)
+                let appended: Bool
+                do {
+                    appended = try replication.commitWrite(entry)
+                } catch {
+                    throw AttemptFailure.atCommit(Self.rpcError(error))
+                }
+                // Refused: roll this write back.
+                guard appended else { throw LogRefusedEntry() }
                 committed = true
                 return value
             }
+            if committed { clusterPosition.withLock { $0 = head + 1 } }
+            return value
+        } catch is LogRefusedEntry {
+            return nil
+        } catch let failure as AttemptFailure {
+            throw failure
+        } catch {
+            throw .beforeCommit(Self.rpcError(error))
         }
-        if committed { clusterPosition.withLock { $0 = head + 1 } }
-        return value
     }
 
     /// The log entry of the write just run: its model change, or its history row and changeset; `nil` when it changed nothing.
@@ -182,6 +230,16 @@ extension Store {
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('clusterPosition', ?)",
             arguments: [String(position)])
     }
+}
+
+/// The log refused a write's entry: another store took its number first.
+private struct LogRefusedEntry: Error {}
+
+/// How a try of a replicated write failed: before its entry went to the log (it may be run again),
+/// or while it did (whether the entry made it is unknown).
+private enum AttemptFailure: Error {
+    case beforeCommit(RPCError)
+    case atCommit(RPCError)
 }
 
 /// A `model/define` as a cluster transaction: what was asked, and whether it changed the model.

@@ -5,21 +5,24 @@ import DepotProtocol
 /// order, that each store writes through and follows.
 ///
 /// The store calls it on its writer only, one write at a time:
-/// ``beginWrite(after:)`` takes the cluster's write lock and says what the
-/// store has not applied yet; then exactly one of ``commitWrite(_:)`` (the
-/// write appends its entry and the cluster commits it) or
-/// ``abandonWrite()`` (nothing to append, or the write failed). Between
-/// writes, ``entries(after:limit:)`` reads what other stores committed.
+/// ``beginWrite(after:locked:)``, then exactly one of ``commitWrite(_:)``
+/// (the write appends its entry, committed at once) or ``abandonWrite()``
+/// (nothing to append, or the write failed). Between writes,
+/// ``entries(after:limit:)`` reads what other stores committed.
 public protocol StoreReplication: AnyObject, Sendable {
-    /// Takes the cluster's write lock and returns the entries committed
-    /// after `position`, in order: the write's own entry is numbered after them.
-    func beginWrite(after position: Int64) throws(RPCError) -> [ReplicatedEntry]
+    /// Begins a write. Unlocked, it only says nothing is known to be missing
+    /// (an empty list, no round trip): the entry may then be refused. Locked,
+    /// it takes the cluster's write lock and returns the entries committed
+    /// after `position`, in order; the write's entry, numbered after them,
+    /// cannot be refused.
+    func beginWrite(after position: Int64, locked: Bool) throws(RPCError) -> [ReplicatedEntry]
 
-    /// Appends `entry` (numbered right after the newest entry) and commits
-    /// the cluster's transaction, which releases the lock. When it throws,
-    /// the entry is not known to be committed: the store rolls back its own
-    /// write, and learns from the log later whether the entry made it.
-    func commitWrite(_ entry: ReplicatedEntry) throws(RPCError)
+    /// Appends `entry` if the log's newest entry is the one before it, and
+    /// releases the lock if held; returns whether it was appended (`false`:
+    /// another store took its number first). When it throws, the entry is not
+    /// known to be committed: the store rolls back its own write, and learns
+    /// from the log later whether the entry made it.
+    func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) -> Bool
 
     /// Ends a write that appends nothing, releasing the lock.
     func abandonWrite()
