@@ -3,6 +3,7 @@ import DepotStore
 import Dispatch
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 import Synchronization
 
@@ -102,34 +103,42 @@ public final class PostgresReplication: StoreReplication {
         }
     }
 
-    public func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) -> Bool {
-        let changes = String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self)
-        let changeset: Data? = if case .data(_, _, let bytes) = entry.content { Data(bytes) } else { nil }
-        lastOwnEntry.withLock { $0 = max($0, entry.number) }
-        // The lock is held, so the head cannot move; the check turns a broken promise into an error.
-        // Without the lock, the entry also yields to a writer that holds it (a try-lock, for the
+    public func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
+        guard let first = entries.first, let last = entries.last else { return true }
+        lastOwnEntry.withLock { $0 = max($0, last.number) }
+        // Without the lock, the entries also yield to a writer that holds it (a try-lock, for the
         // statement only): a write that was refused once and waits for the lock then always gets in.
+        // A number taken meanwhile by another daemon fails the whole statement (its primary key):
+        // all of a group or none of it.
         let locked = holdsLock.withLock { $0 }
-        let append: PostgresQuery
-        do {
-            append = try """
-                WITH entry AS (
-                    INSERT INTO \(unescaped: log.log) ("transaction", author, changes, changeset)
-                    SELECT \(entry.number), \(node), \(changes)::jsonb, \(changeset)
-                    WHERE (SELECT coalesce(max("transaction"), 0) FROM \(unescaped: log.log)) = \(entry.number - 1)
-                        AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
-                    ON CONFLICT ("transaction") DO NOTHING
-                    RETURNING "transaction")
-                SELECT pg_notify(\(log.channel), "transaction"::text)::text FROM entry
-                """
-        } catch {
-            abandonWrite()
-            throw .internalError("entry \(entry.number) cannot be encoded: \(error)")
+        var bindings = PostgresBindings(capacity: entries.count * 4)
+        var rows: [String] = []
+        for entry in entries {
+            let base = bindings.count
+            bindings.append(entry.number)
+            bindings.append(node)
+            bindings.append(String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self))
+            if case .data(_, _, let changeset, _) = entry.content, !changeset.isEmpty {
+                bindings.append(ByteBuffer(bytes: changeset))
+            } else {
+                bindings.appendNull()
+            }
+            rows.append("($\(base + 1)::bigint, $\(base + 2)::text, $\(base + 3)::jsonb, $\(base + 4)::bytea)")
         }
-        let rows = try writer.query(append)
+        let append = PostgresQuery(
+            unsafeSQL: """
+                WITH entry AS (
+                    INSERT INTO \(log.log) ("transaction", author, changes, changeset)
+                    SELECT * FROM (VALUES \(rows.joined(separator: ", "))) AS v
+                    WHERE (SELECT coalesce(max("transaction"), 0) FROM \(log.log)) = \(first.number - 1)
+                        AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
+                    RETURNING "transaction")
+                SELECT pg_notify('\(log.channel)', max("transaction")::text)::text FROM entry HAVING count(*) > 0
+                """, binds: bindings)
+        let appended = try writer.query(append, refusingOn: "23505")
         // Committed (or refused): free the lock without waiting; the connection's next query goes after it.
         abandonWrite()
-        return rows.count == 1
+        return appended?.count == 1
     }
 
     public func abandonWrite() {
@@ -163,10 +172,11 @@ public final class PostgresReplication: StoreReplication {
             "author": entry.author.map(JSONValue.string) ?? .null, "timestamp": .double(entry.timestamp),
         ]
         switch entry.content {
-        case .data(let transaction, let changes, _):
+        case .data(let transaction, let changes, _, let continued):
             object["kind"] = "data"
             object["transaction"] = .int(transaction)
             object["history"] = .string(changes)
+            if continued { object["continued"] = true }
         case .model(let entities, let removing):
             object["kind"] = "model"
             object["entities"] = (try? JSONCoding.encode(entities)) ?? .array([])
@@ -195,8 +205,9 @@ public final class PostgresReplication: StoreReplication {
             else { throw malformed("no history or transaction") }
             return ReplicatedEntry(
                 number: number, author: author, timestamp: timestamp,
-                content: .data(transaction: transaction, changes: history, changeset: changeset.map { Array($0) } ?? [])
-            )
+                content: .data(
+                    transaction: transaction, changes: history, changeset: changeset.map { Array($0) } ?? [],
+                    continued: object["continued"] == true))
         case "model":
             guard let entities = object["entities"],
                 let decoded = try? JSONCoding.decode([EntityDescription].self, from: entities)
@@ -320,6 +331,12 @@ final class BlockingConnection: @unchecked Sendable {
     /// Runs `query` and waits for its rows: the writer's thread hands it to the connection's event
     /// loop and sleeps until the answer, with no task in between (each hop is a thread wake-up).
     func query(_ query: PostgresQuery) throws(RPCError) -> [PostgresRow] {
+        // Without a state to refuse on, every error throws: the result is never nil.
+        try self.query(query, refusingOn: nil)!
+    }
+
+    /// ``query(_:)``, but `nil` (the connection kept) when PostgreSQL refuses it with SQLSTATE `refusal`.
+    func query(_ query: PostgresQuery, refusingOn refusal: String?) throws(RPCError) -> [PostgresRow]? {
         let connection = try connected()
         let outcome = Mutex<Result<[PostgresRow], any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -331,8 +348,12 @@ final class BlockingConnection: @unchecked Sendable {
             throw fail(ChangeLogError.database("no answer within \(timeout)"))
         }
         switch outcome.withLock({ $0! }) {
-        case .success(let rows): return rows
-        case .failure(let error): throw fail(error)
+        case .success(let rows):
+            return rows
+        case .failure(let error as PSQLError) where refusal != nil && error.serverInfo?[.sqlState] == refusal:
+            return nil
+        case .failure(let error):
+            throw fail(error)
         }
     }
 

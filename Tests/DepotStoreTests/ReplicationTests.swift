@@ -68,6 +68,33 @@ final class ReplicationTests: XCTestCase {
         XCTAssertEqual(log.count, 3)
     }
 
+    func testAGroupCommitIsOneEntryPerSaveAppliedTogether() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        _ = try a.defineModel(testModel)
+        try a.writeGroup { group in
+            for name in ["France", "Japan", "Brazil"] {
+                _ = try? a.save(
+                    StoreSave.Parameters(inserted: [
+                        InsertedObject(entity: "Team", values: ["teamName": .string(name), "qualifyingZone": "Z"])
+                    ]), in: group)
+            }
+        }
+        let entries = try log.entries(after: 1, limit: 10)
+        XCTAssertEqual(entries.count, 3, "one entry per save")
+        let continued = entries.map { entry -> Bool in
+            if case .data(_, _, _, let continued) = entry.content { return continued }
+            return false
+        }
+        XCTAssertEqual(continued, [true, true, false])
+        // A read that cuts the group applies nothing of it; the next read applies it whole.
+        log.readLimit = 3
+        try b.catchUpWithCluster()
+        XCTAssertEqual(b.takeAppliedTransactions().map(\.number), [1, 2, 3])
+        let request = FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")])
+        XCTAssertEqual(try JSONCoding.encode(b.fetch(request)), try JSONCoding.encode(a.fetch(request)))
+    }
+
     func testADataDirectoryIsALoneStoreOrAReplicaForLife() throws {
         let (lone, directory) = try makeStore()
         _ = lone
@@ -92,6 +119,7 @@ private final class MemoryLog: StoreReplication {
         var locked = false
         var refuseCommit = false
         var lockedWrites = 0
+        var readLimit = 0
     }
 
     private let state = Mutex(State())
@@ -112,15 +140,15 @@ private final class MemoryLog: StoreReplication {
         }
     }
 
-    func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) -> Bool {
+    func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
         let outcome: Bool? = state.withLock { state in
             defer { state.locked = false }
             guard !state.refuseCommit else {
                 state.refuseCommit = false
                 return nil
             }
-            guard entry.number == Int64(state.entries.count) + 1 else { return false }
-            state.entries.append(entry)
+            guard entries.first?.number == Int64(state.entries.count) + 1 else { return false }
+            state.entries += entries
             return true
         }
         guard let outcome else { throw .internalError("the log refused the commit") }
@@ -129,8 +157,16 @@ private final class MemoryLog: StoreReplication {
 
     func abandonWrite() { state.withLock { $0.locked = false } }
 
+    /// A smaller batch than the store asks for, to cut groups (0: as asked).
+    var readLimit: Int {
+        get { state.withLock { $0.readLimit } }
+        set { state.withLock { $0.readLimit = newValue } }
+    }
+
     func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
-        state.withLock { Array($0.entries.filter { $0.number > position }.prefix(limit)) }
+        state.withLock { state in
+            Array(state.entries.filter { $0.number > position }.prefix(state.readLimit > 0 ? state.readLimit : limit))
+        }
     }
 
     func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void) {}

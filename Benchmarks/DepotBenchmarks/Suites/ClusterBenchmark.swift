@@ -140,5 +140,180 @@ struct ClusterBenchmark: Benchmark {
         suite.check("cluster.didChange-other-daemon-p99-ms", report.otherDaemonP99Ms, target: 10, .atMost, of: "ms")
         suite.check("cluster.didChange-same-daemon-p50-ms", report.sameDaemonP50Ms, target: nil, .atMost, of: "ms")
         suite.check("cluster.didChange-same-daemon-p99-ms", report.sameDaemonP99Ms, target: nil, .atMost, of: "ms")
+        first.stop()
+        second.stop()
+
+        try await scaleOut(suite, server: server, store: store)
+        try fanOut(suite, store: store)
+    }
+
+    /// Saves/s with every save fanned out to `sessions` subscribed sessions per daemon: three daemons
+    /// with 8 writers each against one daemon with 24, and the cluster's commits/s against raw
+    /// single-row insert transactions from 24 postgres-nio connections, all in this run.
+    private func scaleOut(_ suite: SuiteRun, server: ThrowawayPostgres, store: String) async throws {
+        let quick = suite.options.quick
+        let sessions = quick ? 20 : 100
+        let seconds = quick ? 2.0 : 5.0
+        ProcessLimits.raiseDescriptorLimit()
+        let one = try await savesPerSecond(
+            suite, store: store, schema: "bench_scale_one", daemons: 1, writersPerDaemon: 24, sessions: sessions,
+            seconds: seconds)
+        let three = try await savesPerSecond(
+            suite, store: store, schema: "bench_scale_three", daemons: 3, writersPerDaemon: 8, sessions: sessions,
+            seconds: seconds)
+        let logger = Logger(label: "depot.bench.cluster")
+        var connections: [PostgresConnection] = []
+        for id in 0..<24 {
+            connections.append(
+                try await PostgresConnection.connect(configuration: server.url.configuration, id: id, logger: logger))
+        }
+        let opened = connections
+        defer { for connection in opened { Task { try? await connection.close() } } }
+        try await opened[0].query(
+            "CREATE TABLE public.bench_scale (id bigserial PRIMARY KEY, name text NOT NULL)", logger: logger)
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        let start = ContinuousClock.now
+        let raw = try await withThrowingTaskGroup(of: Int.self) { group in
+            for connection in opened {
+                group.addTask {
+                    var count = 0
+                    while ContinuousClock.now < deadline {
+                        _ = try await connection.withTransaction(logger: logger) { connection in
+                            try await connection.query(
+                                "INSERT INTO public.bench_scale (name) VALUES (\("row \(count)"))", logger: logger)
+                        }
+                        count += 1
+                    }
+                    return count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let rawPerSecond = Double(raw) / (ContinuousClock.now - start).seconds
+        suite.note(
+            "scale-out",
+            [
+                "sessionsPerDaemon": .int(Int64(sessions)), "oneDaemon24WritersSavesPerSecond": .double(one),
+                "threeDaemons8WritersSavesPerSecond": .double(three),
+                "rawInsertTransactionsPerSecond24Connections": .double(rawPerSecond),
+            ])
+        suite.check(
+            "cluster.scale-out-3-vs-1", three / one, target: 2, of: "saves/s, 3 daemons × 8 writers",
+            over: "1 daemon × 24 writers")
+        suite.check(
+            "cluster.commits-vs-raw-24", three / rawPerSecond, target: 0.5, of: "cluster commits/s",
+            over: "raw insert transactions/s, 24 connections")
+    }
+
+    /// Saves/s through `daemons` daemons on one new schema, each with `sessions` subscribed sessions.
+    private func savesPerSecond(
+        _ suite: SuiteRun, store: String, schema: String, daemons count: Int, writersPerDaemon: Int, sessions: Int,
+        seconds: Double
+    ) async throws -> Double {
+        var daemons: [DaemonProcess] = []
+        defer { for daemon in daemons { daemon.stop() } }
+        let arguments = ["--store", store + "?schema=\(schema)", "--max-sessions", "5000"]
+        for index in 0..<count {
+            daemons.append(
+                try suite.startDaemon(.ipc, label: "\(schema)-\(index)", extraArguments: arguments))
+            if index == 0 {
+                let setup = try await DepotConnection.connect(to: daemons[0].endpoint, timeout: .seconds(60))
+                _ = try await setup.call(ModelDefine.self, .init(entities: [ItemSeed.entity]))
+                setup.abort()
+            }
+        }
+        var subscribers: [DepotConnection] = []
+        defer { for subscriber in subscribers { subscriber.abort() } }
+        let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "createdAt")])
+        for daemon in daemons {
+            for _ in 0..<sessions {
+                let subscriber = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(60))
+                _ = try await subscriber.call(ResultsSubscribe.self, .init(request: request, include: .noObjects))
+                subscribers.append(subscriber)
+            }
+        }
+        var writers: [DepotConnection] = []
+        defer { for writer in writers { writer.abort() } }
+        for daemon in daemons {
+            for _ in 0..<writersPerDaemon {
+                writers.append(try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(60)))
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        let start = ContinuousClock.now
+        let saves = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (index, writer) in writers.enumerated() {
+                group.addTask {
+                    var count = 0
+                    while ContinuousClock.now < deadline {
+                        _ = try await writer.call(
+                            StoreSave.self,
+                            .init(inserted: [
+                                InsertedObject(
+                                    entity: "Item",
+                                    values: [
+                                        "name": .string("w\(index)-\(count)"),
+                                        "createdAt": .string(
+                                            ISO8601Text.string(seconds: ItemSeed.createdAt(index * 1_000_000 + count))),
+                                    ])
+                            ]), timeout: .seconds(60))
+                        count += 1
+                    }
+                    return count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        return Double(saves) / (ContinuousClock.now - start).seconds
+    }
+
+    /// One save on the first of three daemons, each with `processes` subscribed client processes:
+    /// the time until the last of them all has its `results/didChange`.
+    private func fanOut(_ suite: SuiteRun, store: String) throws {
+        let quick = suite.options.quick
+        let processes = quick ? 10 : 100
+        let saves = quick ? 30 : 150
+        let arguments = ["--store", store + "?schema=bench_fan_out", "--max-sessions", "5000"]
+        var daemons: [DaemonProcess] = []
+        defer { for daemon in daemons { daemon.stop() } }
+        for index in 0..<3 {
+            daemons.append(try suite.startDaemon(.ipc, label: "fan-out-\(index)", extraArguments: arguments))
+            if index == 0 {
+                let writer = try RawRPCClient(endpoint: daemons[0].endpoint)
+                try writer.initialize()
+                _ = try writer.call("model/define", params: FanOutBenchmark.model)
+                _ = try writer.call(
+                    "store/save", params: #"{"inserted":[{"entity":"Item","values":{"name":"a","score":0}}]}"#)
+            }
+        }
+        // Every daemon has the object before anyone subscribes.
+        usleep(500_000)
+        let children = try daemons.map { daemon in
+            try FanOutChildren(count: processes, arguments: ["depot", daemon.endpoint, String(saves)])
+        }
+        let writer = try RawRPCClient(endpoint: daemons[0].endpoint)
+        try writer.initialize()
+        var sent: [Int64: UInt64] = [:]
+        for index in 1...saves {
+            let start = FanOutChildren.now()
+            let result = try writer.call(
+                "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(index)}}]}"#)
+            sent[result["transaction"]?.intValue ?? -1] = start
+            usleep(20_000)  // one fan-out at a time: latency, not a queue
+        }
+        var last: [Int64: Double] = [:]
+        for group in children {
+            for (key, milliseconds) in try group.arrivals(sentAt: sent) { last[key] = max(last[key] ?? 0, milliseconds) }
+        }
+        let latencies = Array(last.values)
+        suite.note(
+            "fan-out.3x\(processes)",
+            [
+                "p50Ms": .double(percentile(latencies, 0.5)), "p99Ms": .double(percentile(latencies, 0.99)),
+                "saves": .int(Int64(latencies.count)),
+            ])
+        suite.check(
+            "cluster.fan-out-3x\(processes)-p99-ms", percentile(latencies, 0.99), target: 20, .atMost,
+            of: "last didChange p99 (ms)", over: "1 ms")
     }
 }

@@ -37,11 +37,11 @@ struct FanOutBenchmark: Benchmark {
         try writer.initialize()
         _ = try writer.call("model/define", params: Self.model)
         _ = try writer.call("store/save", params: #"{"inserted":[{"entity":"Item","values":{"name":"a","score":0}}]}"#)
-        let depotChildren = try Children(count: processes, arguments: ["depot", daemon.endpoint, String(saves)])
+        let depotChildren = try FanOutChildren(count: processes, arguments: ["depot", daemon.endpoint, String(saves)])
         let cpuBefore = CPUTime.process(daemon.pid) ?? 0
         var sent: [Int64: UInt64] = [:]
         for index in 1...saves {
-            let start = Children.now()
+            let start = FanOutChildren.now()
             let result = try writer.call(
                 "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(index)}}]}"#)
             sent[result["transaction"]?.intValue ?? -1] = start
@@ -62,12 +62,12 @@ struct FanOutBenchmark: Benchmark {
         var highWaterMark: Int32 = 0
         zmq_setsockopt(publisher, ZMQ_SNDHWM, &highWaterMark, MemoryLayout<Int32>.size)
         guard zmq_bind(publisher, endpoint) == 0 else { throw BenchmarkError("cannot bind \(endpoint)") }
-        let pubChildren = try Children(count: processes, arguments: ["pub", endpoint, String(saves)])
+        let pubChildren = try FanOutChildren(count: processes, arguments: ["pub", endpoint, String(saves)])
         usleep(500_000)  // SUB subscriptions reach the PUB asynchronously
         var published: [Int64: UInt64] = [:]
         let padding = String(repeating: "x", count: 280)
         for index in 1...saves {
-            let start = Children.now()
+            let start = FanOutChildren.now()
             let message = Array("\(index) \(padding)".utf8)
             _ = message.withUnsafeBytes { zmq_send(publisher, $0.baseAddress, $0.count, 0) }
             published[Int64(index)] = start
@@ -112,7 +112,7 @@ struct FanOutBenchmark: Benchmark {
             FileHandle.standardOutput.write(Data("ready\n".utf8))
             while arrivals.count < count {
                 let bytes = try client.dealer.receive()
-                let now = Children.now()
+                let now = FanOutChildren.now()
                 let json = try JSONParser.parse(bytes)
                 guard json["method"] == "results/didChange", let transaction = json["params"]?["transaction"]?.intValue
                 else { continue }
@@ -128,7 +128,7 @@ struct FanOutBenchmark: Benchmark {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while arrivals.count < count {
                 let size = zmq_recv(subscriber, &buffer, buffer.count, 0)
-                let now = Children.now()
+                let now = FanOutChildren.now()
                 guard size > 0 else { continue }
                 let text = String(decoding: buffer.prefix(Int(size)).prefix { $0 != 32 }, as: UTF8.self)
                 arrivals.append((Int64(text) ?? -1, now))
@@ -138,8 +138,8 @@ struct FanOutBenchmark: Benchmark {
     }
 }
 
-/// The child processes of one side, started and waited for.
-private struct Children {
+/// The child processes of one side, started and waited for (the cluster benchmark uses them too).
+struct FanOutChildren {
     let processes: [(Process, Pipe)]
 
     /// Starts `count` children and waits until each says it is ready.
@@ -170,6 +170,11 @@ private struct Children {
 
     /// For each message sent at `sentAt[key]`, milliseconds until the last child had it.
     func lastArrivals(sentAt: [Int64: UInt64]) throws -> [Double] {
+        Array(try arrivals(sentAt: sentAt).values)
+    }
+
+    /// For each message sent at `sentAt[key]`, by key, milliseconds until the last child had it.
+    func arrivals(sentAt: [Int64: UInt64]) throws -> [Int64: Double] {
         var last: [Int64: UInt64] = [:]
         for (process, pipe) in processes {
             let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -180,9 +185,9 @@ private struct Children {
                 last[key] = max(last[key] ?? 0, time)
             }
         }
-        return sentAt.compactMap { key, start in
-            last[key].map { Double($0 &- start) / 1e6 }
-        }
+        var result: [Int64: Double] = [:]
+        for (key, start) in sentAt { result[key] = last[key].map { Double($0 &- start) / 1e6 } }
+        return result
     }
 
     static func now() -> UInt64 {

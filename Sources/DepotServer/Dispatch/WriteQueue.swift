@@ -139,9 +139,7 @@ final class WriteQueue: Sendable {
             guard let first = list.first else { return [] }
             guard first.groupable else { return [list.removeFirst()] }
             var group: [Entry] = []
-            // A replica's write is one entry of the cluster's log, with one changeset: no groups.
-            let largest = store.isReplicated ? 1 : Self.largestGroup
-            while let next = list.first, next.groupable, group.count < largest {
+            while let next = list.first, next.groupable, group.count < Self.largestGroup {
                 group.append(list.removeFirst())
             }
             return group
@@ -154,6 +152,8 @@ final class WriteQueue: Sendable {
         } else {
             do {
                 try store.writeGroup { group in
+                    // A replica may run the group twice (its first try refused by the cluster's log).
+                    slot.discard()
                     slot.group = group
                     responses = taken.map { $0.run(slot) }
                     slot.group = nil

@@ -30,11 +30,16 @@ extension Store {
     /// (on the writer, between writes); ``takeAppliedTransactions()`` then has it.
     public func catchUpWithCluster() throws(RPCError) {
         guard let replication else { return }
+        var limit = Self.catchUpBatch
         while true {
-            let entries = try replication.entries(after: clusterPosition.withLock { $0 }, limit: Self.catchUpBatch)
+            let position = clusterPosition.withLock { $0 }
+            let entries = try replication.entries(after: position, limit: limit)
             guard !entries.isEmpty else { return }
-            try apply(entries)
-            if entries.count < Self.catchUpBatch { return }
+            let cutGroup = try apply(entries)
+            // A read that cut a group ends where the group starts: read again from there, with
+            // room for the whole group should it not fit at all.
+            if !cutGroup && entries.count < limit { return }
+            if clusterPosition.withLock({ $0 }) == position { limit *= 2 }
         }
     }
 
@@ -90,21 +95,24 @@ extension Store {
         }
         let head = clusterPosition.withLock { $0 }
         var committed = false
+        var newPosition = head
         do {
             let value = try pool.write { db in
                 let session = model == nil ? try ChangeSession(on: db.sqliteConnection!) : nil
                 let latest = try Self.latestTransaction(db)
                 let value = try body(db)
-                guard let entry = try entry(db, after: head, latest: latest, session: session, model: model) else {
+                let entries = try entries(db, after: head, latest: latest, session: session, model: model)
+                guard let last = entries.last else {
                     open = false
                     replication.abandonWrite()
                     return value
                 }
-                try Self.saveClusterPosition(db, entry.number)
+                try Self.saveClusterPosition(db, last.number)
+                newPosition = last.number
                 open = false
                 let appended: Bool
                 do {
-                    appended = try replication.commitWrite(entry)
+                    appended = try replication.commitWrite(entries)
                 } catch {
                     throw AttemptFailure.atCommit(Self.rpcError(error))
                 }
@@ -113,7 +121,7 @@ extension Store {
                 committed = true
                 return value
             }
-            if committed { clusterPosition.withLock { $0 = head + 1 } }
+            if committed { clusterPosition.withLock { $0 = newPosition } }
             return value
         } catch is LogRefusedEntry {
             return nil
@@ -124,50 +132,63 @@ extension Store {
         }
     }
 
-    /// The log entry of the write just run: its model change, or its history row and changeset; `nil` when it changed nothing.
-    private func entry(
+    /// The log entries of the write just run: its model change, or one per history row it
+    /// recorded (a group commit records several), the changeset on the last, the others marked
+    /// as continued; none when it changed nothing.
+    private func entries(
         _ db: Database, after head: Int64, latest: Int64, session: ChangeSession?, model: ModelChange?
-    ) throws -> ReplicatedEntry? {
+    ) throws -> [ReplicatedEntry] {
         if let model {
-            guard model.changed else { return nil }
-            return ReplicatedEntry(
-                number: head + 1, author: nil, timestamp: Date.now.timeIntervalSince1970,
-                content: .model(entities: model.entities, removing: model.removing))
+            guard model.changed else { return [] }
+            return [
+                ReplicatedEntry(
+                    number: head + 1, author: nil, timestamp: Date.now.timeIntervalSince1970,
+                    content: .model(entities: model.entities, removing: model.removing))
+            ]
         }
         let changeset = try session?.changeset() ?? []
         let rows = try Row.fetchAll(
             db, sql: "SELECT id, timestamp, author, changes FROM depot_transaction WHERE id > ? ORDER BY id",
             arguments: [latest])
-        guard let row = rows.first else {
+        guard !rows.isEmpty else {
             // A write that changed objects without a transaction would leave the replicas apart.
             guard changeset.isEmpty else {
                 throw RPCError.internalError("a write changed objects but recorded no transaction")
             }
-            return nil
+            return []
         }
-        guard rows.count == 1 else {
-            throw RPCError.internalError("a cluster write recorded \(rows.count) transactions; one was expected")
+        return rows.enumerated().map { index, row in
+            let isLast = index == rows.count - 1
+            return ReplicatedEntry(
+                number: head + 1 + Int64(index), author: row["author"], timestamp: row["timestamp"],
+                content: .data(
+                    transaction: row["id"], changes: row["changes"], changeset: isLast ? changeset : [],
+                    continued: !isLast))
         }
-        return ReplicatedEntry(
-            number: head + 1, author: row["author"], timestamp: row["timestamp"],
-            content: .data(transaction: row["id"], changes: row["changes"], changeset: changeset))
     }
 
-    /// Applies `entries` (the log's, in order, from right after this replica's position) in one local transaction.
-    private func apply(_ entries: [ReplicatedEntry]) throws(RPCError) {
+    /// Applies `entries` (the log's, in order, from right after this replica's position) in one
+    /// local transaction; returns whether it left out a group cut at the end.
+    @discardableResult
+    private func apply(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
         var schema = self.schema
         var position = clusterPosition.withLock { $0 }
         var applied: [CommittedTransaction] = []
+        // A group's entries are applied together: an incomplete group at the end waits for the next read.
+        var complete = entries
+        while let last = complete.last, case .data(_, _, _, continued: true) = last.content { complete.removeLast() }
+        let cutGroup = complete.count < entries.count
+        guard !complete.isEmpty else { return cutGroup }
         try Self.mapErrors {
             try pool.write { db in
-                for entry in entries where entry.number > position {
+                for entry in complete where entry.number > position {
                     guard entry.number == position + 1 else {
                         throw RPCError.internalError(
                             "the cluster's log jumps from \(position) to \(entry.number): this replica cannot follow it"
                         )
                     }
                     switch entry.content {
-                    case .data(let transaction, let changes, let changeset):
+                    case .data(let transaction, let changes, let changeset, _):
                         let expected = try Self.latestTransaction(db) + 1
                         guard transaction == expected else {
                             throw RPCError.internalError(
@@ -193,6 +214,7 @@ extension Store {
         replaceSchema(schema)
         clusterPosition.withLock { $0 = position }
         appliedTransactions.withLock { $0 += applied }
+        return cutGroup
     }
 
     /// The replica's position in the cluster's log (0 for a new replica or a lone store).

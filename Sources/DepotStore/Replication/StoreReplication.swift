@@ -17,12 +17,13 @@ public protocol StoreReplication: AnyObject, Sendable {
     /// cannot be refused.
     func beginWrite(after position: Int64, locked: Bool) throws(RPCError) -> [ReplicatedEntry]
 
-    /// Appends `entry` if the log's newest entry is the one before it, and
-    /// releases the lock if held; returns whether it was appended (`false`:
-    /// another store took its number first). When it throws, the entry is not
-    /// known to be committed: the store rolls back its own write, and learns
-    /// from the log later whether the entry made it.
-    func commitWrite(_ entry: ReplicatedEntry) throws(RPCError) -> Bool
+    /// Appends `entries` (consecutive numbers), all or none, if the log's
+    /// newest entry is the one before the first, and releases the lock if
+    /// held; returns whether they were appended (`false`: another store took
+    /// the number first). When it throws, they are not known to be committed:
+    /// the store rolls back its own write, and learns from the log later
+    /// whether they made it.
+    func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool
 
     /// Ends a write that appends nothing, releasing the lock.
     func abandonWrite()
@@ -47,8 +48,10 @@ public struct ReplicatedEntry: Sendable, Equatable {
         /// Object changes: the transaction's number (in history and `store/didSave`, numbered
         /// like a lone store's, without the model changes), its changes in history's form
         /// (``HistoryCoding``), and the SQLite changeset that brings a replica's rows to the
-        /// committed state.
-        case data(transaction: Int64, changes: String, changeset: [UInt8])
+        /// committed state. The saves of one group commit are one entry each, in one log
+        /// transaction: all but the last are `continued` and carry no changeset, the last
+        /// carries the group's; a replica applies the group together.
+        case data(transaction: Int64, changes: String, changeset: [UInt8], continued: Bool = false)
         /// A model change (`model/define`), which each replica migrates to itself.
         case model(entities: [EntityDescription], removing: [String])
     }
