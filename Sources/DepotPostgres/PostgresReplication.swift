@@ -84,6 +84,7 @@ public final class PostgresReplication: StoreReplication {
     // the write lock: a session-level advisory lock held from reading the head until the entry's
     // INSERT has committed, then released. docs/cluster.md argues why the numbering stays safe.
 
+    /// Unlocked: nothing to do. Locked: takes the write lock and reads what follows `position`, in one round trip.
     public func beginWrite(after position: Int64, locked: Bool) throws(RPCError) -> [ReplicatedEntry] {
         guard locked else { return [] }
         holdsLock.withLock { $0 = true }
@@ -103,6 +104,7 @@ public final class PostgresReplication: StoreReplication {
         }
     }
 
+    /// Appends `entries` in one statement that commits by itself, then releases the lock if held.
     public func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
         guard let first = entries.first, let last = entries.last else { return true }
         lastOwnEntry.withLock { $0 = max($0, last.number) }
@@ -141,6 +143,7 @@ public final class PostgresReplication: StoreReplication {
         return appended?.count == 1
     }
 
+    /// Releases the lock if held, without waiting.
     public func abandonWrite() {
         guard holdsLock.withLock({ $0 }) else { return }
         holdsLock.withLock { $0 = false }
@@ -148,6 +151,7 @@ public final class PostgresReplication: StoreReplication {
         writer.send("SELECT pg_advisory_unlock_all()")
     }
 
+    /// Up to `limit` entries after `position`, on the writer's connection.
     public func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
         let rows = try writer.query(
             """
@@ -226,6 +230,7 @@ public final class PostgresReplication: StoreReplication {
 
     // MARK: Following
 
+    /// Starts the follower task: LISTEN for hints, and read the head every poll interval.
     public func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
     {
         let position = { @Sendable [self] in max(position(), lastOwnEntry.withLock { $0 }) }
@@ -274,6 +279,7 @@ public final class PostgresReplication: StoreReplication {
         follower.withLock { $0 = task }
     }
 
+    /// Stops the follower and closes the writer's connection.
     public func stop() {
         follower.withLock { task in
             task?.cancel()

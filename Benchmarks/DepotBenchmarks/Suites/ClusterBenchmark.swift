@@ -303,7 +303,9 @@ struct ClusterBenchmark: Benchmark {
         }
         var last: [Int64: Double] = [:]
         for group in children {
-            for (key, milliseconds) in try group.arrivals(sentAt: sent) { last[key] = max(last[key] ?? 0, milliseconds) }
+            for (key, milliseconds) in try group.arrivals(sentAt: sent) {
+                last[key] = max(last[key] ?? 0, milliseconds)
+            }
         }
         let latencies = Array(last.values)
         suite.note(
