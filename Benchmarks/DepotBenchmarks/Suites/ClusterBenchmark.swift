@@ -55,14 +55,7 @@ struct ClusterBenchmark: Benchmark {
             BenchmarkCase("cluster.save", unit: "save") { index in
                 _ = try await writer.call(
                     StoreSave.self,
-                    .init(inserted: [
-                        InsertedObject(
-                            entity: "Item",
-                            values: [
-                                "name": .string("saved \(index)"),
-                                "createdAt": .string(ISO8601Text.string(seconds: ItemSeed.createdAt(index))),
-                            ])
-                    ]))
+                    .init(inserted: [ItemSeed.object("saved \(index)", index: index)]))
             },
             BenchmarkCase("cluster.raw-insert", unit: "transaction") { index in
                 _ = try await raw.withTransaction(logger: logger) { connection in
@@ -78,21 +71,7 @@ struct ClusterBenchmark: Benchmark {
         let rows = quick ? 20_000 : 1_000_000
         let samples = quick ? 50 : 300
         let loadStart = ContinuousClock.now
-        let chunk = 20_000
-        var loaded = 0
-        while loaded < rows {
-            let count = min(chunk, rows - loaded)
-            let objects = (loaded..<loaded + count).map { index in
-                InsertedObject(
-                    entity: "Item",
-                    values: [
-                        "name": .string("item \(index)"),
-                        "createdAt": .string(ISO8601Text.string(seconds: ItemSeed.createdAt(index))),
-                    ])
-            }
-            _ = try await writer.call(StoreSave.self, .init(inserted: objects), timeout: .seconds(600))
-            loaded += count
-        }
+        try await ItemSeed.save(rows, through: writer)
         let loadSeconds = (ContinuousClock.now - loadStart).seconds
         let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "createdAt")])
         // Subscribing on B waits for B to have applied every load transaction.
@@ -248,15 +227,8 @@ struct ClusterBenchmark: Benchmark {
                     while ContinuousClock.now < deadline {
                         _ = try await writer.call(
                             StoreSave.self,
-                            .init(inserted: [
-                                InsertedObject(
-                                    entity: "Item",
-                                    values: [
-                                        "name": .string("w\(index)-\(count)"),
-                                        "createdAt": .string(
-                                            ISO8601Text.string(seconds: ItemSeed.createdAt(index * 1_000_000 + count))),
-                                    ])
-                            ]), timeout: .seconds(60))
+                            .init(inserted: [ItemSeed.object("w\(index)-\(count)", index: index * 1_000_000 + count)]),
+                            timeout: .seconds(60))
                         count += 1
                     }
                     return count
@@ -293,14 +265,7 @@ struct ClusterBenchmark: Benchmark {
         }
         let writer = try RawRPCClient(endpoint: daemons[0].endpoint)
         try writer.initialize()
-        var sent: [Int64: UInt64] = [:]
-        for index in 1...saves {
-            let start = FanOutChildren.now()
-            let result = try writer.call(
-                "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(index)}}]}"#)
-            sent[result["transaction"]?.intValue ?? -1] = start
-            usleep(20_000)  // one fan-out at a time: latency, not a queue
-        }
+        let sent = try FanOutBenchmark.saveOneAtATime(saves, through: writer, pause: 20_000)
         var last: [Int64: Double] = [:]
         for group in children {
             for (key, milliseconds) in try group.arrivals(sentAt: sent) {

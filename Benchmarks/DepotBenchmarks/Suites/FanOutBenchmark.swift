@@ -39,14 +39,7 @@ struct FanOutBenchmark: Benchmark {
         _ = try writer.call("store/save", params: #"{"inserted":[{"entity":"Item","values":{"name":"a","score":0}}]}"#)
         let depotChildren = try FanOutChildren(count: processes, arguments: ["depot", daemon.endpoint, String(saves)])
         let cpuBefore = CPUTime.process(daemon.pid) ?? 0
-        var sent: [Int64: UInt64] = [:]
-        for index in 1...saves {
-            let start = FanOutChildren.now()
-            let result = try writer.call(
-                "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(index)}}]}"#)
-            sent[result["transaction"]?.intValue ?? -1] = start
-            usleep(15_000)  // one fan-out at a time: measure latency, not a queue
-        }
+        let sent = try Self.saveOneAtATime(saves, through: writer, pause: 15_000)
         let daemonCPU = (CPUTime.process(daemon.pid) ?? 0) - cpuBefore
         let depot = try depotChildren.lastArrivals(sentAt: sent)
 
@@ -94,6 +87,20 @@ struct FanOutBenchmark: Benchmark {
                 "pubP99Ms": .double(percentile(pub, 0.99)), "saves": .int(Int64(depot.count)),
                 "daemonCPUMicrosPerSessionPerSave": .double(daemonCPU * 1e6 / Double(saves * processes)),
             ])
+    }
+
+    /// `count` saves of Item/1's score through `writer`, `pause` µs apart (one fan-out at a time:
+    /// latency, not a queue); when each was sent, by its transaction.
+    static func saveOneAtATime(_ count: Int, through writer: RawRPCClient, pause: UInt32) throws -> [Int64: UInt64] {
+        var sent: [Int64: UInt64] = [:]
+        for index in 1...count {
+            let start = FanOutChildren.now()
+            let result = try writer.call(
+                "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(index)}}]}"#)
+            sent[result["transaction"]?.intValue ?? -1] = start
+            usleep(pause)
+        }
+        return sent
     }
 
     /// `--fan-out-child depot ENDPOINT COUNT` or `pub ENDPOINT COUNT`: receives COUNT

@@ -45,21 +45,7 @@ struct FetchedResultsLatencyBenchmark: Benchmark {
         let watcher = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(600))
         _ = try await writer.call(ModelDefine.self, .init(entities: [ItemSeed.entity]))
         let loadStart = ContinuousClock.now
-        let chunk = 20_000
-        var loaded = 0
-        while loaded < rows {
-            let count = min(chunk, rows - loaded)
-            let objects = (loaded..<loaded + count).map { index in
-                InsertedObject(
-                    entity: "Item",
-                    values: [
-                        "name": .string("item \(index)"),
-                        "createdAt": .string(ISO8601Text.string(seconds: ItemSeed.createdAt(index))),
-                    ])
-            }
-            _ = try await writer.call(StoreSave.self, .init(inserted: objects), timeout: .seconds(600))
-            loaded += count
-        }
+        try await ItemSeed.save(rows, through: writer)
         let loadSeconds = (ContinuousClock.now - loadStart).seconds
 
         let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "createdAt")])
