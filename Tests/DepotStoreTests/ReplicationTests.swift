@@ -95,6 +95,24 @@ final class ReplicationTests: XCTestCase {
         XCTAssertEqual(try JSONCoding.encode(b.fetch(request)), try JSONCoding.encode(a.fetch(request)))
     }
 
+    func testAReplicaThatCannotFollowTheLogRefusesToWriteAndSaysWhy() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        _ = try a.defineModel(testModel)
+        _ = try a.insertTeam("France", zone: "Europe")
+        try b.catchUpWithCluster()
+        // An entry whose transaction number this replica cannot have reached.
+        log.appendUnchecked(
+            ReplicatedEntry(
+                number: 3, author: nil, timestamp: 0, content: .data(transaction: 99, changes: "{}", changeset: [])))
+        let refusal = assertRPCError(.internalError) { try b.catchUpWithCluster() }
+        XCTAssertTrue(refusal?.message.contains("diverged") ?? false, refusal?.message ?? "")
+        XCTAssertNotNil(b.divergenceError)
+        assertRPCError(.internalError) { try b.insertTeam("Japan", zone: "Asia") }
+        XCTAssertEqual(b.replicaPosition, 2, "nothing of the bad entry was applied")
+        XCTAssertEqual(try b.count(FetchRequest(entity: "Team")), 1)
+    }
+
     func testADataDirectoryIsALoneStoreOrAReplicaForLife() throws {
         let (lone, directory) = try makeStore()
         _ = lone
@@ -129,6 +147,9 @@ private final class MemoryLog: StoreReplication {
     var lockedWrites: Int { state.withLock { $0.lockedWrites } }
 
     func refuseNextCommit() { state.withLock { $0.refuseCommit = true } }
+
+    /// Appends `entry` as the log's next, whatever it says.
+    func appendUnchecked(_ entry: ReplicatedEntry) { state.withLock { $0.entries.append(entry) } }
 
     func beginWrite(after position: Int64, locked: Bool) throws(RPCError) -> [ReplicatedEntry] {
         state.withLock { state in

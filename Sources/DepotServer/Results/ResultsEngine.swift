@@ -874,6 +874,13 @@ final class ResultsEngine: Sendable {
 }
 
 extension ResultsEngine {
+    /// Drops every result set and tells each subscriber to resync (`results/didInvalidate`):
+    /// the store can no longer follow its commits (a cluster replica that diverged).
+    func invalidateAll(reason: String, service: DepotService) {
+        let sets = state.withLock { Array($0.sets.values) }
+        for set in sets { invalidate(set, reason: reason, store: nil, service: service) }
+    }
+
     /// `results/deleteCache`: removes a named cache, or every cache; live
     /// subscriptions keep running but no longer persist under that name.
     func deleteCache(_ name: String?, store: Store) throws(RPCError) {

@@ -60,6 +60,8 @@ public final class DepotService: Sendable {
     private let stopping = Atomic<Bool>(false)
     /// Whether a catch-up with the cluster waits for the writer already.
     let catchUpQueued = Atomic<Bool>(false)
+    /// Whether the subscribers were told that the replica diverged from the cluster's log.
+    let divergenceReported = Atomic<Bool>(false)
     /// The endpoints the transport bound, as `server/stats` reports them.
     let boundEndpoints: [String]
 
@@ -197,7 +199,11 @@ extension DepotService {
                     try store.catchUpWithCluster()
                 } catch {
                     // The follower hints again once PostgreSQL answers; nothing is skipped meanwhile.
-                    logger.warning("cannot catch up with the cluster: \(error)")
+                    // A replica that diverged never catches up: its subscribers are told, once.
+                    logger.error("cannot catch up with the cluster: \(error)")
+                    if store.divergenceError != nil, !divergenceReported.exchange(true, ordering: .relaxed) {
+                        results.invalidateAll(reason: "error", service: self)
+                    }
                 }
                 return nil
             }, send: { _ in }, failure: { _ in [] })

@@ -14,6 +14,10 @@ extension Store {
     /// Whether writes go through a cluster's log.
     public var isReplicated: Bool { replication != nil }
 
+    /// Why this replica can no longer follow the cluster's log, if it cannot (a changeset that
+    /// does not apply, a hole in the log): every write and catch-up is then refused with it.
+    public var divergenceError: RPCError? { divergence.withLock { $0 } }
+
     /// The number of the cluster's newest entry this replica has applied (0 for a lone store).
     public var replicaPosition: Int64 { clusterPosition.withLock { $0 } }
 
@@ -85,6 +89,7 @@ extension Store {
     private func attemptWrite<T>(
         _ replication: any StoreReplication, locked: Bool, model: ModelChange?, _ body: (Database) throws -> T
     ) throws(AttemptFailure) -> T? {
+        if let divergence = divergence.withLock({ $0 }) { throw .atCommit(divergence) }
         var open = true
         defer { if open { replication.abandonWrite() } }
         do {
@@ -179,19 +184,19 @@ extension Store {
         while let last = complete.last, case .data(_, _, _, continued: true) = last.content { complete.removeLast() }
         let cutGroup = complete.count < entries.count
         guard !complete.isEmpty else { return cutGroup }
-        try Self.mapErrors {
+        if let divergence = divergence.withLock({ $0 }) { throw divergence }
+        do {
             try pool.write { db in
                 for entry in complete where entry.number > position {
                     guard entry.number == position + 1 else {
-                        throw RPCError.internalError(
-                            "the cluster's log jumps from \(position) to \(entry.number): this replica cannot follow it"
-                        )
+                        throw ReplicationError.diverged(
+                            "the cluster's log jumps from \(position) to \(entry.number)")
                     }
                     switch entry.content {
                     case .data(let transaction, let changes, let changeset, _):
                         let expected = try Self.latestTransaction(db) + 1
                         guard transaction == expected else {
-                            throw RPCError.internalError(
+                            throw ReplicationError.diverged(
                                 "the cluster's entry \(entry.number) is transaction \(transaction), this replica expected \(expected)"
                             )
                         }
@@ -210,6 +215,16 @@ extension Store {
                 }
                 try Self.saveClusterPosition(db, position)
             }
+        } catch let error as ReplicationError {
+            // Nothing of the batch stays, but the replica can never follow the log again: it
+            // refuses every write and catch-up from now on, and says why (docs/cluster.md).
+            let refusal = RPCError.internalError(
+                "this replica diverged from the cluster's log (\(error)): start the daemon on an empty data directory to rebuild it from the log"
+            )
+            divergence.withLock { $0 = refusal }
+            throw refusal
+        } catch {
+            throw Self.rpcError(error)
         }
         replaceSchema(schema)
         clusterPosition.withLock { $0 = position }

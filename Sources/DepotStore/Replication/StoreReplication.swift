@@ -75,7 +75,15 @@ public struct ReplicatedEntry: Sendable, Equatable {
 }
 
 /// Why a replicated write or catch-up failed inside the store.
-enum ReplicationError: Error {
+enum ReplicationError: Error, CustomStringConvertible {
     /// SQLite's session extension refused (see the message).
     case changeset(String)
+    /// The log and this replica disagree (see the message).
+    case diverged(String)
+
+    var description: String {
+        switch self {
+        case .changeset(let message), .diverged(let message): message
+        }
+    }
 }

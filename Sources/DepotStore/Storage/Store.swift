@@ -26,6 +26,8 @@ public final class Store: Sendable {
     let clusterPosition: Mutex<Int64>
     /// Transactions of other stores applied since ``takeAppliedTransactions()`` last ran.
     let appliedTransactions = Mutex<[CommittedTransaction]>([])
+    /// Set once the replica cannot follow the log (``divergenceError``).
+    let divergence = Mutex<RPCError?>(nil)
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
     ///
