@@ -258,3 +258,46 @@ def test_postgres_stopped_and_started_under_load(own_postgres: str) -> None:
     finally:
         for running in daemons:
             running.stop()
+
+
+def test_model_changes_many_to_many_pairs_and_batches_reach_every_daemon(cluster: List[Daemon]) -> None:
+    first, second, third = (d.client() for d in cluster)
+    try:
+        # A model change through one daemon; the others migrate from the log.
+        first.call("model/define", {"entities": [
+            {"name": "Post", "attributes": [{"name": "title", "type": "string"}],
+             "relationships": [{"name": "tags", "destination": "Tag", "toMany": True, "inverse": "posts"}]},
+            {"name": "Tag", "attributes": [{"name": "name", "type": "string"}],
+             "relationships": [{"name": "posts", "destination": "Post", "toMany": True, "inverse": "tags"}]},
+        ]})
+        saved = second.save(inserted=[
+            {"entity": "Tag", "tempId": "a", "values": {"name": "a"}},
+            {"entity": "Tag", "tempId": "b", "values": {"name": "b"}},
+            {"entity": "Post", "tempId": "p", "values": {"title": "hello", "tags": ["a", "b"]}},
+        ])
+        post, a, b = saved["ids"]["p"], saved["ids"]["a"], saved["ids"]["b"]
+        third.save(updated=[{"id": post, "values": {"tags": depot.members(remove=[a])}}])
+        batch = first.call("store/batchInsert", {"entity": "Tag", "objects": [{"name": f"t{i}"} for i in range(500)]})
+        first.call("store/batchUpdate", {"entity": "Tag", "predicate": "name BEGINSWITH 't1'",
+                                         "values": {"name": "renamed"}})
+        first.call("store/batchDelete", {"entity": "Tag", "predicate": "name BEGINSWITH 't2'"})
+        latest = first.call("store/history", {"since": 0, "limit": 1})["latest"]
+        assert latest == batch["transaction"] + 2
+        views = []
+        for client in (first, second, third):
+            deadline = time.monotonic() + 10
+            while client.call("store/history", {"since": 0, "limit": 1})["latest"] < latest:
+                assert time.monotonic() < deadline, "a daemon did not follow"
+                time.sleep(0.05)
+            posts = client.fetch({"entity": "Post", "properties": ["title", "tags"]})["objects"]
+            tags = client.fetch({"entity": "Tag", "sort": [{"key": "name"}], "properties": ["name", "posts"]})
+            views.append((posts, tags["objects"]))
+        assert views[0] == views[1] == views[2], "every daemon serves the same pairs and rows"
+        posts, tags = views[0]
+        assert posts[0]["tags"] == [b], "the pair removed through another daemon is gone everywhere"
+        assert sum(1 for t in tags if t["name"] == "renamed") == 111
+        assert not any(t["name"].startswith("t2") for t in tags)
+        assert len(tags) == 2 + 500 - 111
+    finally:
+        for client in (first, second, third):
+            client.close()
