@@ -25,6 +25,8 @@ public final class PostgresReplication: StoreReplication {
     public let statementTimeout: Duration
     /// The longest the follower waits for a hint before it looks at the log's head.
     public let pollInterval: Duration
+    /// The longest a write waits for the cluster's write lock (held by another daemon's write).
+    public let lockTimeout: Duration = .seconds(120)
     private let configuration: PostgresConnection.Configuration
     private let logger: Logger
     private let writer: BlockingConnection
@@ -88,11 +90,13 @@ public final class PostgresReplication: StoreReplication {
     public func beginWrite(after position: Int64, locked: Bool) throws(RPCError) -> [ReplicatedEntry] {
         guard locked else { return [] }
         holdsLock.withLock { $0 = true }
+        // The lock may be held by a long write (a big batch) on another daemon: wait for it as a
+        // write waits behind a batch on one daemon, up to a bound.
         let rows = try writer.query(
             """
             SELECT "transaction", changes, changeset
             FROM \(unescaped: Self.beginWriteFunction(log))(\(position), \(log.lockKey))
-            """)
+            """, wait: lockTimeout)
         do {
             return try rows.map { row in
                 let (number, json, changeset) = try row.decode((Int64, String, Data?).self)
@@ -107,7 +111,6 @@ public final class PostgresReplication: StoreReplication {
     /// Appends `entries` in one statement that commits by itself, then releases the lock if held.
     public func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
         guard let first = entries.first, let last = entries.last else { return true }
-        lastOwnEntry.withLock { $0 = max($0, last.number) }
         // Without the lock, the entries also yield to a writer that holds it (a try-lock, for the
         // statement only): a write that was refused once and waits for the lock then always gets in.
         // A number taken meanwhile by another daemon fails the whole statement (its primary key):
@@ -137,10 +140,19 @@ public final class PostgresReplication: StoreReplication {
                     RETURNING "transaction")
                 SELECT pg_notify('\(log.channel)', max("transaction")::text)::text FROM entry HAVING count(*) > 0
                 """, binds: bindings)
-        let appended = try writer.query(append, refusingOn: "23505")
+        let appended: [PostgresRow]?
+        do {
+            appended = try writer.query(append, refusingOn: "23505")
+        } catch {
+            // The connection was dropped, and the lock with it.
+            holdsLock.withLock { $0 = false }
+            throw error
+        }
         // Committed (or refused): free the lock without waiting; the connection's next query goes after it.
         abandonWrite()
-        return appended?.count == 1
+        guard appended?.count == 1 else { return false }
+        lastOwnEntry.withLock { $0 = max($0, last.number) }
+        return true
     }
 
     /// Releases the lock if held, without waiting.
@@ -336,13 +348,18 @@ final class BlockingConnection: @unchecked Sendable {
 
     /// Runs `query` and waits for its rows: the writer's thread hands it to the connection's event
     /// loop and sleeps until the answer, with no task in between (each hop is a thread wake-up).
-    func query(_ query: PostgresQuery) throws(RPCError) -> [PostgresRow] {
+    ///
+    /// - Parameter wait: how long to wait instead of the statement timeout (a lock wait).
+    func query(_ query: PostgresQuery, wait: Duration? = nil) throws(RPCError) -> [PostgresRow] {
         // Without a state to refuse on, every error throws: the result is never nil.
-        try self.query(query, refusingOn: nil)!
+        try self.query(query, refusingOn: nil, wait: wait)!
     }
 
-    /// ``query(_:)``, but `nil` (the connection kept) when PostgreSQL refuses it with SQLSTATE `refusal`.
-    func query(_ query: PostgresQuery, refusingOn refusal: String?) throws(RPCError) -> [PostgresRow]? {
+    /// ``query(_:wait:)``, but `nil` (the connection kept) when PostgreSQL refuses it with SQLSTATE `refusal`.
+    func query(_ query: PostgresQuery, refusingOn refusal: String?, wait: Duration? = nil) throws(RPCError)
+        -> [PostgresRow]?
+    {
+        let limit = wait ?? timeout
         let connection = try connected()
         let outcome = Mutex<Result<[PostgresRow], any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -350,8 +367,8 @@ final class BlockingConnection: @unchecked Sendable {
             outcome.withLock { $0 = result.map(\.rows) }
             done.signal()
         }
-        guard done.wait(timeout: .now() + timeoutInterval) == .success else {
-            throw fail(ChangeLogError.database("no answer within \(timeout)"))
+        guard done.wait(timeout: .now() + Self.interval(limit)) == .success else {
+            throw fail(ChangeLogError.database("no answer within \(limit)"))
         }
         switch outcome.withLock({ $0! }) {
         case .success(let rows):
@@ -372,8 +389,10 @@ final class BlockingConnection: @unchecked Sendable {
         }
     }
 
-    private var timeoutInterval: DispatchTimeInterval {
-        let (seconds, attoseconds) = timeout.components
+    private var timeoutInterval: DispatchTimeInterval { Self.interval(timeout) }
+
+    private static func interval(_ duration: Duration) -> DispatchTimeInterval {
+        let (seconds, attoseconds) = duration.components
         return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 

@@ -68,6 +68,23 @@ final class ReplicationTests: XCTestCase {
         XCTAssertEqual(log.count, 3)
     }
 
+    func testAWriteThatChangesNothingOnAStaleReplicaIsDecidedUnderTheLock() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        _ = try a.defineModel(testModel)
+        let france = try a.insertTeam("France", zone: "Europe", wins: 3)
+        try b.catchUpWithCluster()
+        _ = try a.save(StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 6])]))
+        // b still says 3: setting 3 looks like no change there, but it is one in the cluster.
+        let (_, transaction) = try b.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 3])]))
+        XCTAssertNotNil(transaction, "the save changed wins from 6 back to 3")
+        XCTAssertEqual(log.lockedWrites, 1)
+        try a.catchUpWithCluster()
+        let wins = try a.objects(ids: [france], properties: ["wins"]).first?["wins"]
+        XCTAssertEqual(wins, 3)
+    }
+
     func testAGroupCommitIsOneEntryPerSaveAppliedTogether() throws {
         let log = MemoryLog()
         let (a, b) = (try replica(log), try replica(log))

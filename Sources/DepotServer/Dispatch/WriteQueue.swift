@@ -165,8 +165,11 @@ final class WriteQueue: Sendable {
             }
         }
         let replies = zip(taken, responses).compactMap { entry, bytes in bytes.map { (entry.send, $0) } }
-        // What the replica applied of other daemons' commits (before or inside this write) comes first.
-        let transactions = store.takeAppliedTransactions() + slot.transactions
+        // What the replica applied of other daemons' commits (before or inside this write) goes in
+        // its place: the cluster numbers every transaction in one order.
+        let applied = store.takeAppliedTransactions()
+        let transactions =
+            applied.isEmpty ? slot.transactions : (applied + slot.transactions).sorted { $0.number < $1.number }
         // The lane's job: publish what the write committed, in order, then answer.
         let publishThenAnswer: @Sendable (Result<Store, RPCError>?) -> Void = { store in
             for transaction in transactions { subscriber.publish(transaction, store: store) }

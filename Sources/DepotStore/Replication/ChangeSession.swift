@@ -53,6 +53,11 @@ final class ChangeSession {
         }
         guard code == 0 else {
             let message = sqlite3_errmsg(connection).map { String(cString: $0) } ?? "code \(code)"
+            // SQLITE_ABORT (the conflict handler) and SQLITE_CONSTRAINT: the rows are not what the
+            // changeset expects. Anything else (disk full, I/O) may pass: try again later.
+            guard code == 4 || code & 0xff == 19 else {
+                throw .transient("a replicated transaction could not be applied (\(message), code \(code))")
+            }
             throw .changeset("a replicated transaction does not apply to this replica (\(message))")
         }
     }

@@ -110,6 +110,9 @@ extension Store {
                 guard let last = entries.last else {
                     open = false
                     replication.abandonWrite()
+                    // Nothing to append is an answer only if the replica was at the head: a value
+                    // "unchanged" here may have been changed by another daemon meanwhile.
+                    if !locked, try !replication.entries(after: head, limit: 1).isEmpty { throw LogRefusedEntry() }
                     return value
                 }
                 try Self.saveClusterPosition(db, last.number)
@@ -133,6 +136,9 @@ extension Store {
         } catch let failure as AttemptFailure {
             throw failure
         } catch {
+            // The log has the entry but the local commit failed: never run it again (the next
+            // catch-up applies the entry); the client learns its outcome from there.
+            if committed { throw .atCommit(Self.rpcError(error)) }
             throw .beforeCommit(Self.rpcError(error))
         }
     }
@@ -155,6 +161,12 @@ extension Store {
         let rows = try Row.fetchAll(
             db, sql: "SELECT id, timestamp, author, changes FROM depot_transaction WHERE id > ? ORDER BY id",
             arguments: [latest])
+        // History retention must not have pruned the write's own rows (a group crossing a prune).
+        guard Int64(rows.count) == (try Self.latestTransaction(db)) - latest else {
+            throw RPCError.internalError(
+                "history retention removed transactions of the write that recorded them: keep more history (--history-retention)"
+            )
+        }
         guard !rows.isEmpty else {
             // A write that changed objects without a transaction would leave the replicas apart.
             guard changeset.isEmpty else {
@@ -215,6 +227,8 @@ extension Store {
                 }
                 try Self.saveClusterPosition(db, position)
             }
+        } catch ReplicationError.transient(let message) {
+            throw .internalError(message)
         } catch let error as ReplicationError {
             // Nothing of the batch stays, but the replica can never follow the log again: it
             // refuses every write and catch-up from now on, and says why (docs/cluster.md).

@@ -80,10 +80,12 @@ enum ReplicationError: Error, CustomStringConvertible {
     case changeset(String)
     /// The log and this replica disagree (see the message).
     case diverged(String)
+    /// Applying failed for a reason that may pass (disk full, I/O): not a divergence.
+    case transient(String)
 
     var description: String {
         switch self {
-        case .changeset(let message), .diverged(let message): message
+        case .changeset(let message), .diverged(let message), .transient(let message): message
         }
     }
 }
