@@ -95,7 +95,7 @@ struct Depotd: ParsableCommand {
         help: """
             Where the store lives: sqlite (the default: embedded, in the data directory) or \
             postgresql://USER@HOST:PORT/DB?schema=NAME, a cluster of daemons on one PostgreSQL \
-            (password from PGPASSWORD or ~/.pgpass, never on the command line; docs/cluster.md).
+            (password from PGPASSWORD, never on the command line; docs/cluster.md).
             """)
     var store = "sqlite"
 
@@ -172,7 +172,7 @@ struct Depotd: ParsableCommand {
         }
         guard URLComponents(string: store)?.password == nil else {
             throw StartupFailure(
-                message: "--store must not hold a password (it shows in ps): use PGPASSWORD or ~/.pgpass")
+                message: "--store must not hold a password (it shows in ps): use PGPASSWORD")
         }
         let host = ProcessInfo.processInfo.hostName
         do {
