@@ -95,7 +95,7 @@ struct Depotd: ParsableCommand {
         help: """
             Where the store lives: sqlite (the default: embedded, in the data directory) or \
             postgresql://USER@HOST:PORT/DB?schema=NAME, a cluster of daemons on one PostgreSQL \
-            (password from PGPASSWORD, never on the command line; docs/cluster.md).
+            (password from PGPASSWORD or the passfile, ~/.pgpass or PGPASSFILE; never on the command line).
             """)
     var store = "sqlite"
 
@@ -163,16 +163,17 @@ struct Depotd: ParsableCommand {
     /// Connects to the cluster `--store` names; any problem stops the daemon before anything is opened.
     private func joinCluster(directory: URL, logger: Logger) throws -> PostgresReplication {
         let environment = ProcessInfo.processInfo.environment
-        let url: PostgresURL
+        var url: PostgresURL
         do {
             url = try PostgresURL(store, password: environment["PGPASSWORD"])
+            if url.password == nil { url.password = PostgresPassfile.password(for: url, environment: environment) }
         } catch {
             throw StartupFailure(
                 message: "--store must be sqlite or postgresql://USER@HOST:PORT/DB?schema=NAME: \(error)")
         }
         guard URLComponents(string: store)?.password == nil else {
             throw StartupFailure(
-                message: "--store must not hold a password (it shows in ps): use PGPASSWORD")
+                message: "--store must not hold a password (it shows in ps): use PGPASSWORD or ~/.pgpass")
         }
         let host = ProcessInfo.processInfo.hostName
         do {
