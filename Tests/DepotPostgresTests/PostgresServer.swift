@@ -1,4 +1,5 @@
 import DepotPostgres
+import DepotTestSupport
 import Foundation
 import Logging
 import PostgresNIO
@@ -13,21 +14,6 @@ import XCTest
 /// ``shared`` is started once per test process and stopped when the process exits; tests that stop
 /// the server on purpose start their own with ``start()``.
 final class PostgresServer: Sendable {
-    enum Failure: Error, CustomStringConvertible {
-        case script(command: String, status: Int32, output: String)
-
-        var description: String {
-            switch self {
-            case .script(let command, let status, let output):
-                "scripts/postgres.sh \(command) exited with \(status): \(output)\n"
-                    + "PostgreSQL is needed by these tests: run `make setup-system` (Debian's postgresql package)"
-            }
-        }
-    }
-
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("scripts/postgres.sh")
-
     /// The server every test of the process shares; each test works in its own schema.
     static let shared: Result<PostgresServer, any Error> = {
         let result = Result { try PostgresServer.start() }
@@ -49,8 +35,8 @@ final class PostgresServer: Sendable {
     static func start() throws -> PostgresServer {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "depot-postgres-\(UUID().uuidString.prefix(8))")
-        let output = try run("start", directory)
-        return PostgresServer(directory: directory, url: try PostgresURL(output))
+        let output = try PostgresScript.run("start", directory)
+        return PostgresServer(directory: directory, url: try PostgresURL(PostgresScript.url(in: output)))
     }
 
     /// Starts the shared server if needed; fails the test with the script's message if it cannot.
@@ -63,19 +49,19 @@ final class PostgresServer: Sendable {
 
     /// Stops the server and removes its directory.
     func stop() throws {
-        _ = try Self.run("stop", directory)
+        _ = try PostgresScript.run("stop", directory)
         try? FileManager.default.removeItem(at: directory)
     }
 
     /// Stops the server, keeping its data; returns what the script said.
     @discardableResult
-    func pause() throws -> String { try Self.run("stop", directory, wholeOutput: true) }
+    func pause() throws -> String { try PostgresScript.run("stop", directory) }
 
     /// Starts the paused server again, on the same port.
     func resume() throws {
-        let output = try Self.run("start", directory)
+        let output = PostgresScript.url(in: try PostgresScript.run("start", directory))
         guard try PostgresURL(output) == url else {
-            throw Failure.script(command: "start", status: 0, output: "restarted on another port: \(output)")
+            throw PostgresScript.Failure(command: "start", status: 0, output: "restarted on another port: \(output)")
         }
     }
 
@@ -85,8 +71,6 @@ final class PostgresServer: Sendable {
             configuration: url.configuration, id: Int.random(in: 1...Int(Int32.max)), logger: logger)
     }
 
-    /// Runs the script with posix_spawn and waitpid: Foundation's Process.waitUntilExit was seen to
-    /// hang here after the script had exited (its child, the postmaster, lives on).
     /// Runs `body` on a new connection and closes it however `body` ends (PostgresNIO asserts
     /// that a connection is closed before it is freed).
     func withConnection<Value>(
@@ -101,38 +85,6 @@ final class PostgresServer: Sendable {
             try? await connection.close()
             throw error
         }
-    }
-
-    private static func run(_ command: String, _ directory: URL, wholeOutput: Bool = false) throws -> String {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("depot-postgres-\(UUID()).out")
-        defer { try? FileManager.default.removeItem(at: output) }
-        let arguments = [
-            "/bin/bash", "-c", "exec /bin/bash \"$0\" \"$1\" \"$2\" >\"$3\" 2>&1 </dev/null",
-            script.path, command, directory.path, output.path,
-        ]
-        let cArguments = arguments.map { strdup($0) } + [nil]
-        defer { cArguments.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/bash", nil, nil, cArguments, environ)
-        guard spawned == 0 else {
-            throw Failure.script(command: command, status: spawned, output: "posix_spawn failed")
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 {
-            guard errno == EINTR else {
-                throw Failure.script(command: command, status: errno, output: "waitpid failed")
-            }
-        }
-        let text = ((try? String(contentsOf: output, encoding: .utf8)) ?? "")
-        // WIFEXITED and WEXITSTATUS, which Glibc's module does not export.
-        let exited = status & 0x7f == 0
-        let exitStatus = exited ? (status >> 8) & 0xff : 128 + status & 0x7f
-        guard exitStatus == 0 else {
-            throw Failure.script(command: command, status: exitStatus, output: text)
-        }
-        if wholeOutput { return text }
-        // The URL is the last line; the lines before it are messages on standard error.
-        return text.split(separator: "\n").last.map(String.init) ?? ""
     }
 }
 
