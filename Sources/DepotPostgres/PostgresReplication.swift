@@ -98,13 +98,10 @@ public final class PostgresReplication: StoreReplication {
             FROM \(unescaped: Self.beginWriteFunction(log))(\(position), \(log.lockKey))
             """, wait: lockTimeout)
         do {
-            return try rows.map { row in
-                let (number, json, changeset) = try row.decode((Int64, String, Data?).self)
-                return try Self.decode(number: number, json: json, changeset: changeset)
-            }
+            return try Self.entries(in: rows)
         } catch {
             abandonWrite()
-            throw .internalError("the cluster's log cannot be read: \(ChangeLogError.wrapping(error))")
+            throw error
         }
     }
 
@@ -157,8 +154,11 @@ public final class PostgresReplication: StoreReplication {
 
     /// Releases the lock if held, without waiting.
     public func abandonWrite() {
-        guard holdsLock.withLock({ $0 }) else { return }
-        holdsLock.withLock { $0 = false }
+        let held = holdsLock.withLock { held in
+            defer { held = false }
+            return held
+        }
+        guard held else { return }
         // Without a connection there is no lock to free; a failed unlock drops the connection, which frees it.
         writer.send("SELECT pg_advisory_unlock_all()")
     }
@@ -170,10 +170,15 @@ public final class PostgresReplication: StoreReplication {
             SELECT "transaction", changes::text, changeset FROM \(unescaped: log.log)
             WHERE "transaction" > \(position) ORDER BY "transaction" LIMIT \(Int64(limit))
             """)
+        return try Self.entries(in: rows)
+    }
+
+    /// The entries of rows of `("transaction", changes, changeset)`.
+    private static func entries(in rows: [PostgresRow]) throws(RPCError) -> [ReplicatedEntry] {
         do {
             return try rows.map { row in
                 let (number, json, changeset) = try row.decode((Int64, String, Data?).self)
-                return try Self.decode(number: number, json: json, changeset: changeset)
+                return try decode(number: number, json: json, changeset: changeset)
             }
         } catch {
             throw .internalError("the cluster's log cannot be read: \(ChangeLogError.wrapping(error))")

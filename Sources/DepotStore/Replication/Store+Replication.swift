@@ -3,7 +3,7 @@ import Foundation
 import GRDB
 
 /// A store in a cluster (DESIGN.md section 11) is a replica: every write
-/// goes through the cluster's log under its write lock, and what other
+/// commits to the cluster's log before it commits here, and what other
 /// stores commit is applied from the log, in the log's order, so every
 /// replica passes through the same states in the same order and computes
 /// the same deltas (docs/cluster.md).
@@ -22,7 +22,7 @@ extension Store {
     public var replicaPosition: Int64 { clusterPosition.withLock { $0 } }
 
     /// The transactions other stores committed that this store applied since
-    /// the last call, in order: the writer publishes them before its own.
+    /// the last call, in order: the writer publishes them with its own, in number order.
     public func takeAppliedTransactions() -> [CommittedTransaction] {
         appliedTransactions.withLock { applied in
             defer { applied = [] }
