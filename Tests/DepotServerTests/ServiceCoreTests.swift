@@ -27,11 +27,14 @@ final class ServiceCoreTests: XCTestCase {
         """#
 
     /// A core over a new store in the temporary directory, with ``model`` defined.
-    private func makeService() throws -> (DepotService, RecordingOutbox) {
+    private func makeService(
+        configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) throws -> (DepotService, RecordingOutbox) {
         let store = try Store(path: directory.appendingPathComponent("depot.sqlite").path)
         let outbox = RecordingOutbox()
-        let service = try DepotService(
-            configuration: ServerConfiguration(dataDirectory: directory), store: store, outbox: outbox)
+        var configuration = ServerConfiguration(dataDirectory: directory)
+        configure(&configuration)
+        let service = try DepotService(configuration: configuration, store: store, outbox: outbox)
         // The model, defined through the core by a peer of its own.
         let admin: [UInt8] = [9]
         request(service, admin, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
@@ -278,5 +281,36 @@ final class ServiceCoreTests: XCTestCase {
         }
         // The refused subscribe gave its reservation back: the session holds one subscription.
         XCTAssertEqual(service.sessions.all.first { $0.routingID == alice }?.subscriptionCount, 1)
+    }
+
+    /// Subscriptions the engine drops (the store can no longer follow its commits, so the sets
+    /// could not be rebuilt) give their places in the session's quota back: the resync that
+    /// `results/didInvalidate` asks for is not refused with -32017.
+    func testDroppedSubscriptionsGiveBackTheirQuota() throws {
+        let (service, outbox) = try makeService { $0.maxSubscriptionsPerSession = 2 }
+        defer { service.stop() }
+        let alice: [UInt8] = [1]
+        request(service, alice, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
+        _ = try outbox.response(1, of: alice)
+        let requests = [
+            #"{"entity": "Item", "sort": [{"key": "name"}]}"#, #"{"entity": "Item", "sort": [{"key": "score"}]}"#,
+        ]
+        for (offset, subscription) in requests.enumerated() {
+            request(service, alice, id: 10 + offset, "results/subscribe", #"{"request": \#(subscription)}"#)
+            XCTAssertNotNil(try outbox.response(10 + offset, of: alice)["result"])
+        }
+        request(service, alice, id: 12, "results/subscribe", #"{"request": \#(requests[0])}"#)
+        XCTAssertEqual(try outbox.response(12, of: alice)["error"]?["code"], -32017, "the quota holds")
+
+        service.results.invalidateAll(reason: "error", service: service)
+        let invalidated = outbox.received(by: alice).filter { $0["method"] == "results/didInvalidate" }
+        XCTAssertEqual(invalidated.compactMap { $0["params"]?["subscription"]?.stringValue }.sorted(), ["s1", "s2"])
+        XCTAssertEqual(service.results.counts.subscriptions, 0)
+
+        for (offset, subscription) in requests.enumerated() {
+            request(service, alice, id: 20 + offset, "results/subscribe", #"{"request": \#(subscription)}"#)
+            let answer = try outbox.response(20 + offset, of: alice)
+            XCTAssertNotNil(answer["result"], "the resync was refused: \(answer)")
+        }
     }
 }

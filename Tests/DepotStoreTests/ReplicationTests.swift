@@ -22,7 +22,9 @@ final class ReplicationTests: XCTestCase {
                 updated: [UpdatedObject(id: japan, values: ["wins": 7])]))
         XCTAssertEqual(moved?.number, 3, "numbered as on a lone store: the model change takes no number")
         try b.catchUpWithCluster()
-        XCTAssertEqual(b.takeAppliedTransactions().map(\.number), [1, 3], "b applied a's transactions, in order")
+        XCTAssertEqual(
+            b.takeCommittedTransactions().map(\.number), [1, 2, 3],
+            "b's commit stream: a's first transaction, applied under the lock, then its own, then a's next")
         let request = FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")])
         XCTAssertEqual(try JSONCoding.encode(b.fetch(request)), try JSONCoding.encode(a.fetch(request)))
         let players = FetchRequest(entity: "Player", sort: [SortDescriptor(key: "name")])
@@ -85,6 +87,29 @@ final class ReplicationTests: XCTestCase {
         XCTAssertEqual(wins, 3)
     }
 
+    func testAStaleReplicasGroupRunTwiceIsReportedOnceAfterWhatItApplied() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        _ = try a.defineModel(testModel)
+        try b.catchUpWithCluster()
+        _ = try a.insertTeam("France", zone: "Europe")
+        // b is one transaction behind: its group's first try is refused by the log and rolled back,
+        // then runs again under the lock after applying a's save.
+        try b.writeGroup { group in
+            for name in ["Japan", "Brazil"] {
+                _ = try? b.save(
+                    StoreSave.Parameters(inserted: [
+                        InsertedObject(entity: "Team", values: ["teamName": .string(name), "qualifyingZone": "Z"])
+                    ]), in: group)
+            }
+        }
+        XCTAssertEqual(log.lockedWrites, 1, "the group ran a second time, under the lock")
+        XCTAssertEqual(try b.latestTransaction(), 3, "both saves committed")
+        let stream = b.takeCommittedTransactions()
+        XCTAssertEqual(stream.map(\.number), [1, 2, 3], "the refused try left nothing behind")
+        XCTAssertEqual(stream.map { $0.changes["Team"]?.inserted.count }, [1, 1, 1])
+    }
+
     func testAGroupCommitIsOneEntryPerSaveAppliedTogether() throws {
         let log = MemoryLog()
         let (a, b) = (try replica(log), try replica(log))
@@ -107,7 +132,7 @@ final class ReplicationTests: XCTestCase {
         // A read that cuts the group applies nothing of it; the next read applies it whole.
         log.readLimit = 3
         try b.catchUpWithCluster()
-        XCTAssertEqual(b.takeAppliedTransactions().map(\.number), [1, 2, 3])
+        XCTAssertEqual(b.takeCommittedTransactions().map(\.number), [1, 2, 3])
         let request = FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")])
         XCTAssertEqual(try JSONCoding.encode(b.fetch(request)), try JSONCoding.encode(a.fetch(request)))
     }

@@ -114,14 +114,15 @@ extension DepotService {
             case .write:
                 let entry = WriteQueue.Entry(
                     groupable: handler.groupable,
-                    run: { [self] commit in
+                    run: { [self] group in
                         // No response slot: a write answers only through the lane, after its notifications.
                         var bytes: [UInt8] = []
                         stats.measureWrite {
+                            let recorded = store.recordedTransactions
                             bytes = execute(
                                 id: id, method: method, input: input, handler: handler, routingID: routingID,
-                                key: key, cancellation: cancellation, commitSlot: commit)
-                            return !commit.transactions.isEmpty
+                                key: key, cancellation: cancellation, writeGroup: group)
+                            return store.recordedTransactions > recorded
                         }
                         return bytes
                     },
@@ -197,14 +198,14 @@ extension DepotService {
     private func execute(
         id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8],
         key: AuthorizedKey?, cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil,
-        commitSlot: CommitSlot? = nil
+        writeGroup: WriteGroup? = nil
     ) -> [UInt8] {
         let cancellation = cancellation ?? sessions.begin(id, routingID: routingID)
         defer { sessions.end(id, routingID: routingID) }
         var context = RequestContext(
             service: self, routingID: routingID, requestID: id, cancellation: cancellation, responseSlot: responseSlot)
         context.key = key
-        context.commitSlot = commitSlot
+        context.writeGroup = writeGroup
         do throws(RPCError) {
             if isStopping && handler.execution != .inline {
                 throw RPCError(code: .serverCancelled, message: "the server is shutting down")
@@ -256,7 +257,7 @@ extension DepotService {
                         data: ["method": .string(method)])))
         }
         // The answers of the batch's requests, as one array (nil when none answers).
-        let answer: @Sendable (CommitSlot?) -> [UInt8]? = { [self] commit in
+        let answer: @Sendable () -> [UInt8]? = { [self] in
             var responses: [[UInt8]] = []
             for step in steps {
                 switch step {
@@ -264,8 +265,7 @@ extension DepotService {
                 case .run(let id, let method, let input, let handler, let key):
                     responses.append(
                         execute(
-                            id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
-                            commitSlot: commit))
+                            id: id, method: method, input: input, handler: handler, routingID: routingID, key: key))
                 case .none: break
                 }
             }
@@ -281,17 +281,18 @@ extension DepotService {
         }
         guard needsWriter else {
             return readers.async { [self] in
-                if let bytes = answer(nil) { send(bytes, to: routingID) }
+                if let bytes = answer() { send(bytes, to: routingID) }
             }
         }
         stats.writeQueued()
         let entry = WriteQueue.Entry(
             groupable: false,
-            run: { [self] commit in
+            run: { [self] _ in
                 var bytes: [UInt8]?
                 stats.measureWrite {
-                    bytes = answer(commit)
-                    return !commit.transactions.isEmpty
+                    let recorded = store.recordedTransactions
+                    bytes = answer()
+                    return store.recordedTransactions > recorded
                 }
                 return bytes
             },

@@ -25,22 +25,10 @@ struct RequestContext: Sendable {
     /// Where an early response is recorded; `nil` inside a JSON-RPC batch, whose answers go out
     /// together, and for writes, which answer through the publish lane.
     let responseSlot: ResponseSlot?
-    /// What the write this request runs in commits (`nil` for reads).
-    var commitSlot: CommitSlot? = nil
+    /// The group commit's transaction to join (``Store/save(_:in:)``), when the request runs in one.
+    var writeGroup: WriteGroup? = nil
     /// The client's CURVE key on an authenticated endpoint (`nil` on `ipc://` or plain TCP).
     var key: AuthorizedKey? = nil
-
-    /// The group commit's transaction to join (``Store/save(_:in:)``), when the request runs in one.
-    var writeGroup: WriteGroup? { commitSlot?.group }
-
-    /// Publishes what the request committed, once its write (or group) has
-    /// committed, in the publish lane.
-    func publish(_ transaction: CommittedTransaction?) {
-        guard let transaction else { return }
-        // Only handlers that run as writes commit, and every write has a slot.
-        guard let commitSlot else { preconditionFailure("\(transaction.number) committed outside the writer") }
-        commitSlot.publishAfterCommit(transaction)
-    }
 
     /// The store.
     var store: Store { service.store }

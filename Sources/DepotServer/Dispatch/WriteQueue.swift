@@ -45,9 +45,9 @@ final class WriteQueue: Sendable {
     struct Entry: Sendable {
         /// Whether it may commit together with its neighbours.
         let groupable: Bool
-        /// Runs it, inside the slot's group when there is one; returns its
-        /// response, or `nil` when it has none (a batch of notifications).
-        let run: @Sendable (CommitSlot) -> [UInt8]?
+        /// Runs it, inside the group commit's transaction when there is one;
+        /// returns its response, or `nil` when it has none (a batch of notifications).
+        let run: @Sendable (WriteGroup?) -> [UInt8]?
         /// Sends its response.
         let send: @Sendable ([UInt8]) -> Void
         /// Its error response when the group's commit fails.
@@ -145,31 +145,23 @@ final class WriteQueue: Sendable {
             return group
         }
         guard let first = taken.first else { return }
-        let slot = CommitSlot()
         var responses: [[UInt8]?] = []
         if taken.count == 1 {
-            responses = [first.run(slot)]
+            responses = [first.run(nil)]
         } else {
             do {
-                try store.writeGroup { group in
-                    // A replica may run the group twice (its first try refused by the cluster's log).
-                    slot.discard()
-                    slot.group = group
-                    responses = taken.map { $0.run(slot) }
-                    slot.group = nil
-                }
+                // A replica may run the group twice (its first try refused by the cluster's log):
+                // the answers are the last run's, and only a committed run reports transactions.
+                try store.writeGroup { group in responses = taken.map { $0.run(group) } }
             } catch {
                 // Nothing committed: every save of the group fails alike, and nothing is published.
                 responses = taken.map { $0.failure(error) }
-                slot.discard()
             }
         }
         let replies = zip(taken, responses).compactMap { entry, bytes in bytes.map { (entry.send, $0) } }
-        // What the replica applied of other daemons' commits (before or inside this write) goes in
-        // its place: the cluster numbers every transaction in one order.
-        let applied = store.takeAppliedTransactions()
-        let transactions =
-            applied.isEmpty ? slot.transactions : (applied + slot.transactions).sorted { $0.number < $1.number }
+        // Everything the write committed, in commit order: its own transactions and what a replica
+        // applied of other daemons' commits before or inside it (the cluster numbers them in one order).
+        let transactions = store.takeCommittedTransactions()
         // The lane's job: publish what the write committed, in order, then answer.
         let publishThenAnswer: @Sendable (Result<Store, RPCError>?) -> Void = { store in
             for transaction in transactions { subscriber.publish(transaction, store: store) }
@@ -186,22 +178,6 @@ final class WriteQueue: Sendable {
         }
         lane.enqueueReading(publishThenAnswer)
     }
-}
-
-/// What one write (or one group of saves) committed: the group's transaction
-/// to join, and the transactions to publish once it committed.
-final class CommitSlot: @unchecked Sendable {
-    // @unchecked: touched only on the writer queue, while its write runs.
-    /// The group's transaction (set only while a group runs).
-    var group: WriteGroup?
-    /// What the write committed, in order.
-    private(set) var transactions: [CommittedTransaction] = []
-
-    /// Publishes `transaction` once the write (or its group) has committed.
-    func publishAfterCommit(_ transaction: CommittedTransaction) { transactions.append(transaction) }
-
-    /// Forgets what the group's savepoints did: its commit failed.
-    func discard() { transactions = [] }
 }
 
 /// The value a lane job hands back to the thread waiting for it.

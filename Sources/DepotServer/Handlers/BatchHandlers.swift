@@ -22,10 +22,9 @@ extension DepotService {
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Updating \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
-                let (result, transaction) = try context.store.batchUpdate(
+                let (result, _) = try context.store.batchUpdate(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
                     progress: progressCallback)
-                context.publish(transaction)
                 return (result, Int64(result.count))
             }
         }
@@ -33,16 +32,15 @@ extension DepotService {
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Deleting \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
-                let (result, transaction) = try context.store.batchDelete(
+                let (result, _) = try context.store.batchDelete(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
                     progress: progressCallback)
-                context.publish(transaction)
                 return (result, Int64(result.count))
             }
         }
     }
 
-    /// Runs a batch insert of `count` objects with progress, and publishes it.
+    /// Runs a batch insert of `count` objects with progress.
     private static func batchInsert(
         _ params: BatchInsert.Parameters, count: Int, context: RequestContext,
         _ body: (((Int) -> Void)?) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?)
@@ -50,8 +48,7 @@ extension DepotService {
         let progress = context.progress(token: params.workDoneToken)
         progress?.begin(title: "Inserting \(count) \(params.entity)", total: Int64(count))
         return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
-            let (result, transaction) = try body(progressCallback)
-            context.publish(transaction)
+            let (result, _) = try body(progressCallback)
             return (result, Int64(result.inserted + result.updated + result.ignored))
         }
     }

@@ -13,9 +13,8 @@ extension DepotService {
             StoreGet.Result(objects: try context.store.objects(ids: params.ids, properties: params.properties))
         }
         handlers.register(StoreSave.self, .write) { (params, context) throws(RPCError) in
-            let (result, transaction) = try context.store.save(params, in: context.writeGroup)
-            context.publish(transaction)
-            return result
+            // What it commits reaches subscribers through the store's commit stream.
+            try context.store.save(params, in: context.writeGroup).0
         }
         handlers.allowGroupCommit(StoreSave.self)
         handlers.register(StoreObserve.self, .inline) { (params, context) throws(RPCError) in

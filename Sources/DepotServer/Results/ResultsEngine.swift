@@ -855,21 +855,28 @@ final class ResultsEngine: Sendable {
         let rebuilt = try? store?.keyedRows(set.plan, expectedCount: { rows.reserveCapacity($0) }) {
             rows.append($0)
         }
-        state.withLock { state in
-            guard state.sets[set.key] === set else { return }
+        let dropped = state.withLock { state -> [Subscription] in
+            guard state.sets[set.key] === set else { return [] }
             set.coalescing = nil
             if let rebuilt {
                 set.reset(rows: rows, transaction: rebuilt)
             } else {
                 _ = state.uninstall(set.key)
             }
+            var dropped: [Subscription] = []
             for id in set.subscribers.sorted() {
                 guard let subscription = state.subscriptions[id] else { continue }
-                if rebuilt == nil { state.subscriptions[id] = nil }
+                if rebuilt == nil {
+                    state.subscriptions[id] = nil
+                    dropped.append(subscription)
+                }
                 service.notify(
                     ResultsDidInvalidate.self, .init(subscription: id, reason: reason), to: subscription.routingID)
             }
+            return dropped
         }
+        // A dropped subscription no longer counts against its session's quota: the resync subscribes again.
+        for subscription in dropped { service.sessions.releaseSubscription(routingID: subscription.routingID) }
     }
 }
 

@@ -10,7 +10,7 @@ extension Store {
     public func batchInsert(
         _ params: BatchInsert.Parameters, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
-        try write { db in
+        try reportingWrite { db in
             // Built in the write: a replica may have applied a model change at its start.
             var operation = try batchInsertOperation(params, cancellation: cancellation, progress: progress)
             return try operation.run(db, objects: params.objects)
@@ -37,7 +37,7 @@ extension Store {
         _ params: BatchInsert.StreamedParameters, cancellation: Cancellation? = nil,
         progress: ((Int) -> Void)? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
-        try write { db in
+        try reportingWrite { db in
             var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
             do {
                 try params.forEachObject { index, value in
@@ -108,7 +108,7 @@ extension Store {
     private func runSave(
         _ params: StoreSave.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?
     ) throws(RPCError) -> (StoreSave.Result, CommittedTransaction?) {
-        try write { db in
+        try reportingWrite { db in
             var operation = SaveOperation(
                 schema: self.schema, policy: params.mergePolicy ?? .error, author: params.author)
             operation.cancellation = cancellation

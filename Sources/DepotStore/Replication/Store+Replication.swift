@@ -21,17 +21,8 @@ extension Store {
     /// The number of the cluster's newest entry this replica has applied (0 for a lone store).
     public var replicaPosition: Int64 { clusterPosition.withLock { $0 } }
 
-    /// The transactions other stores committed that this store applied since
-    /// the last call, in order: the writer publishes them with its own, in number order.
-    public func takeAppliedTransactions() -> [CommittedTransaction] {
-        appliedTransactions.withLock { applied in
-            defer { applied = [] }
-            return applied
-        }
-    }
-
     /// Applies what other stores committed since this store last looked
-    /// (on the writer, between writes); ``takeAppliedTransactions()`` then has it.
+    /// (on the writer, between writes); the commit stream (``takeCommittedTransactions()``) then has it.
     public func catchUpWithCluster() throws(RPCError) {
         guard let replication else { return }
         var limit = Self.catchUpBatch
@@ -190,7 +181,6 @@ extension Store {
     private func apply(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
         var schema = self.schema
         var position = clusterPosition.withLock { $0 }
-        var applied: [CommittedTransaction] = []
         // A group's entries are applied together: an incomplete group at the end waits for the next read.
         var complete = entries
         while let last = complete.last, case .data(_, _, _, continued: true) = last.content { complete.removeLast() }
@@ -216,10 +206,10 @@ extension Store {
                         _ = try HistoryLog.insert(
                             db, number: transaction, timestamp: entry.timestamp, author: entry.author, text: changes,
                             retention: historyRetention)
-                        applied.append(
+                        commits.expect(
                             CommittedTransaction(
                                 number: transaction, author: entry.author, timestamp: entry.timestamp,
-                                changes: try HistoryCoding.decode(changes)))
+                                changes: try HistoryCoding.decode(changes)), in: db)
                     case .model(let entities, let removing):
                         (schema, _) = try ModelMigrator.migrate(db, from: schema, to: entities, removing: removing)
                     }
@@ -242,7 +232,6 @@ extension Store {
         }
         replaceSchema(schema)
         clusterPosition.withLock { $0 = position }
-        appliedTransactions.withLock { $0 += applied }
         return cutGroup
     }
 

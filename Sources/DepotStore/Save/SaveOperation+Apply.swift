@@ -345,7 +345,7 @@ extension Store {
     public func save(_ params: StoreSave.Parameters, in group: WriteGroup? = nil) throws(RPCError) -> (
         StoreSave.Result, CommittedTransaction?
     ) {
-        try write(in: group) { db in
+        try reportingWrite(in: group) { db in
             // The model as of the write (a replica may have applied a model change at its start).
             var operation = SaveOperation(
                 schema: self.schema, policy: params.mergePolicy ?? .error, author: params.author)

@@ -24,8 +24,8 @@ public final class Store: Sendable {
     public let replication: (any StoreReplication)?
     /// What the replica has applied of the cluster's log: its last entry's number.
     let clusterPosition: Mutex<Int64>
-    /// Transactions of other stores applied since ``takeAppliedTransactions()`` last ran.
-    let appliedTransactions = Mutex<[CommittedTransaction]>([])
+    /// What the writes committed, and what the replica applied, in commit order (``takeCommittedTransactions()``).
+    let commits: CommitStream
     /// Set once the replica cannot follow the log (``divergenceError``).
     let divergence = Mutex<RPCError?>(nil)
 
@@ -47,6 +47,8 @@ public final class Store: Sendable {
         configuration.maximumReaderCount = 8
         let watchdogs = StatementWatchdogs()
         self.watchdogs = watchdogs
+        let commits = CommitStream()
+        self.commits = commits
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             PredicateCompilation.registerFunctions(in: db)
@@ -56,6 +58,7 @@ public final class Store: Sendable {
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
+            pool.add(transactionObserver: commits, extent: .databaseLifetime)
             let (schema, position) = try pool.write { db in
                 try Self.createMetaTables(db)
                 try Self.createResultsCacheTable(db)
@@ -82,6 +85,7 @@ public final class Store: Sendable {
         watchdogs = store.watchdogs
         historyRetention = store.historyRetention
         snapshot = SnapshotConnection(db: db)
+        commits = store.commits
         replication = nil
         clusterPosition = Mutex(0)
     }

@@ -9,7 +9,7 @@ import GRDB
 /// Valid only inside the body of ``Store/writeGroup(_:)``.
 public final class WriteGroup: @unchecked Sendable {
     // @unchecked: used only on the writer, inside the group's transaction.
-    fileprivate let db: Database
+    let db: Database
 
     fileprivate init(db: Database) { self.db = db }
 }

@@ -1,0 +1,62 @@
+import DepotProtocol
+import Foundation
+import XCTest
+
+@testable import DepotStore
+
+/// The store reports its own commits (``Store/takeCommittedTransactions()``): what committed, once,
+/// in commit order, and nothing that rolled back.
+final class CommitStreamTests: XCTestCase {
+    func testEveryCommittedWriteIsReportedOnceInOrder() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let france = try store.insertTeam("France", zone: "Europe", wins: 3)
+        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 4])]))
+        _ = try store.batchInsert(
+            BatchInsert.Parameters(
+                entity: "Team", objects: [["teamName": "Japan", "qualifyingZone": "Asia"]]))
+        _ = try store.batchUpdate(BatchUpdate.Parameters(entity: "Team", values: ["wins": 9]))
+        let stream = store.takeCommittedTransactions()
+        XCTAssertEqual(stream.map(\.number), [1, 2, 3, 4])
+        XCTAssertEqual(stream[1].changes["Team"]?.updated.map(\.row), [1], "the update of France")
+        XCTAssertTrue(store.takeCommittedTransactions().isEmpty, "taken once")
+    }
+
+    func testAFailedSaveAndANoOpReportNothing() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let france = try store.insertTeam("France", zone: "Europe")
+        _ = store.takeCommittedTransactions()
+        // Rolled back: the second insert breaks the uniqueness of teamName.
+        assertRPCError(.uniqueConstraint) {
+            try store.save(
+                StoreSave.Parameters(inserted: [
+                    InsertedObject(entity: "Team", values: ["teamName": "Japan", "qualifyingZone": "Asia"]),
+                    InsertedObject(entity: "Team", values: ["teamName": "France", "qualifyingZone": "Asia"]),
+                ]))
+        }
+        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 0])]))
+        XCTAssertTrue(store.takeCommittedTransactions().isEmpty)
+        let recorded = store.recordedTransactions
+        _ = try store.insertTeam("Japan", zone: "Asia")
+        XCTAssertEqual(store.recordedTransactions, recorded + 1)
+        XCTAssertEqual(store.takeCommittedTransactions().map(\.number), [2])
+    }
+
+    func testAGroupReportsTheSavesThatKeptTheirSavepointsOnlyOnceItCommits() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try store.writeGroup { group in
+            for name in ["France", "France", "Japan"] {
+                _ = try? store.save(
+                    StoreSave.Parameters(inserted: [
+                        InsertedObject(entity: "Team", values: ["teamName": .string(name), "qualifyingZone": "Z"])
+                    ]), in: group)
+            }
+            XCTAssertTrue(store.takeCommittedTransactions().isEmpty, "nothing before the group commits")
+        }
+        XCTAssertEqual(
+            store.takeCommittedTransactions().map { $0.changes["Team"]?.inserted.count }, [1, 1],
+            "the second France failed in its savepoint and is not reported")
+    }
+}
