@@ -22,10 +22,6 @@ public struct ServerConfiguration: Sendable {
     public var maxFetchObjects: Int
     /// How long history keeps committed transactions.
     public var historyRetention: HistoryRetention
-    /// For tests of the error path only (`DEPOTD_FAIL_DELTAS_AT`): following
-    /// this transaction fails in the fetched-results engine, as a database
-    /// error would; `nil` in production.
-    public var failDeltasAtTransaction: Int64?
     /// The server's CURVE secret key (Z85, 40 characters). With ``authorizedKeysFile``,
     /// every `tcp://` endpoint is a CURVE server and only listed keys get in.
     public var curveSecretKey: String?

@@ -138,10 +138,6 @@ struct Depotd: ParsableCommand {
         configuration.maxSubscriptionsPerSession = maxSubscriptionsPerSession
         configuration.maxInFlightPerSession = maxInFlightPerSession
         configuration.maxQuerySeconds = maxQuerySeconds
-        // Tests of the error path only: not an option, so that no one sets it by accident.
-        configuration.failDeltasAtTransaction = ProcessInfo.processInfo.environment["DEPOTD_FAIL_DELTAS_AT"].flatMap {
-            Int64($0)
-        }
         if store != "sqlite" {
             configuration.replication = try joinCluster(directory: directory, logger: logger)
         }

@@ -135,10 +135,12 @@ final class ServerStatisticsTests: XCTestCase {
                     #"{"request": {"entity": "Team", "sort": [{"key": "zone"}, {"key": "name"}], "batchSize": 5}, "sectionKeyPath": "zone"}"#
                         .utf8)))
         for peer in [alice, bob, alice] {
-            _ = try server.results.subscribe(
+            let answered = DispatchSemaphore(value: 0)
+            try server.results.subscribe(
                 subscribe,
-                context: RequestContext(
-                    service: server, routingID: peer, requestID: nil, cancellation: Cancellation(), responseSlot: nil))
+                context: RequestContext(service: server, routingID: peer, requestID: nil, cancellation: Cancellation()),
+                reply: Reply { _ in answered.signal() })
+            answered.wait()
         }
         let save = try JSONCoding.decode(
             StoreSave.Parameters.self,
@@ -149,7 +151,12 @@ final class ServerStatisticsTests: XCTestCase {
         server.stats.writeQueued()
         server.stats.measureWrite {
             let (_, transaction) = try! server.store.save(save)
-            server.writes.afterCommits { server.publish(transaction!, store: $0) }
+            let published = DispatchSemaphore(value: 0)
+            server.writes.afterCommits {
+                server.publish(transaction!, store: $0)
+                published.signal()
+            }
+            published.wait()
             return true
         }
 

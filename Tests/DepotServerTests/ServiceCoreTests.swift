@@ -30,18 +30,7 @@ final class ServiceCoreTests: XCTestCase {
     private func makeService(
         configure: (inout ServerConfiguration) -> Void = { _ in }
     ) throws -> (DepotService, RecordingOutbox) {
-        let store = try Store(path: directory.appendingPathComponent("depot.sqlite").path)
-        let outbox = RecordingOutbox()
-        var configuration = ServerConfiguration(dataDirectory: directory)
-        configure(&configuration)
-        let service = try DepotService(configuration: configuration, store: store, outbox: outbox)
-        // The model, defined through the core by a peer of its own.
-        let admin: [UInt8] = [9]
-        request(service, admin, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
-        _ = try outbox.response(1, of: admin)
-        request(service, admin, id: 2, "model/define", Self.model)
-        XCTAssertNotNil(try outbox.response(2, of: admin)["result"], "\(outbox.received(by: admin))")
-        return (service, outbox)
+        try makeCore(in: directory, model: Self.model, configure: configure)
     }
 
     /// Opens a session for `peer`, subscribes it to `subscription` (include all) and makes it observe saves.
@@ -279,8 +268,8 @@ final class ServiceCoreTests: XCTestCase {
             XCTAssertEqual(answer["error"]?["code"], -32600, "\(answer)")
             XCTAssertEqual(answer["error"]?["data"]?["method"], .string(method))
         }
-        // The refused subscribe gave its reservation back: the session holds one subscription.
-        XCTAssertEqual(service.sessions.all.first { $0.routingID == alice }?.subscriptionCount, 1)
+        // The refused subscribe holds nothing: the session holds one subscription.
+        XCTAssertEqual(service.results.subscriptionCount(of: alice), 1)
     }
 
     /// Subscriptions the engine drops (the store can no longer follow its commits, so the sets
@@ -302,8 +291,10 @@ final class ServiceCoreTests: XCTestCase {
         request(service, alice, id: 12, "results/subscribe", #"{"request": \#(requests[0])}"#)
         XCTAssertEqual(try outbox.response(12, of: alice)["error"]?["code"], -32017, "the quota holds")
 
-        service.results.invalidateAll(reason: "error", service: service)
-        let invalidated = outbox.received(by: alice).filter { $0["method"] == "results/didInvalidate" }
+        service.results.invalidateAll(reason: "error", context: service)
+        let invalidated = try outbox.wait(for: alice) {
+            $0.filter { $0["method"] == "results/didInvalidate" }.count == 2
+        }.filter { $0["method"] == "results/didInvalidate" }
         XCTAssertEqual(invalidated.compactMap { $0["params"]?["subscription"]?.stringValue }.sorted(), ["s1", "s2"])
         XCTAssertEqual(service.results.counts.subscriptions, 0)
 
@@ -312,5 +303,47 @@ final class ServiceCoreTests: XCTestCase {
             let answer = try outbox.response(20 + offset, of: alice)
             XCTAssertNotNil(answer["result"], "the resync was refused: \(answer)")
         }
+    }
+
+    /// No silent desync: when the engine fails to follow a transaction (the failure injected
+    /// through the in-memory core), the subscriber hears `results/didInvalidate {reason: "error"}`,
+    /// and a resync finds results equal to a fresh fetch, with deltas that go on from there.
+    func testAFailureToFollowATransactionInvalidatesAndTheResyncIsExact() throws {
+        let (service, outbox) = try makeService()
+        defer { service.stop() }
+        let alice: [UInt8] = [1]
+        let byScore = #"{"entity": "Item", "sort": [{"key": "score"}, {"key": "name"}]}"#
+        _ = try join(service, outbox, alice, subscription: byScore)
+        request(
+            service, alice, id: 10, "store/save",
+            #"{"inserted": [{"entity": "Item", "values": {"name": "a", "score": 1}}, {"entity": "Item", "values": {"name": "b", "score": 2}}, {"entity": "Item", "values": {"name": "c", "score": 3}}]}"#
+        )
+        XCTAssertEqual(try outbox.response(10, of: alice)["result"]?["transaction"], 1)
+        service.results.failToFollow(2)
+        request(
+            service, alice, id: 11, "store/save", #"{"updated": [{"id": "Item/1", "values": {"score": 9}}]}"#)
+        XCTAssertEqual(try outbox.response(11, of: alice)["result"]?["transaction"], 2, "the save itself commits")
+        let invalidation = try XCTUnwrap(
+            outbox.received(by: alice).last { $0["method"] == "results/didInvalidate" }, "told before the answer")
+        XCTAssertEqual(invalidation["params"]?["subscription"], "s1")
+        XCTAssertEqual(invalidation["params"]?["reason"], "error")
+
+        request(service, alice, id: 12, "results/snapshot", #"{"subscription": "s1"}"#)
+        let snapshot = try XCTUnwrap(try outbox.response(12, of: alice)["result"])
+        request(
+            service, alice, id: 13, "store/fetch",
+            #"{"entity": "Item", "sort": [{"key": "score"}, {"key": "name"}], "resultType": "ids"}"#)
+        let fresh = try XCTUnwrap(try outbox.response(13, of: alice)["result"])
+        XCTAssertEqual(snapshot["ids"], fresh["ids"])
+        XCTAssertEqual(snapshot["ids"], ["Item/2", "Item/3", "Item/1"])
+        XCTAssertEqual(snapshot["transaction"], 2)
+
+        request(
+            service, alice, id: 14, "store/save", #"{"updated": [{"id": "Item/1", "values": {"score": 0}}]}"#)
+        _ = try outbox.response(14, of: alice)
+        let change = try XCTUnwrap(
+            outbox.received(by: alice).last { $0["method"] == "results/didChange" }?["params"])
+        XCTAssertEqual(change["seq"]?.intValue, (snapshot["seq"]?.intValue ?? -1) + 1)
+        XCTAssertEqual(change["transaction"], 3)
     }
 }

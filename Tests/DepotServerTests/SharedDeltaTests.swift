@@ -33,7 +33,7 @@ final class SharedDeltaTests: XCTestCase {
             }
             let transactions: [Int64]? = Bool.random(using: &generator) ? nil : [3, 9]
             let direct = try JSONParser.parse(
-                ResultsEngine.sharedDelta(transactions: transactions, sections: sections, objects: objects))
+                DeltaEncoder.sharedDelta(transactions: transactions, sections: sections, objects: objects))
             var expected: [String: JSONValue] = [
                 "sections": try JSONCoding.encode(sections), "objects": try JSONCoding.encode(objects),
             ]

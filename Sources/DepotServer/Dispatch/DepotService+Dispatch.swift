@@ -8,16 +8,12 @@ import Synchronization
 ///
 /// Parses the JSON, enforces JSON-RPC 2.0 and the session rules (-32002 before
 /// `initialize`), and runs each request where its ``Execution`` says: inline,
-/// on the reader pool, or on the single writer queue. Batches run in order on
+/// on the reader pool, on the single writer queue, or prepared on the reader
+/// pool and answered from the publish lane (ordered). Batches run in order on
 /// one worker and answer with one array.
 extension DepotService {
     /// Methods that work before `initialize`.
     private static let preSession: Set<String> = [Initialize.name, Ping.name]
-
-    /// Methods whose answer takes its place among the session's deltas (§7).
-    private static let placedByDeltas: Set<String> = [
-        ResultsSubscribe.name, ResultsObjects.name, ResultsSnapshot.name,
-    ]
 
     /// The names of the methods it serves.
     var methodNames: [String] { handlers.methodNames }
@@ -98,19 +94,24 @@ extension DepotService {
                 let error = RPCError.overloaded(
                     "this session already has \(limit) requests in flight (--max-in-flight-per-session); wait for answers before sending more",
                     limit: "maxInFlightPerSession", value: limit)
-                if method == ResultsSubscribe.name { sessions.releaseSubscription(routingID: routingID) }
                 return send(MessageEncoder.response(id: id, error: error), to: routingID)
             }
             let run: @Sendable () -> Void = { [self] in
-                let slot = ResponseSlot()
-                let bytes = execute(
-                    id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
-                    cancellation: cancellation, responseSlot: slot)
-                if !slot.isSent { send(bytes, to: routingID) }
+                send(
+                    execute(
+                        id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
+                        cancellation: cancellation), to: routingID)
             }
             switch handler.execution {
             case .inline: run()
             case .read: readers.async(execute: run)
+            case .ordered:
+                readers.async { [self] in
+                    executeOrdered(
+                        id: id, method: method, input: input, handler: handler, routingID: routingID, key: key,
+                        cancellation: cancellation
+                    ) { [self] in send($0, to: routingID) }
+                }
             case .write:
                 let entry = WriteQueue.Entry(
                     groupable: handler.groupable,
@@ -197,36 +198,57 @@ extension DepotService {
     /// Runs one request and returns its response bytes.
     private func execute(
         id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8],
-        key: AuthorizedKey?, cancellation: Cancellation? = nil, responseSlot: ResponseSlot? = nil,
-        writeGroup: WriteGroup? = nil
+        key: AuthorizedKey?, cancellation: Cancellation? = nil, writeGroup: WriteGroup? = nil
     ) -> [UInt8] {
         let cancellation = cancellation ?? sessions.begin(id, routingID: routingID)
         defer { sessions.end(id, routingID: routingID) }
-        var context = RequestContext(
-            service: self, routingID: routingID, requestID: id, cancellation: cancellation, responseSlot: responseSlot)
+        var context = RequestContext(service: self, routingID: routingID, requestID: id, cancellation: cancellation)
         context.key = key
         context.writeGroup = writeGroup
-        do throws(RPCError) {
-            if isStopping && handler.execution != .inline {
-                throw RPCError(code: .serverCancelled, message: "the server is shutting down")
-            }
-            let result: [UInt8]
-            do throws(RPCError) {
-                switch input {
-                case .parsed(let params): result = try handler.run(params, context)
-                case .raw(let params): result = try handler.runRaw!(params, context)
+        return response(
+            id: id, method: method,
+            Result { () throws(RPCError) -> [UInt8] in
+                if isStopping && handler.execution != .inline {
+                    throw RPCError(code: .serverCancelled, message: "the server is shutting down")
                 }
-            } catch {
-                // A subscribe that failed holds no subscription: give back what admit(_:) counted.
-                if method == ResultsSubscribe.name { sessions.releaseSubscription(routingID: routingID) }
-                throw error
+                switch input {
+                case .parsed(let params): return try handler.run(params, context)
+                case .raw(let params): return try handler.runRaw!(params, context)
+                }
+            })
+    }
+
+    /// Prepares an ``Execution/ordered`` request (on the calling reader) and
+    /// hands its response bytes to `answer` once the publish lane answered it.
+    private func executeOrdered(
+        id: RequestID, method: String, input: Input, handler: Handler, routingID: [UInt8], key: AuthorizedKey?,
+        cancellation: Cancellation? = nil, answer: @escaping @Sendable ([UInt8]) -> Void
+    ) {
+        let cancellation = cancellation ?? sessions.begin(id, routingID: routingID)
+        var context = RequestContext(service: self, routingID: routingID, requestID: id, cancellation: cancellation)
+        context.key = key
+        let reply = Reply { [self] result in
+            sessions.end(id, routingID: routingID)
+            answer(response(id: id, method: method, result))
+        }
+        do throws(RPCError) {
+            if isStopping { throw RPCError(code: .serverCancelled, message: "the server is shutting down") }
+            guard case .parsed(let params) = input, let runOrdered = handler.runOrdered else {
+                throw .internalError("'\(method)' has no ordered handler for its params")
             }
-            if method == ResultsUnsubscribe.name { sessions.releaseSubscription(routingID: routingID) }
-            return MessageEncoder.response(id: id, resultJSON: result)
+            try runOrdered(params, context, reply)
         } catch {
-            if error.code == .internalError {
-                logger.error("\(method) failed: \(error.message)")
-            }
+            reply(.failure(error))
+        }
+    }
+
+    /// The response to request `id`: its result, or its error (an internal one is logged too).
+    private func response(id: RequestID, method: String, _ result: Result<[UInt8], RPCError>) -> [UInt8] {
+        switch result {
+        case .success(let json):
+            return MessageEncoder.response(id: id, resultJSON: json)
+        case .failure(let error):
+            if error.code == .internalError { logger.error("\(method) failed: \(error.message)") }
             return MessageEncoder.response(id: id, error: error)
         }
     }
@@ -241,12 +263,10 @@ extension DepotService {
             if case .run(_, _, _, let handler, _) = $0 { handler.execution == .write } else { false }
         }
         // A batch that writes publishes its commits only once it ends, after its other requests
-        // ran: answers that must sit in order with the deltas (§7) cannot be among them.
+        // ran: answers that wait for every commit so far to be published (§7) cannot be among them.
         let steps = classified.map { step in
-            guard needsWriter, case .run(let id, let method, _, _, _) = step, Self.placedByDeltas.contains(method)
+            guard needsWriter, case .run(let id, let method, _, let handler, _) = step, handler.waitsForCommits
             else { return step }
-            // Admitted, hence counted: give the reservation back.
-            if method == ResultsSubscribe.name { sessions.releaseSubscription(routingID: routingID) }
             return .respond(
                 MessageEncoder.response(
                     id: id,
@@ -262,6 +282,19 @@ extension DepotService {
             for step in steps {
                 switch step {
                 case .respond(let bytes): responses.append(bytes)
+                case .run(let id, let method, let input, let handler, let key) where handler.execution == .ordered:
+                    // Answered from the lane: the batch waits for it (never on the writer for a
+                    // results read, which a batch that writes cannot carry).
+                    let answered = Mutex<[UInt8]>([])
+                    let done = DispatchSemaphore(value: 0)
+                    executeOrdered(
+                        id: id, method: method, input: input, handler: handler, routingID: routingID, key: key
+                    ) { bytes in
+                        answered.withLock { $0 = bytes }
+                        done.signal()
+                    }
+                    done.wait()
+                    responses.append(answered.withLock { $0 })
                 case .run(let id, let method, let input, let handler, let key):
                     responses.append(
                         execute(
@@ -300,7 +333,8 @@ extension DepotService {
         writes.enqueue(entry, subscriber: self)
     }
 
-    /// Applies the session and subscription limits; the error to answer with, or `nil` to go on.
+    /// Applies the session limit; the error to answer with, or `nil` to go on (the subscription
+    /// quota is the results engine's, which owns the subscriptions).
     private func admit(_ method: String, routingID: [UInt8]) -> RPCError? {
         switch method {
         case Initialize.name:
@@ -310,12 +344,6 @@ extension DepotService {
             return .overloaded(
                 "the daemon already serves \(limit) sessions (--max-sessions); try again later",
                 limit: "maxSessions", value: limit)
-        case ResultsSubscribe.name:
-            let limit = configuration.maxSubscriptionsPerSession
-            guard !sessions.reserveSubscription(routingID: routingID, limit: limit) else { return nil }
-            return .overloaded(
-                "this session already holds \(limit) subscriptions (--max-subscriptions-per-session); unsubscribe some first",
-                limit: "maxSubscriptionsPerSession", value: limit)
         default:
             return nil
         }

@@ -9,6 +9,11 @@ enum Execution: Sendable {
     /// On the single serial writer: anything that commits, so that
     /// notifications of transaction T go out before those of T+1.
     case write
+    /// Prepared on the reader pool, answered from a publish-lane job through a
+    /// ``Reply``: requests whose answers take their place among the session's
+    /// notifications (DESIGN.md §7: `results/subscribe`, `objects`, `snapshot`,
+    /// `unsubscribe`). A JSON-RPC batch that writes cannot carry them.
+    case ordered
 }
 
 /// A method's handler with its params decoded and its result encoded.
@@ -19,6 +24,11 @@ struct Handler: Sendable {
     var runRaw: (@Sendable (RawParams, RequestContext) throws(RPCError) -> [UInt8])?
     /// Whether queued requests of this write may commit together (group commit, ``WriteQueue``).
     var groupable = false
+    /// For ``Execution/ordered`` methods: prepares the request and hands its answer to the reply, later.
+    var runOrdered: (@Sendable (JSONValue?, RequestContext, Reply) throws(RPCError) -> Void)?
+    /// Whether its answer waits for every commit so far to be published (results reads): a JSON-RPC
+    /// batch that writes cannot carry it, since the batch's own commits are published only once it ends.
+    var waitsForCommits = false
 }
 
 /// A request's params left unparsed: the whole message and the params object's range in it.
@@ -65,6 +75,25 @@ struct HandlerRegistry: Sendable {
         handlers[M.name]?.runRaw = { (params, context) throws(RPCError) in
             try JSONCoding.encodeBytes(try raw(params, context))
         }
+    }
+
+    /// Registers `body` for the ``Execution/ordered`` `method`: it checks the
+    /// params (a thrown error is the answer) and answers through the ``Reply``,
+    /// from the publish-lane job that computes the answer.
+    ///
+    /// - Parameter waitsForCommits: whether its answer waits for every commit so far to be published.
+    mutating func registerOrdered<M: Method>(
+        _ method: M.Type, waitsForCommits: Bool,
+        _ body: @escaping @Sendable (M.Parameters, RequestContext, Reply) throws(RPCError) -> Void
+    ) {
+        var handler = Handler(execution: .ordered) { (_, _) throws(RPCError) in
+            preconditionFailure("\(M.name) is answered through its reply")
+        }
+        handler.waitsForCommits = waitsForCommits
+        handler.runOrdered = { (params, context, reply) throws(RPCError) in
+            try body(try Self.decode(M.Parameters.self, from: params), context, reply)
+        }
+        handlers[M.name] = handler
     }
 
     /// Marks `method`'s requests as committing together when they queue up (``WriteQueue``).

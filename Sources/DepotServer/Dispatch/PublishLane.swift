@@ -7,20 +7,27 @@ import Synchronization
 /// What follows commits, in commit order, off the writer: publishing each
 /// transaction's deltas and `store/didSave`, then sending the responses of
 /// the requests that committed it (DESIGN.md §7: T's notifications before
-/// T's response, T before T+1).
+/// T's response, T before T+1); and the one owner of the fetched-results
+/// state (``ResultsEngine``), whose every read and change is a job here.
 ///
 /// The writer queues a job after each write and goes on with the next one
-/// at once. Jobs run one at a time in the order the writer queued them. A
-/// job that reads gets a store whose reads see exactly the state the writer
-/// had committed when it queued the job (``Store/readLatestCommit(_:)``),
+/// at once. Jobs run one at a time in the order their tickets were issued.
+/// A job that reads gets a store whose reads see exactly the state the
+/// writer had committed when it queued the job (``Store/readLatestCommit(_:)``),
 /// so a job sees what every earlier job saw plus its own commit, as if it
 /// ran on the writer, however far the writer has moved on. Jobs that read
 /// hold a reader each while they wait their turn; at most ``readerBudget``
 /// do, so client reads keep readers of their own, and the writer waits when
-/// publishing falls that far behind (back-pressure).
+/// publishing falls that far behind (back-pressure). A job that reads
+/// nothing (``enqueue(_:)``, ``perform(_:)``) may be queued from any thread:
+/// it runs after every job whose ticket was issued before its own.
+///
+/// One job at a time, and each job entirely on one thread: `Turns`' lock
+/// orders each job's end before the next one's start, so state touched only
+/// by jobs needs no lock of its own (``isRunningJob`` checks a caller is one).
 ///
 /// A job must never wait for the writer: the writer may be waiting for a
-/// reader that a queued job holds.
+/// reader that a queued job holds. Nor for another job (``perform(_:)``).
 final class PublishLane: Sendable {
     private let store: Store
     /// Tickets handed out (on the writer queue) and finished, in order.
@@ -31,9 +38,13 @@ final class PublishLane: Sendable {
     static let readerBudget = 4
     private let readers = DispatchSemaphore(value: PublishLane.readerBudget)
 
-    /// A lane following the commits of `store`.
-    init(store: Store) {
+    /// The writer's queue, where jobs that read are queued.
+    private let writer: DispatchQueue
+
+    /// A lane following the commits of `store`, made on the `writer` queue.
+    init(store: Store, writer: DispatchQueue) {
         self.store = store
+        self.writer = writer
     }
 
     /// Queues `job` after every job queued before it, with a store reading
@@ -41,6 +52,7 @@ final class PublishLane: Sendable {
     ///
     /// Call on the writer queue, between writes.
     func enqueueReading(_ job: @escaping @Sendable (Result<Store, RPCError>) -> Void) {
+        dispatchPrecondition(condition: .onQueue(writer))
         readers.wait()
         let ticket = turns.issue()
         store.readLatestCommit { [turns, readers] snapshot in
@@ -54,10 +66,10 @@ final class PublishLane: Sendable {
     /// Queues `job`, which reads nothing, after every job queued before it;
     /// runs it at once, on the calling thread, when no job is waiting.
     ///
-    /// Call on the writer queue.
+    /// Call it from any thread; from a job, it queues `job` behind it.
     func enqueue(_ job: @escaping @Sendable () -> Void) {
         let ticket = turns.issue()
-        if turns.isCurrent(ticket) {
+        if turns.begin(ticket) {
             job()
             return turns.finish(ticket)
         }
@@ -68,6 +80,34 @@ final class PublishLane: Sendable {
         }
     }
 
+    /// Runs `job` at once, on the calling thread, if no job is queued or
+    /// running, and returns `true`; `false` (and `job` does not run) otherwise.
+    func runIfIdle(_ job: () -> Void) -> Bool {
+        guard let ticket = turns.issueIfIdle() else { return false }
+        job()
+        turns.finish(ticket)
+        return true
+    }
+
+    /// Runs `job`, which reads nothing, after every job queued before it, and returns its result.
+    ///
+    /// Never from a job (it would wait for itself), nor on the writer queue
+    /// while holding a reader.
+    func perform<T: Sendable>(_ job: @escaping @Sendable () -> T) -> T {
+        precondition(!isRunningJob, "a job of the publish lane waits for a later one")
+        let outcome = Mutex<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        enqueue {
+            outcome.withLock { $0 = job() }
+            done.signal()
+        }
+        done.wait()
+        return outcome.withLock { $0! }
+    }
+
+    /// Whether the calling thread is running a job of this lane now.
+    var isRunningJob: Bool { turns.isRunning }
+
     /// Whether no job is queued or running.
     var isIdle: Bool { turns.isIdle }
 
@@ -77,10 +117,12 @@ final class PublishLane: Sendable {
 
 /// Numbered turns: tickets are issued in order and run in that order.
 private final class Turns: @unchecked Sendable {
-    // @unchecked: `issued` and `finished` are read and written only under `condition`'s lock.
+    // @unchecked: `issued`, `finished` and `runner` are read and written only under `condition`'s lock.
     private let condition = NSCondition()
     private var issued = 0
     private var finished = 0
+    /// The thread running the current ticket's job, if one runs.
+    private var runner: pthread_t?
 
     func issue() -> Int {
         condition.lock()
@@ -89,10 +131,23 @@ private final class Turns: @unchecked Sendable {
         return issued
     }
 
-    func isCurrent(_ ticket: Int) -> Bool {
+    /// A ticket whose turn is now, marked as running on the calling thread, if none is issued and unfinished.
+    func issueIfIdle() -> Int? {
         condition.lock()
         defer { condition.unlock() }
-        return finished == ticket - 1
+        guard finished == issued else { return nil }
+        issued += 1
+        runner = pthread_self()
+        return issued
+    }
+
+    /// Whether it is `ticket`'s turn; if so, its job runs on the calling thread from now on.
+    func begin(_ ticket: Int) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard finished == ticket - 1 else { return false }
+        runner = pthread_self()
+        return true
     }
 
     var isIdle: Bool {
@@ -101,16 +156,25 @@ private final class Turns: @unchecked Sendable {
         return finished == issued
     }
 
+    var isRunning: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return runner.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+    }
+
+    /// Waits for `ticket`'s turn; its job then runs on the calling thread.
     func wait(for ticket: Int) {
         condition.lock()
         defer { condition.unlock() }
         while finished < ticket - 1 { condition.wait() }
+        runner = pthread_self()
     }
 
     func finish(_ ticket: Int) {
         condition.lock()
         defer { condition.unlock() }
         finished = ticket
+        runner = nil
         condition.broadcast()
     }
 

@@ -58,7 +58,7 @@ final class WriteQueue: Sendable {
     static let largestGroup = 64
 
     /// The serial queue everything that writes runs on.
-    private let queue = DispatchQueue(label: "depot.writer")
+    private let queue: DispatchQueue
     /// Where what follows each commit runs.
     let lane: PublishLane
     private let store: Store
@@ -70,7 +70,9 @@ final class WriteQueue: Sendable {
     /// A writer for `store`.
     init(store: Store) {
         self.store = store
-        lane = PublishLane(store: store)
+        let queue = DispatchQueue(label: "depot.writer")
+        self.queue = queue
+        lane = PublishLane(store: store, writer: queue)
         queue.setSpecific(key: onWriter, value: true)
     }
 
@@ -116,21 +118,13 @@ final class WriteQueue: Sendable {
         return try queue.sync { Result { () throws(Failure) in try body() } }.get()
     }
 
-    /// Runs `body` in the lane after everything the writer committed so far
-    /// was published, with a store reading exactly that state, and waits for it.
+    /// Runs `job` in the lane after everything the writer committed so far
+    /// was published, with a store reading exactly that state; returns at once.
     ///
     /// The results engine registers subscriptions and answers reads this way,
-    /// in order with deltas. Never call it from a lane job.
-    func afterCommits<T>(_ body: @escaping (Result<Store, RPCError>) -> T) -> T {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = LaneOutcome<T>()
-        let job = UncheckedJob { snapshot in
-            outcome.value = body(snapshot)
-            done.signal()
-        }
-        sync { lane.enqueueReading { job.run($0) } }
-        done.wait()
-        return outcome.value!
+    /// in order with deltas.
+    func afterCommits(_ job: @escaping @Sendable (Result<Store, RPCError>) -> Void) {
+        async { [lane] in lane.enqueueReading(job) }
     }
 
     /// Runs the head of the list: one write, or a group of saves.
@@ -170,23 +164,9 @@ final class WriteQueue: Sendable {
         guard !transactions.isEmpty, subscriber.publishingReads else {
             return lane.enqueue { publishThenAnswer(nil) }
         }
-        if lane.isIdle, pending.withLock({ $0.isEmpty }) {
-            // Nothing waits for the writer or the lane: publishing right here costs less than
-            // the hand-off, and the store holds exactly this commit's state (no write can run
-            // until this returns).
-            return lane.enqueue { [store] in publishThenAnswer(.success(store)) }
-        }
+        // Nothing waits for the writer or the lane: publishing right here costs less than the
+        // hand-off, and the store holds exactly this commit's state (no write can run until this returns).
+        if pending.withLock({ $0.isEmpty }), lane.runIfIdle({ publishThenAnswer(.success(store)) }) { return }
         lane.enqueueReading(publishThenAnswer)
     }
-}
-
-/// The value a lane job hands back to the thread waiting for it.
-private final class LaneOutcome<T>: @unchecked Sendable {
-    // @unchecked: written by the job before the semaphore is signalled, read after the wait.
-    var value: T?
-}
-
-/// A job whose captures the waiting caller keeps alive and uses only after it ran.
-private struct UncheckedJob: @unchecked Sendable {
-    let run: (Result<Store, RPCError>) -> Void
 }

@@ -2,19 +2,22 @@ import DepotProtocol
 
 extension DepotService {
     static func registerResultsHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.registerRaw(ResultsSubscribe.self, .read) { (params, context) throws(RPCError) in
-            try context.service.results.subscribe(params, context: context)
+        handlers.registerOrdered(ResultsSubscribe.self, waitsForCommits: true) {
+            (params, context, reply) throws(RPCError) in
+            try context.service.results.subscribe(params, context: context, reply: reply)
         }
-        handlers.registerRaw(ResultsObjects.self, .read) { (params, context) throws(RPCError) in
-            try context.service.results.objects(params, context: context)
+        handlers.registerOrdered(ResultsObjects.self, waitsForCommits: true) {
+            (params, context, reply) throws(RPCError) in
+            try context.service.results.objects(params, context: context, reply: reply)
         }
-        handlers.registerRaw(ResultsSnapshot.self, .read) { (params, context) throws(RPCError) in
-            try context.service.results.snapshot(params, context: context)
+        handlers.registerOrdered(ResultsSnapshot.self, waitsForCommits: true) {
+            (params, context, reply) throws(RPCError) in
+            context.service.results.snapshot(params, context: context, reply: reply)
         }
-        handlers.register(ResultsUnsubscribe.self, .inline) { (params, context) throws(RPCError) in
-            try context.service.results.unsubscribe(
-                params.subscription, routingID: context.routingID, service: context.service)
-            return Null()
+        handlers.registerOrdered(ResultsUnsubscribe.self, waitsForCommits: false) {
+            (params, context, reply) throws(RPCError) in
+            context.service.results.unsubscribe(
+                params.subscription, routingID: context.routingID, context: context.service, reply: reply)
         }
         handlers.register(ResultsDeleteCache.self, .write) { (params, context) throws(RPCError) in
             try context.service.results.deleteCache(params.cacheName, store: context.store)

@@ -22,7 +22,7 @@ struct ObservationCenter {
             // Values of a very large transaction (a big batch) are left out: fetch them.
             if parameters.includeValues == true
                 && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count })
-                    <= ResultsEngine.largestNotification
+                    <= DeltaEncoder.largestNotification
             {
                 if values == nil, let store { values = readValues(transaction, store: store, service: service) }
                 // Ids become text here, at the wire, once.

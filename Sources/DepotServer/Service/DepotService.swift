@@ -87,7 +87,7 @@ public final class DepotService: Sendable {
         self.outbox = outbox
         self.keys = keys
         self.logger = logger
-        results = ResultsEngine(publishedThrough: try store.latestTransaction())
+        results = ResultsEngine(lane: writes.lane, publishedThrough: try store.latestTransaction())
         var handlers = HandlerRegistry()
         Self.registerLifecycleHandlers(&handlers)
         Self.registerModelHandlers(&handlers)
@@ -119,23 +119,23 @@ public final class DepotService: Sendable {
 
     /// A peer whose backlog had built up took everything queued for it: owed invalidations go out.
     public func peerDrained(_ peer: [UInt8]) {
-        results.sendInvalidations(to: peer, service: self)
+        results.sendInvalidations(to: peer, context: self)
     }
 
     /// Timers, about once a second: sessions silent for three heartbeats expire.
     public func tick() {
         if stats.countedSubscriptions > results.counts.subscriptions {
-            stats.forgetSubscriptions(except: results.subscriptionIDs)
+            results.forgetEndedSubscriptions(in: stats)
         }
         let limit = Duration.milliseconds(Int64(configuration.heartbeatInterval * 3000))
         for session in sessions.expire(silentFor: limit) {
-            results.removeSubscriptions(of: session.routingID, service: self)
+            results.removeSubscriptions(of: session.routingID, context: self)
             logger.debug("session \(session.id) expired after \(limit) of silence")
         }
     }
 
     func closeSession(_ routingID: [UInt8], reason: String) {
-        results.removeSubscriptions(of: routingID, service: self)
+        results.removeSubscriptions(of: routingID, context: self)
         if let session = sessions.close(routingID) {
             logger.debug("session \(session.id) closed: \(reason)")
         }
@@ -161,14 +161,14 @@ public final class DepotService: Sendable {
     }
 
     /// Whether the peer's outbound queue is past the slow-consumer limit.
-    func isOverflowing(_ routingID: [UInt8]) -> Bool {
-        outbox.backlogCount(for: routingID) > configuration.sessionQueueLimit
+    func isOverflowing(_ peer: [UInt8]) -> Bool {
+        outbox.backlogCount(for: peer) > configuration.sessionQueueLimit
     }
 
     /// Publishes a committed transaction to observers and subscriptions (in the publish lane).
     func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?) {
         let start = ContinuousClock.now
-        if results.publish(transaction, store: store, service: self) {
+        if results.publish(transaction, store: store, context: self) {
             stats.recordDelta(ContinuousClock.now - start)
         }
         ObservationCenter.publish(transaction, store: try? store?.get(), service: self)
@@ -202,7 +202,7 @@ extension DepotService {
                     // A replica that diverged never catches up: its subscribers are told, once.
                     logger.error("cannot catch up with the cluster: \(error)")
                     if store.divergenceError != nil, !divergenceReported.exchange(true, ordering: .relaxed) {
-                        results.invalidateAll(reason: "error", service: self)
+                        results.invalidateAll(reason: "error", context: self)
                     }
                 }
                 return nil

@@ -18,8 +18,6 @@ struct Session: Sendable {
     var lastSeen: ContinuousClock.Instant
     /// The session's `store/observe` registrations, by observer id.
     var observers: [String: StoreObserve.Parameters] = [:]
-    /// Live subscriptions, counted (with those being built) against the per-session limit.
-    var subscriptionCount = 0
     /// Requests still running, so `$/cancelRequest` can reach them.
     var inFlight: [RequestID: Cancellation] = [:]
 }

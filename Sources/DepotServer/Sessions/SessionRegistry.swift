@@ -82,24 +82,6 @@ final class SessionRegistry: Sendable {
         return admitted ? cancellation : nil
     }
 
-    /// Counts one more subscription for the session unless it holds `limit`; `false` then.
-    func reserveSubscription(routingID: [UInt8], limit: Int) -> Bool {
-        sessions.withLock { sessions in
-            guard let session = sessions[routingID] else { return true }
-            guard session.subscriptionCount < limit else { return false }
-            sessions[routingID]!.subscriptionCount += 1
-            return true
-        }
-    }
-
-    /// Counts one subscription less (unsubscribed, or a subscribe that failed).
-    func releaseSubscription(routingID: [UInt8]) {
-        sessions.withLock { sessions in
-            guard let count = sessions[routingID]?.subscriptionCount, count > 0 else { return }
-            sessions[routingID]!.subscriptionCount = count - 1
-        }
-    }
-
     /// Forgets a finished request.
     func end(_ id: RequestID, routingID: [UInt8]) {
         sessions.withLock { _ = $0[routingID]?.inFlight.removeValue(forKey: id) }

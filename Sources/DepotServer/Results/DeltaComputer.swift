@@ -1,0 +1,159 @@
+import DepotProtocol
+import DepotStore
+
+/// What a committed transaction changes in one result set: the changed rows
+/// (and rows reached through relationships) re-evaluated against the set's
+/// predicate and sort, read from a snapshot of the store right after the
+/// transaction. Reads the set; never changes it, nor anything else.
+///
+/// Nothing re-runs the whole query: candidates are read with
+/// `WHERE id IN (changed)`, or evaluated in memory from the changed rows
+/// (``InMemoryRows``) when the request allows it.
+struct DeltaComputer {
+    /// The snapshot right after the transaction.
+    let store: Store
+    /// The transaction's changed rows, by entity.
+    let changedRows: [String: Set<Int64>]
+    /// The keys each updated row changed, by entity.
+    let touchedKeys: [String: [Int64: Set<String>]]
+    /// The changed rows, read once for every set that evaluates in memory.
+    private(set) var memory: InMemoryRows
+
+    /// A computer for `transaction`, reading `store`.
+    init(_ transaction: CommittedTransaction, store: Store) {
+        self.store = store
+        changedRows = transaction.changes.mapValues { Set($0.allRows) }
+        touchedKeys = transaction.changes.mapValues { changes in
+            Dictionary(changes.updated.map { ($0.row, $0.keys) }, uniquingKeysWith: { $0.union($1) })
+        }
+        memory = InMemoryRows(store: store, changedRows: changedRows)
+    }
+
+    /// The changed rows of `entity` that still exist, or `nil` when they cannot be read.
+    mutating func rows(of entity: String) -> [Int64: EvaluationRow]? {
+        guard let schema = store.schema.entity(named: entity) else { return nil }
+        return try? memory.rows(of: schema)
+    }
+
+    /// The rows whose membership or position in `set` may change, each with
+    /// its new sort key, or `nil` where it no longer matches; `only` narrows
+    /// the candidates to rows already known to matter (the equality filing).
+    mutating func changes(for set: ResultSet, only: Set<Int64>? = nil) throws(RPCError) -> [Int64: SortKey?] {
+        let entity = set.plan.entity
+        var candidates: Set<Int64>
+        if let only {
+            candidates = only
+        } else {
+            candidates = try Self.candidateRows(
+                entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+        }
+        let touched = touchedKeys[entity.name] ?? [:]
+        if let keys = set.inMemory?.predicateKeys {
+            // A row it does not hold, updated in keys its predicate does not read, still does not match.
+            candidates = candidates.filter { id in
+                guard let changed = touched[id], !changed.isEmpty, changed.isDisjoint(with: keys) else { return true }
+                return set.index.contains(id)
+            }
+            guard !candidates.isEmpty else { return [:] }
+        }
+        let evaluated: [Int64: SortKey]
+        if let inMemory = set.inMemory {
+            evaluated = try memory.evaluate(inMemory, entity: entity, rows: candidates)
+        } else {
+            evaluated = try store.keyedRows(set.plan, among: Array(candidates))
+        }
+        return Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) })
+    }
+
+    /// The changed rows of `entity` that still exist, read once.
+    mutating func changedRows(of entity: EntitySchema) throws(RPCError) -> [Int64: EvaluationRow] {
+        try memory.rows(of: entity)
+    }
+
+    /// The keys each updated row of `entity` changed.
+    func touched(_ entity: String) -> [Int64: Set<String>] { touchedKeys[entity] ?? [:] }
+
+    /// Brings `set`, read at an older transaction, up to the transaction `store`
+    /// reads (from history, or by reading it again when history no longer reaches back).
+    static func catchUp(_ set: ResultSet, store: Store) throws(RPCError) {
+        guard let changes = try store.changedRows(since: set.transaction) else {
+            let transaction = try store.keyedRows(set.plan, expectedCount: { set.beginBuilding(expectedCount: $0) }) {
+                set.append($0)
+            }
+            set.finishBuilding(transaction: transaction)
+            return
+        }
+        if !changes.rows.isEmpty {
+            let candidates = try candidateRows(
+                entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store)
+            let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
+            _ = set.apply(Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: [:])
+        }
+        set.transaction = changes.latest
+    }
+
+    /// The rows of `entity` whose membership or position the change may affect.
+    static func candidateRows(
+        entity: EntitySchema, dependencies: [ResultSet.Dependency], changedRows: [String: Set<Int64>], store: Store
+    ) throws(RPCError) -> Set<Int64> {
+        var candidates = changedRows[entity.name] ?? []
+        for dependency in dependencies {
+            guard let changed = changedRows[dependency.entity], !changed.isEmpty else { continue }
+            switch dependency {
+            case .path(_, let path):
+                candidates.formUnion(try store.rows(of: entity, reaching: Array(changed), through: path))
+            case .owner(let name, let inverse):
+                guard let destination = store.schema.entity(named: name) else { continue }
+                candidates.formUnion(try store.owners(of: Array(changed), in: destination, through: inverse))
+            case .joined(_, let relationship):
+                candidates.formUnion(try store.rows(of: entity, holding: Array(changed), through: relationship))
+            case .any:
+                // Every row now in the table; rows that left it were deleted, so they are in `changedRows`.
+                candidates.formUnion(try store.allRows(of: entity))
+            }
+        }
+        return candidates
+    }
+}
+
+/// The changed rows of one transaction, read once per entity for every set
+/// that evaluates in memory (``InMemoryFollow``).
+struct InMemoryRows {
+    let store: Store
+    let changedRows: [String: Set<Int64>]
+    private var rows: [String: [Int64: EvaluationRow]] = [:]
+    private var evaluator: PredicateEvaluator?
+
+    init(store: Store, changedRows: [String: Set<Int64>]) {
+        self.store = store
+        self.changedRows = changedRows
+    }
+
+    /// The changed rows of `entity` that still exist, read once.
+    mutating func rows(of entity: EntitySchema) throws(RPCError) -> [Int64: EvaluationRow] {
+        if let read = rows[entity.name] { return read }
+        let read = try store.evaluationRows(of: entity, ids: Array(changedRows[entity.name] ?? []).sorted())
+        rows[entity.name] = read
+        return read
+    }
+
+    /// The sort keys of the `rows` of `entity` that match, evaluated without a query per set.
+    mutating func evaluate(_ follow: InMemoryFollow, entity: EntitySchema, rows candidates: Set<Int64>) throws(RPCError)
+        -> [Int64: SortKey]
+    {
+        let read = try rows(of: entity)
+        // Relationships are never followed here: such requests are not evaluated in memory.
+        let evaluator =
+            self.evaluator
+            ?? PredicateEvaluator(model: store.schema.descriptions, object: { _ in nil }, toMany: { _, _ in [] })
+        self.evaluator = evaluator
+        var result: [Int64: SortKey] = [:]
+        for id in candidates {
+            guard let row = read[id] else { continue }
+            if let key = try follow.evaluate(row, id: id, entity: entity.name, evaluator: evaluator) {
+                result[id] = key
+            }
+        }
+        return result
+    }
+}

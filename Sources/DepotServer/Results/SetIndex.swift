@@ -1,0 +1,137 @@
+import DepotProtocol
+import DepotStore
+
+/// The live result sets, by sharing key, filed so that a transaction finds
+/// the sets it can change without a pass over every set: a set whose request
+/// pins an attribute to one value (``InMemoryFollow/equality``) is filed under
+/// that entity, key and value; every other set under each entity whose
+/// changes can affect it (its own and its dependencies').
+///
+/// A value owned by ``ResultsEngine`` and touched only in publish-lane jobs.
+struct SetIndex {
+    /// The sets by sharing key.
+    private(set) var sets: [String: ResultSet] = [:]
+    /// Filed sets: entity → key → value → set keys.
+    private var byEquality: [String: [String: [JSONValue: Set<String>]]] = [:]
+    /// The other sets, under every entity whose changes can affect them.
+    private var unfiled: [String: Set<String>] = [:]
+    /// For each filed entity and key: the current value of every row whose value has a filed set,
+    /// so that a row leaving a value reaches the sets of its old value without a search.
+    private var filedValues: [String: [String: [Int64: JSONValue]]] = [:]
+
+    /// The sets filed by equality under one entity: key → value → set keys.
+    typealias Filing = [String: [JSONValue: Set<String>]]
+
+    /// The set under `key`.
+    subscript(key: String) -> ResultSet? { sets[key] }
+
+    /// Installs `set` under `key`, filing it by its equality term or under its entities.
+    mutating func install(_ set: ResultSet, key: String) {
+        sets[key] = set
+        let entity = set.plan.entity.name
+        guard let (name, value) = set.inMemory?.equality else {
+            for name in Set([entity] + set.dependencies.map(\.entity)) { unfiled[name, default: []].insert(key) }
+            return
+        }
+        byEquality[entity, default: [:]][name, default: [:]][value, default: []].insert(key)
+        var values = filedValues[entity]?[name] ?? [:]
+        for entry in set.index.entries(in: 0..<set.index.count) { values[entry.id] = value }
+        filedValues[entity, default: [:]][name] = values
+    }
+
+    /// Removes the set under `key` and its filing; returns it.
+    @discardableResult
+    mutating func uninstall(_ key: String) -> ResultSet? {
+        guard let set = sets.removeValue(forKey: key) else { return nil }
+        let entity = set.plan.entity.name
+        guard let (name, value) = set.inMemory?.equality else {
+            for name in Set([entity] + set.dependencies.map(\.entity)) {
+                unfiled[name]?.remove(key)
+                if unfiled[name]?.isEmpty == true { unfiled[name] = nil }
+            }
+            return set
+        }
+        byEquality[entity]?[name]?[value]?.remove(key)
+        if byEquality[entity]?[name]?[value]?.isEmpty == true {
+            byEquality[entity]?[name]?[value] = nil
+            // No set of this value is left: its rows need no filing.
+            for entry in set.index.entries(in: 0..<set.index.count)
+            where filedValues[entity]?[name]?[entry.id] == value {
+                filedValues[entity]?[name]?[entry.id] = nil
+            }
+        }
+        return set
+    }
+
+    /// The sets `transaction` can change: the unfiled ones of its entities, and
+    /// the filing of the filed ones (narrowed by ``narrow(_:filing:rows:)``).
+    func affected(by transaction: CommittedTransaction) -> (unfiled: [ResultSet], filing: [String: Filing]) {
+        var keys = Set<String>()
+        var filing: [String: Filing] = [:]
+        for entity in transaction.changes.keys {
+            if let sets = unfiled[entity] { keys.formUnion(sets) }
+            if let filed = byEquality[entity] { filing[entity] = filed }
+        }
+        return (keys.compactMap { sets[$0] }, filing)
+    }
+
+    /// Every filed set of `filing`.
+    func sets(in filing: [String: Filing]) -> [ResultSet] {
+        filing.values.flatMap(\.values).flatMap(\.values).flatMap { $0 }.compactMap { sets[$0] }
+    }
+
+    /// The filed sets that `transaction` can change, each with the changed rows
+    /// it must look at: a row goes to the sets of its new value and of the
+    /// value it had, and its new value is recorded. `rows(entity)` reads the
+    /// changed rows of an entity; an entity whose rows cannot be read sends
+    /// every changed row to each of its filed sets, and is returned in
+    /// `unread`: ``refile(_:)`` files it anew once the sets followed.
+    mutating func narrow(
+        _ transaction: CommittedTransaction, filing: [String: Filing],
+        rows: (String) -> [Int64: EvaluationRow]?
+    ) -> (sets: [(ResultSet, Set<Int64>)], unread: [String]) {
+        var perSet: [String: Set<Int64>] = [:]
+        var unread: [String] = []
+        for (entityName, keys) in filing {
+            guard let changes = transaction.changes[entityName] else { continue }
+            let changed = Set(changes.allRows)
+            guard let read = rows(entityName) else {
+                unread.append(entityName)
+                for setKeys in keys.values.flatMap(\.values) {
+                    for key in setKeys { perSet[key, default: []].formUnion(changed) }
+                }
+                continue
+            }
+            for (key, byValue) in keys {
+                for id in changed {
+                    let new = read[id]?.object[key]
+                    let old = filedValues[entityName]?[key]?[id]
+                    if let new, let sets = byValue[new] {
+                        for set in sets { perSet[set, default: []].insert(id) }
+                    }
+                    if let old, old != new, let sets = byValue[old] {
+                        for set in sets { perSet[set, default: []].insert(id) }
+                    }
+                    if old != new {
+                        let filed = new.map { byEquality[entityName]?[key]?[$0] != nil } ?? false
+                        filedValues[entityName, default: [:]][key, default: [:]][id] = filed ? new : nil
+                    }
+                }
+            }
+        }
+        return (perSet.compactMap { key, rows in sets[key].map { ($0, rows) } }, unread)
+    }
+
+    /// Files anew the rows of the filed sets of `entities` (after their rows could not be read).
+    mutating func refile(_ entities: [String]) {
+        for entity in entities {
+            filedValues[entity] = nil
+            for setKey in (byEquality[entity] ?? [:]).values.flatMap(\.values).flatMap({ $0 }) {
+                guard let set = sets[setKey], let (name, value) = set.inMemory?.equality else { continue }
+                for entry in set.index.entries(in: 0..<set.index.count) {
+                    filedValues[entity, default: [:]][name, default: [:]][entry.id] = value
+                }
+            }
+        }
+    }
+}

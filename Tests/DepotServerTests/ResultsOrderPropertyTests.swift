@@ -1,0 +1,283 @@
+import DepotProtocol
+import DepotStore
+import DepotTestSupport
+import Foundation
+import Synchronization
+import XCTest
+
+@testable import DepotServer
+
+/// Random interleavings of every results request with saves from several
+/// sessions, in memory: each session pipelines saves (some failing),
+/// `results/objects`, `results/snapshot`, `results/unsubscribe` and new
+/// subscribes over plain, filtered, equality-filed, windowed and coalescing
+/// requests, while the engine fails to follow one random transaction. Each
+/// session's stream is then replayed as a client would: every `objects`
+/// answer equals the results the session holds at that point of its stream
+/// (its `seq` the last one it received), every `snapshot` answer the ids it
+/// holds, `seq` has no gaps, nothing follows an unsubscribe's answer, and at
+/// the end the deltas applied to the first results equal a fresh fetch (the
+/// delta oracle); an invalidated subscription resyncs to a fresh fetch.
+final class ResultsOrderPropertyTests: XCTestCase {
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-order-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    static let model = #"""
+        {"entities": [{"name": "Item", "uniquenessConstraints": [["name"]], "attributes": [
+          {"name": "name", "type": "string"}, {"name": "score", "type": "integer"}]}]}
+        """#
+
+    /// The subscribe params the sessions pick from, with the fetch that gives their results afresh.
+    static let requests: [(subscribe: String, fetch: String)] = [
+        (
+            #"{"request": {"entity": "Item", "sort": [{"key": "score"}, {"key": "name"}]}, "include": "all"}"#,
+            #"{"entity": "Item", "sort": [{"key": "score"}, {"key": "name"}]}"#
+        ),
+        (
+            #"{"request": {"entity": "Item", "predicate": "score >= 20", "sort": [{"key": "score", "ascending": false}, {"key": "name"}]}, "include": "all"}"#,
+            #"{"entity": "Item", "predicate": "score >= 20", "sort": [{"key": "score", "ascending": false}, {"key": "name"}]}"#
+        ),
+        (
+            #"{"request": {"entity": "Item", "sort": [{"key": "name"}], "limit": 5, "offset": 2}, "include": "all"}"#,
+            #"{"entity": "Item", "sort": [{"key": "name"}], "limit": 5, "offset": 2}"#
+        ),
+        (
+            #"{"request": {"entity": "Item", "predicate": "score < 30", "sort": [{"key": "name"}]}, "include": "all", "coalesceMs": 3}"#,
+            #"{"entity": "Item", "predicate": "score < 30", "sort": [{"key": "name"}]}"#
+        ),
+        (
+            #"{"request": {"entity": "Item", "predicate": "score == 7", "sort": [{"key": "name"}]}, "include": "all"}"#,
+            #"{"entity": "Item", "predicate": "score == 7", "sort": [{"key": "name"}]}"#
+        ),
+    ]
+
+    func testRandomInterleavingsKeepTheContractsOrderAndTheDeltaOracle() throws {
+        for seed in 1...6 { try run(seed: UInt64(seed)) }
+    }
+
+    private func run(seed: UInt64) throws {
+        let directory = self.directory.appendingPathComponent("run-\(seed)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (service, outbox) = try makeCore(in: directory, model: Self.model)
+        defer { service.stop() }
+        let seeder: [UInt8] = [8]
+        request(service, seeder, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
+        _ = try outbox.response(1, of: seeder)
+        let items = (0..<20).map { #"{"entity": "Item", "values": {"name": "i\#($0)", "score": \#($0 * 2)}}"# }
+        request(service, seeder, id: 2, "store/save", #"{"inserted": [\#(items.joined(separator: ","))]}"#)
+        XCTAssertEqual(try outbox.response(2, of: seeder)["result"]?["transaction"], 1)
+        service.results.failToFollow(Int64(10 + seed))
+
+        let peers: [[UInt8]] = (1...3).map { [UInt8($0)] }
+        let operations = 80
+        let sent = Mutex<[[UInt8]: [Int64: Sent]]>([:])
+        DispatchQueue.concurrentPerform(iterations: peers.count) { index in
+            let peer = peers[index]
+            var generator = SeededGenerator(seed: seed * 100 + UInt64(index))
+            var log: [Int64: Sent] = [:]
+            request(service, peer, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
+            // Two subscriptions whose ids the session waits for; later ones are pipelined like the rest.
+            var subscriptions: [String] = []
+            for id in 2...3 {
+                let choice = Int.random(in: 0..<Self.requests.count, using: &generator)
+                log[Int64(id)] = .subscribe(choice)
+                request(service, peer, id: id, "results/subscribe", Self.requests[choice].subscribe)
+                if let subscription = try? outbox.response(id, of: peer)["result"]?["subscription"]?.stringValue {
+                    subscriptions.append(subscription)
+                }
+            }
+            for number in 0..<operations {
+                let id = 100 + number
+                let target = Int.random(in: 1...40, using: &generator)
+                let subscription = subscriptions.randomElement(using: &generator) ?? "s0"
+                switch Int.random(in: 0..<20, using: &generator) {
+                case 0..<5:
+                    // Names repeat: some inserts break the uniqueness constraint and fail.
+                    let name = "n\(Int.random(in: 0..<30, using: &generator))"
+                    let score = Int.random(in: 0..<40, using: &generator)
+                    request(
+                        service, peer, id: id, "store/save",
+                        #"{"inserted": [{"entity": "Item", "values": {"name": "\#(name)", "score": \#(score)}}]}"#)
+                case 5..<10:
+                    let score = [7, Int.random(in: 0..<40, using: &generator)].randomElement(using: &generator)!
+                    request(
+                        service, peer, id: id, "store/save",
+                        #"{"updated": [{"id": "Item/\#(target)", "values": {"score": \#(score)}}]}"#)
+                case 10..<12:
+                    request(service, peer, id: id, "store/save", #"{"deleted": [{"id": "Item/\#(target)"}]}"#)
+                case 12..<16:
+                    let offset = Int.random(in: 0..<8, using: &generator)
+                    let length = Int.random(in: 0..<10, using: &generator)
+                    log[Int64(id)] = .objects(subscription, offset: offset, length: length)
+                    request(
+                        service, peer, id: id, "results/objects",
+                        #"{"subscription": "\#(subscription)", "offset": \#(offset), "length": \#(length)}"#)
+                case 16..<18:
+                    log[Int64(id)] = .snapshot(subscription)
+                    request(service, peer, id: id, "results/snapshot", #"{"subscription": "\#(subscription)"}"#)
+                case 18:
+                    log[Int64(id)] = .unsubscribe(subscription)
+                    request(service, peer, id: id, "results/unsubscribe", #"{"subscription": "\#(subscription)"}"#)
+                    subscriptions.removeAll { $0 == subscription }
+                default:
+                    let choice = Int.random(in: 0..<Self.requests.count, using: &generator)
+                    log[Int64(id)] = .subscribe(choice)
+                    request(service, peer, id: id, "results/subscribe", Self.requests[choice].subscribe)
+                }
+            }
+            sent.withLock { $0[peer] = log }
+        }
+        // Every session's requests answered (so every save committed and was published), then each
+        // live subscription's snapshot, which announces an open coalescing window first.
+        var finalCount: [[UInt8]: Int] = [:]
+        for peer in peers {
+            let messages = try outbox.wait(for: peer) { messages in
+                (100..<100 + operations).allSatisfy { id in messages.contains { $0["id"] == .int(Int64(id)) } }
+            }
+            var log = sent.withLock { $0[peer] ?? [:] }
+            let live = Self.liveSubscriptions(in: messages, sent: log)
+            for (offset, subscription) in live.enumerated() { log[Int64(1000 + offset)] = .snapshot(subscription) }
+            sent.withLock { $0[peer] = log }
+            finalCount[peer] = live.count
+        }
+        var streams: [[UInt8]: [JSONValue]] = [:]
+        for peer in peers {
+            let log = sent.withLock { $0[peer] ?? [:] }
+            for id in 1000..<1000 + (finalCount[peer] ?? 0) {
+                guard case .snapshot(let subscription)? = log[Int64(id)] else { continue }
+                request(service, peer, id: id, "results/snapshot", #"{"subscription": "\#(subscription)"}"#)
+            }
+        }
+        for peer in peers {
+            streams[peer] = try outbox.wait(for: peer) { messages in
+                (1000..<1000 + (finalCount[peer] ?? 0)).allSatisfy { id in
+                    messages.contains { $0["id"] == .int(Int64(id)) }
+                }
+            }
+        }
+        var fresh: [[JSONValue]] = []
+        for (index, pair) in Self.requests.enumerated() {
+            request(service, seeder, id: 10 + index, "store/fetch", pair.fetch)
+            fresh.append(try outbox.response(10 + index, of: seeder)["result"]?["objects"]?.arrayValue ?? [])
+        }
+        for peer in peers {
+            Self.replay(
+                streams[peer] ?? [], sent: sent.withLock { $0[peer] ?? [:] }, fresh: fresh,
+                context: "seed \(seed), peer \(peer)")
+        }
+    }
+
+    /// A request a session sent, as its client remembers it.
+    enum Sent: Sendable {
+        case subscribe(Int)
+        case objects(String, offset: Int, length: Int)
+        case snapshot(String)
+        case unsubscribe(String)
+    }
+
+    /// The subscriptions that subscribe answers created and no unsubscribe answer ended, sorted.
+    private static func liveSubscriptions(in messages: [JSONValue], sent: [Int64: Sent]) -> [String] {
+        var live = Set<String>()
+        for message in messages {
+            guard let id = message["id"]?.intValue, let result = message["result"] else { continue }
+            switch sent[id] {
+            case .subscribe?: if let subscription = result["subscription"]?.stringValue { live.insert(subscription) }
+            case .unsubscribe(let subscription)?: live.remove(subscription)
+            default: break
+            }
+        }
+        return live.sorted()
+    }
+
+    /// What a client holds of one subscription.
+    private struct Held {
+        let choice: Int
+        var results: [JSONValue]
+        var seq: Int64 = 0
+        /// Told to resync: its results are known again only from a snapshot's ids.
+        var invalidated = false
+        var resyncedIDs: [JSONValue]?
+        var ended = false
+    }
+
+    /// Replays a session's stream as its client would, checking each answer against what the client holds then.
+    private static func replay(_ messages: [JSONValue], sent: [Int64: Sent], fresh: [[JSONValue]], context: String) {
+        var held: [String: Held] = [:]
+        for message in messages {
+            if let method = message["method"]?.stringValue {
+                guard let params = message["params"], let subscription = params["subscription"]?.stringValue,
+                    var state = held[subscription]
+                else { continue }
+                XCTAssertFalse(state.ended, "\(context): \(method) after \(subscription)'s unsubscribe was answered")
+                if method == "results/didInvalidate" {
+                    state.invalidated = true
+                } else if method == "results/didChange" {
+                    let seq = params["seq"]?.intValue ?? -1
+                    XCTAssertEqual(seq, state.seq + 1, "\(context): \(subscription)'s seq has a gap")
+                    state.seq = seq
+                    // An invalidated subscription's results are known again only from a snapshot.
+                    if !state.invalidated { ServiceCoreTests.apply(params, to: &state.results) }
+                }
+                held[subscription] = state
+                continue
+            }
+            guard let id = message["id"]?.intValue, let result = message["result"], let request = sent[id] else {
+                continue
+            }
+            switch request {
+            case .subscribe(let choice):
+                guard let subscription = result["subscription"]?.stringValue else { continue }
+                XCTAssertEqual(result["seq"], 0)
+                held[subscription] = Held(choice: choice, results: result["objects"]?.arrayValue ?? [])
+            case .objects(let subscription, let offset, let length):
+                guard let state = held[subscription] else { continue }
+                XCTAssertEqual(result["seq"]?.intValue, state.seq, "\(context): objects \(id) out of place")
+                guard !state.invalidated else { continue }
+                let lower = min(offset, state.results.count)
+                let upper = min(offset + length, state.results.count)
+                XCTAssertEqual(
+                    result["objects"]?.arrayValue ?? [], Array(state.results[lower..<upper]),
+                    "\(context): objects \(id) of \(subscription) is not what the session holds at seq \(state.seq)")
+            case .snapshot(let subscription):
+                guard var state = held[subscription] else { continue }
+                XCTAssertEqual(result["seq"]?.intValue, state.seq, "\(context): snapshot \(id) out of place")
+                let ids = result["ids"]?.arrayValue ?? []
+                if state.invalidated {
+                    state.resyncedIDs = ids
+                    held[subscription] = state
+                } else {
+                    XCTAssertEqual(
+                        ids, state.results.map { $0["id"] ?? .null },
+                        "\(context): snapshot \(id) of \(subscription) is not what the session holds")
+                }
+            case .unsubscribe(let subscription):
+                held[subscription]?.ended = true
+            }
+        }
+        for (subscription, state) in held.sorted(by: { $0.key < $1.key }) where !state.ended {
+            let expected = fresh[state.choice]
+            if state.invalidated {
+                XCTAssertEqual(
+                    state.resyncedIDs, expected.map { $0["id"] ?? .null },
+                    "\(context): \(subscription) resynced to something else than a fresh fetch")
+            } else {
+                XCTAssertEqual(
+                    state.results.map { $0["id"] ?? .null }, expected.map { $0["id"] ?? .null },
+                    "\(context): \(subscription)'s deltas applied to its first results hold other ids than a fresh fetch"
+                )
+                XCTAssertTrue(
+                    state.results == expected,
+                    "\(context): \(subscription)'s deltas applied to its first results hold other values than a fresh fetch"
+                )
+            }
+        }
+    }
+}
