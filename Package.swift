@@ -110,7 +110,8 @@ let package = Package(
         // What the test targets share: the daemon launcher (DepotBenchmarks starts its daemons with it too),
         // the seeded generator, the fixtures (FuzzPredicate's model too). Not a product.
         .target(
-            name: "DepotTestSupport", dependencies: ["DepotClient", "DepotProtocol"], path: "Tests/DepotTestSupport"),
+            name: "DepotTestSupport", dependencies: ["DepotClient", "DepotProtocol", "DepotServer", "DepotStore"],
+            path: "Tests/DepotTestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "DepotProtocolTests", dependencies: ["DepotProtocol"]),
         .testTarget(

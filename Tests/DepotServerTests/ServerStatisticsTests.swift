@@ -1,5 +1,6 @@
 import DepotProtocol
 import DepotStore
+import DepotTestSupport
 import Foundation
 import XCTest
 

@@ -9,6 +9,7 @@ enum BenchmarkRegistry {
         FoundationSaveConcurrencyBenchmark.self,
         PredicateFetchBenchmark.self,
         FetchedResultsLatencyBenchmark.self,
+        ResultsReadsBenchmark.self,
         BatchInsertBenchmark.self,
         HistoryBenchmark.self,
         SaveBehindBatchBenchmark.self,

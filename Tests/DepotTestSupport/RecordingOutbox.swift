@@ -1,17 +1,20 @@
 import DepotProtocol
+import DepotServer
 import Foundation
 import Synchronization
 
-@testable import DepotServer
-
 /// An ``Outbox`` that keeps every message the core sends, by peer, in order,
-/// and lets a test wait for the ones it expects.
-final class RecordingOutbox: Outbox {
+/// and lets a test wait for the ones it expects: the harness of the server
+/// core's tests, which drive it in memory, without a socket or a process.
+public final class RecordingOutbox: Outbox {
     private let condition = NSCondition()
     // Guarded by `condition`.
     nonisolated(unsafe) private var messages: [[UInt8]: [JSONValue]] = [:]
 
-    func send(_ bytes: [UInt8], to peer: [UInt8]) {
+    /// A new outbox that has recorded nothing.
+    public init() {}
+
+    public func send(_ bytes: [UInt8], to peer: [UInt8]) {
         let message = (try? JSONParser.parse(bytes)) ?? .string("unparsable: \(bytes.count) bytes")
         condition.lock()
         messages[peer, default: []].append(message)
@@ -19,17 +22,17 @@ final class RecordingOutbox: Outbox {
         condition.unlock()
     }
 
-    func backlogCount(for peer: [UInt8]) -> Int { 0 }
+    public func backlogCount(for peer: [UInt8]) -> Int { 0 }
 
     /// Everything sent to `peer` so far.
-    func received(by peer: [UInt8]) -> [JSONValue] {
+    public func received(by peer: [UInt8]) -> [JSONValue] {
         condition.lock()
         defer { condition.unlock() }
         return messages[peer] ?? []
     }
 
     /// Waits until `peer` has received a message that satisfies `test`; returns all it received by then.
-    func wait(
+    public func wait(
         for peer: [UInt8], timeout: Double = 10, file: StaticString = #filePath, line: UInt = #line,
         until test: ([JSONValue]) -> Bool
     ) throws -> [JSONValue] {
@@ -45,17 +48,18 @@ final class RecordingOutbox: Outbox {
     }
 
     /// Waits for the response to request `id` of `peer`.
-    func response(_ id: Int, of peer: [UInt8]) throws -> JSONValue {
+    public func response(_ id: Int, of peer: [UInt8]) throws -> JSONValue {
         let all = try wait(for: peer) { $0.contains { $0["id"] == .int(Int64(id)) } }
         return all.first { $0["id"] == .int(Int64(id)) }!
     }
 
-    struct TimeoutError: Error, CustomStringConvertible {
-        let description: String
+    /// The messages a test waited for did not come.
+    public struct TimeoutError: Error, CustomStringConvertible {
+        public let description: String
     }
 }
 
 /// Sends one JSON-RPC request to the core as `peer`.
-func request(_ service: DepotService, _ peer: [UInt8], id: Int, _ method: String, _ params: String) {
+public func request(_ service: DepotService, _ peer: [UInt8], id: Int, _ method: String, _ params: String) {
     service.receive(Array(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"#.utf8), from: peer)
 }

@@ -1,13 +1,13 @@
 import DepotProtocol
+import DepotServer
 import DepotStore
 import Foundation
-import XCTest
-
-@testable import DepotServer
 
 /// A service core over a new store in `directory`, with `model` defined
 /// through the core by a peer of its own ([9]); every message it sends is recorded.
-func makeCore(
+///
+/// - Throws: when the store cannot be opened or the model is refused.
+public func makeCore(
     in directory: URL, model: String, configure: (inout ServerConfiguration) -> Void = { _ in }
 ) throws -> (DepotService, RecordingOutbox) {
     let store = try Store(path: directory.appendingPathComponent("depot.sqlite").path)
@@ -19,6 +19,8 @@ func makeCore(
     request(service, admin, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
     _ = try outbox.response(1, of: admin)
     request(service, admin, id: 2, "model/define", model)
-    XCTAssertNotNil(try outbox.response(2, of: admin)["result"], "\(outbox.received(by: admin))")
+    guard try outbox.response(2, of: admin)["result"] != nil else {
+        throw RecordingOutbox.TimeoutError(description: "model/define failed: \(outbox.received(by: admin))")
+    }
     return (service, outbox)
 }
