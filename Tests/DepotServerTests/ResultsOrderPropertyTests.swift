@@ -19,22 +19,6 @@ import XCTest
 /// the end the deltas applied to the first results equal a fresh fetch (the
 /// delta oracle); an invalidated subscription resyncs to a fresh fetch.
 final class ResultsOrderPropertyTests: XCTestCase {
-    private var directory: URL!
-
-    override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-order-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    static let model = #"""
-        {"entities": [{"name": "Item", "uniquenessConstraints": [["name"]], "attributes": [
-          {"name": "name", "type": "string"}, {"name": "score", "type": "integer"}]}]}
-        """#
-
     /// The subscribe params the sessions pick from, with the fetch that gives their results afresh.
     static let requests: [(subscribe: String, fetch: String)] = [
         (
@@ -64,9 +48,11 @@ final class ResultsOrderPropertyTests: XCTestCase {
     }
 
     private func run(seed: UInt64) throws {
-        let directory = self.directory.appendingPathComponent("run-\(seed)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-order-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let (service, outbox) = try makeCore(in: directory, model: Self.model)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (service, outbox) = try makeCore(in: directory, model: ServiceCoreTests.model)
         defer { service.stop() }
         let seeder: [UInt8] = [8]
         request(service, seeder, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
