@@ -169,14 +169,7 @@ final class ReplicationTests: XCTestCase {
         let a = try replica(log, retention: .count(10))
         let b = try replica(log, retention: .forever)
         _ = try a.defineModel(testModel)
-        for index in 0..<130 {
-            _ = try a.save(
-                StoreSave.Parameters(
-                    inserted: [
-                        InsertedObject(
-                            entity: "Team", values: ["teamName": .string("Team \(index)"), "qualifyingZone": "Z"])
-                    ], saveId: "save \(index)"))
-        }
+        try a.insertTeams(130, saveIds: "save")
         try b.catchUpWithCluster()
         XCTAssertNil(b.divergenceError)
         let ids = { (store: Store) in

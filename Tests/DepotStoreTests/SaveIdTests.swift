@@ -133,14 +133,7 @@ final class SaveIdTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try Store(path: directory.appendingPathComponent("depot.sqlite").path, historyRetention: .count(10))
         _ = try store.defineModel(testModel)
-        for index in 0..<130 {
-            _ = try store.save(
-                StoreSave.Parameters(
-                    inserted: [
-                        InsertedObject(
-                            entity: "Team", values: ["teamName": .string("Team \(index)"), "qualifyingZone": "Z"])
-                    ], saveId: "save \(index)"))
-        }
+        try store.insertTeams(130, saveIds: "save")
         let oldest = try store.history(since: 0, limit: nil).oldest
         XCTAssertGreaterThan(oldest, 100, "history was pruned")
         let kept = try store.read { db in
