@@ -16,6 +16,8 @@ public enum DepotClientError: Error, Sendable, CustomStringConvertible {
     case transport(ZMQError)
     /// The server's answer did not have the expected shape.
     case invalidResponse(String)
+    /// The client's persistent store (a local SQLite file) could not be opened, read or written.
+    case persistentStore(String)
 
     public var description: String {
         switch self {
@@ -27,6 +29,7 @@ public enum DepotClientError: Error, Sendable, CustomStringConvertible {
             "the connection to depotd dropped while \(method) was in flight; it may or may not have run"
         case .transport(let error): "transport error: \(error)"
         case .invalidResponse(let detail): "invalid response: \(detail)"
+        case .persistentStore(let detail): "persistent store: \(detail)"
         }
     }
 

@@ -76,6 +76,7 @@ extension FetchedResultsController {
         }
         let layoutAfter = next
         await commit(change, layout: layoutAfter)
+        persist()
     }
 
     /// Installs the new layout and tells the delegate and the change streams (on the main actor,
@@ -178,6 +179,7 @@ extension FetchedResultsController {
         }
         let result = fetched
         await reload(result, replacing: oldSubscription)
+        persist()
     }
 
     @MainActor
@@ -191,15 +193,22 @@ extension FetchedResultsController {
             state.indexPaths = nil
             return true
         }
+        announceReload(layout: fetched.layout, transaction: fetched.transaction, toChangeStreams: isCurrent)
+    }
+
+    /// Tells the delegate and (unless `toChangeStreams` is false) the change streams that the
+    /// results were replaced by `layout`, reflecting `transaction`.
+    @MainActor
+    func announceReload(layout: ResultsLayout, transaction: Int64, toChangeStreams: Bool = true) {
         let delegate = self.delegate
-        let snapshot = FetchedResultsSnapshot(layout: fetched.layout)
+        let snapshot = FetchedResultsSnapshot(layout: layout)
         delegate?.controllerDidReloadContent(self)
         delegate?.controller(self, didChangeContentWith: snapshot)
         let changeSet = FetchedResultsChangeSet<Object>(
-            seq: fetched.layout.seq, transaction: fetched.transaction, transactions: nil, isReload: true,
+            seq: layout.seq, transaction: transaction, transactions: nil, isReload: true,
             sectionChanges: [],
             objectChanges: [], snapshot: snapshot)
-        if isCurrent { changeBroadcaster.yield(changeSet) }
+        if toChangeStreams { changeBroadcaster.yield(changeSet) }
     }
 
     // MARK: Faulting

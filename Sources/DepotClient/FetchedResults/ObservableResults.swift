@@ -52,7 +52,7 @@ public final class ObservableResults<Object: Decodable & Sendable> {
     public private(set) var sections: [Section] = []
     /// Every object, in order (the sections' objects one after the other).
     public private(set) var objects: [Object] = []
-    /// Whether the results were fetched (the first ``performFetch()`` returned).
+    /// Whether results are shown: the daemon's, or, before it answers, a persistent store's.
     public private(set) var isFetched = false
     /// Why the latest change could not be shown (loading its objects failed), if it could not;
     /// cleared by the next change shown.
@@ -72,12 +72,12 @@ public final class ObservableResults<Object: Decodable & Sendable> {
     /// Observes the results of a new ``FetchedResultsController`` made with these arguments.
     public convenience init(
         fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil,
-        cacheName: String? = nil
+        cacheName: String? = nil, persistentStore: URL? = nil
     ) {
         self.init(
             controller: FetchedResultsController(
                 fetchRequest: fetchRequest, connection: connection, sectionNameKeyPath: sectionNameKeyPath,
-                cacheName: cacheName))
+                cacheName: cacheName, persistentStore: persistentStore))
     }
 
     deinit {
@@ -87,11 +87,9 @@ public final class ObservableResults<Object: Decodable & Sendable> {
     /// Fetches (the controller's ``FetchedResultsController/performFetch()``), shows
     /// the results, and from then on shows every change. Calling it again starts over.
     public func performFetch() async throws(DepotClientError) {
-        listener.withLock { $0?.cancel() }
-        // Listen before fetching, so that no change can slip between.
+        // Listen before fetching, so that no change can slip between (and results a persistent
+        // store holds show while the daemon has not answered yet).
         let changes = controller.changes()
-        try await controller.performFetch()
-        await refresh()
         let task = Task { [weak self] in
             for await _ in changes {
                 guard let self else { return }
@@ -102,6 +100,8 @@ public final class ObservableResults<Object: Decodable & Sendable> {
             $0?.cancel()
             $0 = task
         }
+        try await controller.performFetch()
+        await refresh()
     }
 
     /// Publishes the controller's current results, once their objects are loaded.
