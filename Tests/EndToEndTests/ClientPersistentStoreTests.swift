@@ -73,4 +73,49 @@ final class ClientPersistentStoreTests: XCTestCase {
         XCTAssertEqual(asianStored?.snapshot.layout.sections, firstRun.1?.sections)
         XCTAssertEqual(asianAgain.fetchedIDs.count, 4)
     }
+
+    /// The daemon stopped: `performFetch()` shows the stored results and returns; once the daemon
+    /// is back the controller subscribes by itself, with what changed meanwhile.
+    func testWithTheDaemonStoppedTheStoredResultsShowAndTheLiveOnesFollowItsReturn() async throws {
+        let endpoint = "tcp://127.0.0.1:\(try ClientSupport.freePort())"
+        let first = try Daemon(heartbeat: 1, listen: endpoint)
+        let connection = try await DepotConnection.connect(to: first.endpoint, timeout: .seconds(2))
+        try await ClientSupport.requireFetchedResults(connection)
+        let ids = try await connection.loadWorldCup()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite")
+        let request = ClientFetchedResultsTests.teamsRequest()
+        let before = FetchedResultsController<DepotObject>(
+            fetchRequest: request, connection: connection, persistentStore: file)
+        try await before.performFetch()
+        await before.unsubscribe()
+
+        XCTAssertEqual(first.stop(), 0)
+        let offline = FetchedResultsController<DepotObject>(
+            fetchRequest: request, connection: connection, persistentStore: file)
+        let changes = offline.changes()
+        try await offline.performFetch()
+        XCTAssertNil(offline.subscription, "the daemon is away")
+        XCTAssertEqual(offline.fetchedIDs, before.fetchedIDs, "the stored results")
+        XCTAssertEqual(offline.fetchedObjects?.count, 32)
+
+        let second = try Daemon(dataDirectory: first.dataDirectory, heartbeat: 1, listen: endpoint)
+        defer {
+            second.stop()
+            second.removeData()
+        }
+        let other = try await second.connect(name: "other")
+        _ = try await other.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["Japan"]!, values: ["wins": 42])]))
+        let followed = await ClientSupport.wait(on: changes, timeout: .seconds(30)) {
+            offline.subscription != nil
+        }
+        XCTAssertTrue(followed, "subscribed once the daemon was back")
+        let fresh = try await other.call(StoreFetch.self, request)
+        let live = await ClientSupport.wait(on: changes, timeout: .seconds(10)) {
+            offline.fetchedIDs == fresh.objects?.compactMap { $0["id"]?.stringValue }
+        }
+        XCTAssertTrue(live, "the live results, Japan's new wins included")
+        let japan = try XCTUnwrap(offline.indexPath(forID: ids["Japan"]!))
+        XCTAssertEqual(offline.object(at: japan).int("wins"), 42)
+    }
 }

@@ -36,6 +36,14 @@ public enum DepotClientError: Error, Sendable, CustomStringConvertible {
     /// Whether the call was cancelled (by the client's task or `$/cancelRequest`, -32800).
     public var isCancellation: Bool { rpcError?.code == .requestCancelled }
 
+    /// Whether the daemon was out of reach: no answer in time, or the link dropped.
+    var leftTheDaemonUnreached: Bool {
+        switch self {
+        case .timedOut, .connectionLost: true
+        default: false
+        }
+    }
+
     /// The server's error, if this is one.
     public var rpcError: RPCError? {
         if case .server(let error) = self { return error }

@@ -141,9 +141,10 @@ extension FetchedResultsController {
     /// or a new subscription when that is gone), reloads the objects that were
     /// loaded, and reports a reload.
     func resync(resubscribe: Bool) async {
-        guard let oldSubscription = subscription else { return }
+        let (oldSubscription, waiting) = state.withLock { ($0.subscription, $0.subscribesOnReconnect) }
+        guard oldSubscription != nil || waiting else { return }
         var fetched: Fetched?
-        if !resubscribe,
+        if !resubscribe, let oldSubscription,
             let snapshot = try? await connection.call(ResultsSnapshot.self, .init(subscription: oldSubscription)),
             let layout = try? ResultsLayout(snapshot: snapshot)
         {
@@ -183,9 +184,10 @@ extension FetchedResultsController {
     }
 
     @MainActor
-    private func reload(_ fetched: Fetched, replacing oldSubscription: String) {
+    private func reload(_ fetched: Fetched, replacing oldSubscription: String?) {
         let isCurrent = state.withLock { state -> Bool in
             guard state.subscription == oldSubscription else { return false }
+            state.subscribesOnReconnect = false
             state.subscription = fetched.subscription
             state.layout = fetched.layout
             state.transaction = fetched.transaction

@@ -62,6 +62,9 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         var replica: (file: ResultsReplicaFile, key: String)?
         /// Why the results could not be written to the persistent store last time, if they could not.
         var persistentStoreError: DepotClientError?
+        /// Showing a persistent store's results because the daemon was out of reach at
+        /// ``performFetch()``: the next new session subscribes.
+        var subscribesOnReconnect = false
     }
 
     /// The connection the results come through.
@@ -138,13 +141,16 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// answers, and reported as a reload
     /// (``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)`` and a
     /// ``changes()`` element with `isReload`), then the daemon's results replace
-    /// them, reported as a reload again. Should the daemon not answer, the stored
-    /// results stay readable and this throws.
+    /// them, reported as a reload again. Should the daemon be out of reach (the
+    /// call times out or the link drops), the stored results stay and this
+    /// returns: the controller subscribes as soon as the connection opens a new
+    /// session, reported as a reload (``subscription`` is `nil` until then).
     public func performFetch() async throws(DepotClientError) {
         let old = state.withLock { state in
             defer {
                 state.listener?.cancel()
                 state.listener = nil
+                state.subscribesOnReconnect = false
             }
             return state.subscription
         }
@@ -152,7 +158,15 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         // Listen before subscribing, so that no notification can slip between.
         let inputs = Inputs(connection: connection)
         let showedStored = try await showStoredResults()
-        let fetched = try await subscribe()
+        let fetched: Fetched
+        do throws(DepotClientError) {
+            fetched = try await subscribe()
+        } catch  where showedStored && error.leftTheDaemonUnreached {
+            // Offline: the stored results stay; the first new session subscribes (`resync`).
+            state.withLock { $0.subscribesOnReconnect = true }
+            listen(to: inputs)
+            return
+        }
         state.withLock { state in
             state.layout = fetched.layout
             state.subscription = fetched.subscription
@@ -162,6 +176,11 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         }
         if showedStored { await announceReload(layout: fetched.layout, transaction: fetched.transaction) }
         persist()
+        listen(to: inputs)
+    }
+
+    /// Handles the connection's notifications and events from now on.
+    private func listen(to inputs: Inputs) {
         let listener = Task { [weak self] in
             for await input in inputs.stream {
                 guard let self else { break }
