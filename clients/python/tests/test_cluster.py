@@ -196,6 +196,7 @@ def test_a_save_resent_to_other_daemons_is_answered_as_before_and_applied_once(c
 
         def send(index: int) -> None:
             answers[index] = clients[index].save(inserted=[racing], save_id="cluster-raced")
+
         threads = [threading.Thread(target=send, args=(index,)) for index in range(len(clients))]
         for thread in threads:
             thread.start()
