@@ -42,7 +42,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .target(name: "DepotClient", dependencies: ["DepotProtocol", "ZeroMQ"]),
+        // GRDB for the client's own replica file (DESIGN section 9); never DepotStore.
+        .target(
+            name: "DepotClient",
+            dependencies: ["DepotProtocol", "ZeroMQ", .product(name: "GRDB", package: "GRDB.swift")]),
         // The cluster change log of DESIGN section 11 (docs/cluster.md), on PostgreSQL, and the store's
         // tables there (predicates compiled by DepotStore in its PostgreSQL dialect run on them).
         .target(

@@ -248,7 +248,13 @@ METHODS = [
            obj({}, {"inserted": {"type": "array", "items": ref("InsertedObject")},
                     "updated": {"type": "array", "items": ref("UpdatedObject")},
                     "deleted": {"type": "array", "items": ref("DeletedObject")},
-                    "mergePolicy": nullable(ref("MergePolicy")), "author": nullable(STRING)}),
+                    "mergePolicy": nullable(ref("MergePolicy")), "author": nullable(STRING),
+                    "saveId": nullable({"type": "string", "minLength": 1, "maxLength": 128,
+                                        "description": "The client's name for this save: a save whose saveId "
+                                                       "already committed is not applied again but answered "
+                                                       "with its first answer (same ids, versions, "
+                                                       "transaction), for as long as history keeps its "
+                                                       "transaction."})}),
            obj({"ids": {"type": "object", "additionalProperties": ref("ObjectId")},
                 "versions": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
                 "transaction": ref("Transaction")}),

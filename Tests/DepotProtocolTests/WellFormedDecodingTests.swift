@@ -13,6 +13,7 @@ final class WellFormedDecodingTests: XCTestCase {
             "{}",
             #"{"inserted": [{"entity": "Item", "values": {"name": "a", "score": 1, "at": 2.5, "tags": [1, "x"]}}]}"#,
             #"{"inserted": [{"entity": "Item", "tempId": "t1"}], "author": "me", "mergePolicy": "overwrite"}"#,
+            #"{"inserted": [{"entity": "Item"}], "saveId": "9f1c2d3e-save"}"#,
             #"{"updated": [{"id": "Item/3", "version": 4, "original": {"name": "b"}, "values": {"name": null}}]}"#,
             #"{"updated": [{"id": "Item/3", "version": null, "values": {}}], "deleted": [{"id": "Item/9"}]}"#,
             #"{"deleted": [{"id": "Item/9", "version": 2}], "author": null, "mergePolicy": null, "extra": 1}"#,
@@ -34,6 +35,7 @@ final class WellFormedDecodingTests: XCTestCase {
             (#"{"deleted": [{"id": 1}]}"#, "params.deleted[0].id"),
             (#"{"mergePolicy": "newest"}"#, "params.mergePolicy"),
             (#"{"author": 7}"#, "params.author"),
+            (#"{"saveId": 7}"#, "params.saveId"),
         ]
         for (text, field) in refused {
             let json = try parse(text)

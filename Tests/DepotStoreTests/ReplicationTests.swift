@@ -166,9 +166,53 @@ final class ReplicationTests: XCTestCase {
         assertRPCError(.invalidParams) { try Store(path: path) }
     }
 
-    private func replica(_ log: MemoryLog) throws -> Store {
+    func testASaveResentToAnotherReplicaIsAnsweredAsBeforeAndAppendsNothing() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        _ = try a.defineModel(testModel)
+        let save = StoreSave.Parameters(
+            inserted: [
+                InsertedObject(entity: "Team", tempId: "t", values: ["teamName": "France", "qualifyingZone": "Z"])
+            ],
+            saveId: "resent")
+        let (first, _) = try a.save(save)
+        // b has not caught up: its first try runs the save and the log refuses it; under the lock,
+        // after applying a's entry, the lookup inside the write finds the id.
+        let (again, transaction) = try b.save(save)
+        XCTAssertEqual(again, first)
+        XCTAssertNil(transaction)
+        XCTAssertEqual(log.count, 2, "the model and the one save")
+        XCTAssertEqual(log.lockedWrites, 1)
+        XCTAssertEqual(try b.count(FetchRequest(entity: "Team")), 1)
+        // Once at the head, b answers from its replica of the ids, without the lock.
+        XCTAssertEqual(try b.save(save).0, first)
+        XCTAssertEqual(log.lockedWrites, 1)
+    }
+
+    func testTheWritersPruneOfSaveIdsReachesEveryReplicaWhateverItsRetention() throws {
+        let log = MemoryLog()
+        let a = try replica(log, retention: .count(10))
+        let b = try replica(log, retention: .forever)
+        _ = try a.defineModel(testModel)
+        try a.insertTeams(130, saveIds: "save")
+        try b.catchUpWithCluster()
+        XCTAssertNil(b.divergenceError)
+        let ids = { (store: Store) in
+            try store.read { db in try String.fetchAll(db, sql: "SELECT save_id FROM depot_save_id ORDER BY save_id") }
+        }
+        XCTAssertEqual(try ids(b), try ids(a), "every replica holds the same ids")
+        XCTAssertLessThan(try ids(a).count, 20, "pruned with a's history")
+        // b writes next, with its own retention, and a follows it without diverging.
+        _ = try b.save(StoreSave.Parameters(saveId: "save 129"))
+        _ = try b.insertTeam("Japan", zone: "Asia")
+        try a.catchUpWithCluster()
+        XCTAssertNil(a.divergenceError)
+        XCTAssertEqual(try ids(b), try ids(a))
+    }
+
+    private func replica(_ log: MemoryLog, retention: HistoryRetention = .count(100_000)) throws -> Store {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
-        return try Store(path: path, replication: log)
+        return try Store(path: path, historyRetention: retention, replication: log)
     }
 }
 

@@ -50,6 +50,18 @@ extension Store {
             ]))
         return result.ids["t"]!
     }
+
+    /// Inserts teams `Team 0` to `Team <count - 1>` in one save each, named `<saveIds> 0`… (`saveId`).
+    func insertTeams(_ count: Int, saveIds prefix: String) throws {
+        for index in 0..<count {
+            _ = try save(
+                StoreSave.Parameters(
+                    inserted: [
+                        InsertedObject(
+                            entity: "Team", values: ["teamName": .string("Team \(index)"), "qualifyingZone": "Z"])
+                    ], saveId: "\(prefix) \(index)"))
+        }
+    }
 }
 
 /// Asserts that `body` throws an ``RPCError`` with `code`, and returns it.

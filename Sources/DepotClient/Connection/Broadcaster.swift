@@ -8,10 +8,11 @@ import Synchronization
 final class Broadcaster<Element: Sendable>: Sendable {
     private let continuations = Mutex<[UUID: AsyncStream<Element>.Continuation]>([:])
 
-    /// A new stream of every element from now on.
-    func stream() -> AsyncStream<Element> {
+    /// A new stream of every element from now on, after `first` when given.
+    func stream(startingWith first: Element? = nil) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .unbounded)
         let key = UUID()
+        if let first { continuation.yield(first) }
         continuations.withLock { $0[key] = continuation }
         continuation.onTermination = { [weak self] _ in
             _ = self?.continuations.withLock { $0.removeValue(forKey: key) }

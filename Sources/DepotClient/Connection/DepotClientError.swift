@@ -16,6 +16,8 @@ public enum DepotClientError: Error, Sendable, CustomStringConvertible {
     case transport(ZMQError)
     /// The server's answer did not have the expected shape.
     case invalidResponse(String)
+    /// The client's persistent store (a local SQLite file) could not be opened, read or written.
+    case persistentStore(String)
 
     public var description: String {
         switch self {
@@ -27,11 +29,20 @@ public enum DepotClientError: Error, Sendable, CustomStringConvertible {
             "the connection to depotd dropped while \(method) was in flight; it may or may not have run"
         case .transport(let error): "transport error: \(error)"
         case .invalidResponse(let detail): "invalid response: \(detail)"
+        case .persistentStore(let detail): "persistent store: \(detail)"
         }
     }
 
     /// Whether the call was cancelled (by the client's task or `$/cancelRequest`, -32800).
     public var isCancellation: Bool { rpcError?.code == .requestCancelled }
+
+    /// Whether the daemon was out of reach: no answer in time, or the link dropped.
+    var leftTheDaemonUnreached: Bool {
+        switch self {
+        case .timedOut, .connectionLost: true
+        default: false
+        }
+    }
 
     /// The server's error, if this is one.
     public var rpcError: RPCError? {

@@ -32,6 +32,9 @@ public final class DepotConnection: Sendable {
     private let transport: ClientTransport
     private let session: Mutex<SessionState>
     private let events = Broadcaster<ConnectionEvent>()
+    /// The link's state, changed (and streamed) under this lock so that every stream sees the changes in order.
+    private let linkState = Mutex(ConnectionState.connected)
+    private let states = Broadcaster<ConnectionState>()
     private let clientInfo: ImplementationInfo
     /// The endpoint it connected to.
     public let endpoint: String
@@ -167,6 +170,22 @@ public final class DepotConnection: Sendable {
     /// returns an independent stream; it ends when the connection closes.
     public func connectionEvents() -> AsyncStream<ConnectionEvent> { events.stream() }
 
+    /// Where the link to the daemon stands now.
+    public var state: ConnectionState { linkState.withLock { $0 } }
+
+    /// The link's state now, then every change of it (``ConnectionState``): after
+    /// a daemon restart, `.disconnected`, `.reconnecting`, `.connected`. Each call
+    /// returns an independent stream; it ends when the connection closes.
+    ///
+    /// ```swift
+    /// for await state in connection.connectionStates() {
+    ///     offlineBadge.isHidden = state == .connected
+    /// }
+    /// ```
+    public func connectionStates() -> AsyncStream<ConnectionState> {
+        linkState.withLock { state in states.stream(startingWith: state) }
+    }
+
     /// Whether the connection was closed (``close()`` or ``abort()``); calls then fail with ``DepotClientError/closed``.
     public var isClosed: Bool { transport.isStopped }
 
@@ -189,11 +208,13 @@ public final class DepotConnection: Sendable {
         transport.stop()
         session.withLock { $0.recovery?.cancel() }
         events.finish()
+        states.finish()
     }
 
     private func linkChanged(_ event: ClientTransport.LinkEvent) {
         switch event {
         case .disconnected:
+            enter(.disconnected)
             broadcast(.disconnected)
         case .reconnected, .silent:
             Task { await self.recoverSession() }
@@ -205,6 +226,7 @@ public final class DepotConnection: Sendable {
             if let running = state.recovery { return running }
             let task = Task { await self.reinitialize() }
             state.recovery = task
+            enter(.reconnecting)
             return task
         }
         await task.value
@@ -221,6 +243,7 @@ public final class DepotConnection: Sendable {
                     $0.serverInfo = info
                     $0.recovery = nil
                 }
+                enter(.connected)
                 broadcast(.reconnected(info))
                 return
             } catch .closed {
@@ -240,6 +263,15 @@ public final class DepotConnection: Sendable {
     }
 
     private func broadcast(_ event: ConnectionEvent) { events.yield(event) }
+
+    /// Makes `new` the link's state, telling the state streams if it changed.
+    private func enter(_ new: ConnectionState) {
+        linkState.withLock { state in
+            guard state != new else { return }
+            state = new
+            states.yield(new)
+        }
+    }
 
     // MARK: Plumbing
 

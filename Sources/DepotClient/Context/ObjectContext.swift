@@ -297,6 +297,9 @@ public final class ObjectContext: Sendable {
         public var ids: [String: String]
         /// The transaction's number; 0 when there was nothing to save.
         public var transaction: Int64
+        /// The `saveId` the save was sent with (a fresh UUID each save); `nil` when there was
+        /// nothing to save. Resending `store/save` with it returns this answer without applying it again.
+        public var saveId: String? = nil
     }
 
     /// Saves every change in one atomic `store/save`. Each update carries the
@@ -305,6 +308,12 @@ public final class ObjectContext: Sendable {
     /// merge policies do. Afterwards the saved objects are re-read, so the
     /// context shows what the store kept (under `storeTrump` or `rollback` that
     /// can differ from what was sent).
+    ///
+    /// Each save carries a fresh `saveId` (DESIGN.md §6). When the connection
+    /// drops while the save is in flight, so that whether it committed is
+    /// unknown, the same save is sent once more with the same `saveId` once
+    /// the connection is back: the daemon applies it at most once, and answers
+    /// with the first answer if it had committed.
     ///
     /// - Throws: -32012 with `data.conflicts` under `.error`, -32010 / -32011 for
     ///   validation and uniqueness; the context's changes are then kept.
@@ -333,14 +342,20 @@ public final class ObjectContext: Sendable {
             return (
                 StoreSave.Parameters(
                     inserted: inserted, updated: updated, deleted: deleted,
-                    mergePolicy: mergePolicy ?? self.mergePolicy, author: author),
+                    mergePolicy: mergePolicy ?? self.mergePolicy, author: author, saveId: UUID().uuidString),
                 state.insertionOrder
             )
         }
         guard !params.inserted.isEmpty || !params.updated.isEmpty || !params.deleted.isEmpty else {
             return SaveResult(ids: [:], transaction: 0)
         }
-        let result = try await connection.call(StoreSave.self, params)
+        let result: StoreSave.Result
+        do throws(DepotClientError) {
+            result = try await connection.call(StoreSave.self, params)
+        } catch .connectionLost {
+            // It may have committed: the same saveId makes the resend apply it at most once.
+            result = try await connection.call(StoreSave.self, params)
+        }
         let saved = params.updated.map(\.id) + insertedIDs.compactMap { result.ids[$0] }
         var fresh = saved.isEmpty ? [] : (try? await connection.call(StoreGet.self, .init(ids: saved)).objects) ?? []
         fresh = await withRelationshipSets(fresh, params: params, ids: result.ids)
@@ -380,7 +395,7 @@ public final class ObjectContext: Sendable {
                 state.registered[object.id]?.base = object
             }
         }
-        return SaveResult(ids: result.ids, transaction: result.transaction)
+        return SaveResult(ids: result.ids, transaction: result.transaction, saveId: params.saveId)
     }
 
     /// `fresh` (objects re-read after a save, which carry no to-many relationships)

@@ -76,6 +76,7 @@ extension FetchedResultsController {
         }
         let layoutAfter = next
         await commit(change, layout: layoutAfter)
+        persist()
     }
 
     /// Installs the new layout and tells the delegate and the change streams (on the main actor,
@@ -140,9 +141,10 @@ extension FetchedResultsController {
     /// or a new subscription when that is gone), reloads the objects that were
     /// loaded, and reports a reload.
     func resync(resubscribe: Bool) async {
-        guard let oldSubscription = subscription else { return }
+        let (oldSubscription, waiting) = state.withLock { ($0.subscription, $0.subscribesOnReconnect) }
+        guard oldSubscription != nil || waiting else { return }
         var fetched: Fetched?
-        if !resubscribe,
+        if !resubscribe, let oldSubscription,
             let snapshot = try? await connection.call(ResultsSnapshot.self, .init(subscription: oldSubscription)),
             let layout = try? ResultsLayout(snapshot: snapshot)
         {
@@ -178,12 +180,14 @@ extension FetchedResultsController {
         }
         let result = fetched
         await reload(result, replacing: oldSubscription)
+        persist()
     }
 
     @MainActor
-    private func reload(_ fetched: Fetched, replacing oldSubscription: String) {
+    private func reload(_ fetched: Fetched, replacing oldSubscription: String?) {
         let isCurrent = state.withLock { state -> Bool in
             guard state.subscription == oldSubscription else { return false }
+            state.subscribesOnReconnect = false
             state.subscription = fetched.subscription
             state.layout = fetched.layout
             state.transaction = fetched.transaction
@@ -191,15 +195,22 @@ extension FetchedResultsController {
             state.indexPaths = nil
             return true
         }
+        announceReload(layout: fetched.layout, transaction: fetched.transaction, toChangeStreams: isCurrent)
+    }
+
+    /// Tells the delegate and (unless `toChangeStreams` is false) the change streams that the
+    /// results were replaced by `layout`, reflecting `transaction`.
+    @MainActor
+    func announceReload(layout: ResultsLayout, transaction: Int64, toChangeStreams: Bool = true) {
         let delegate = self.delegate
-        let snapshot = FetchedResultsSnapshot(layout: fetched.layout)
+        let snapshot = FetchedResultsSnapshot(layout: layout)
         delegate?.controllerDidReloadContent(self)
         delegate?.controller(self, didChangeContentWith: snapshot)
         let changeSet = FetchedResultsChangeSet<Object>(
-            seq: fetched.layout.seq, transaction: fetched.transaction, transactions: nil, isReload: true,
+            seq: layout.seq, transaction: transaction, transactions: nil, isReload: true,
             sectionChanges: [],
             objectChanges: [], snapshot: snapshot)
-        if isCurrent { changeBroadcaster.yield(changeSet) }
+        if toChangeStreams { changeBroadcaster.yield(changeSet) }
     }
 
     // MARK: Faulting

@@ -58,6 +58,13 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         var entries: [String: Entry] = [:]
         var indexPaths: [String: IndexPath]?
         var listener: Task<Void, Never>?
+        /// The persistent store's file and this controller's key in it, once opened.
+        var replica: (file: ResultsReplicaFile, key: String)?
+        /// Why the results could not be written to the persistent store last time, if they could not.
+        var persistentStoreError: DepotClientError?
+        /// Showing a persistent store's results because the daemon was out of reach at
+        /// ``performFetch()``: the next new session subscribes.
+        var subscribesOnReconnect = false
     }
 
     /// The connection the results come through.
@@ -69,6 +76,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// How long the daemon folds transactions into one change (`coalesceMs`);
     /// `nil` for one change per transaction.
     public let coalescingInterval: Duration?
+    /// The local SQLite file the results are kept in across runs, if any.
+    public let persistentStore: URL?
     let state: Mutex<State>
     /// What ``changes()`` streams.
     let changeBroadcaster = Broadcaster<FetchedResultsChangeSet<Object>>()
@@ -91,11 +100,16 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     ///     at 60 Hz under an importer: `.milliseconds(16)`). The change set's
     ///     ``FetchedResultsChangeSet/transactions`` says which transactions it covers.
     ///     Rounded up to whole milliseconds; `nil` or zero: one change per transaction.
+    ///   - persistentStore: a local SQLite file to keep the results in (ids, sections, the loaded
+    ///     objects' values, the transaction they reflect). ``performFetch()`` then shows what the
+    ///     file holds before the daemon answers, and every change is written back. Several
+    ///     controllers may share one file. `nil`: nothing is kept.
     public init(
         fetchRequest: FetchRequest, connection: DepotConnection, sectionNameKeyPath: String? = nil,
-        cacheName: String? = nil, coalescingInterval: Duration? = nil
+        cacheName: String? = nil, coalescingInterval: Duration? = nil, persistentStore: URL? = nil
     ) {
         self.connection = connection
+        self.persistentStore = persistentStore
         self.sectionNameKeyPath = sectionNameKeyPath
         self.cacheName = cacheName
         self.coalescingInterval = coalescingInterval.flatMap { $0 > .zero ? $0 : nil }
@@ -122,19 +136,37 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// Subscribes to the request's results (`results/subscribe`) and loads the
     /// first batch; from then on the results follow every committed change.
     /// Calling it again starts over (a new subscription for the current request).
-    /// It calls no delegate method.
+    /// It calls no delegate method, except with a ``persistentStore`` that holds
+    /// results for the request: those are shown at once, before the daemon
+    /// answers, and reported as a reload
+    /// (``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)`` and a
+    /// ``changes()`` element with `isReload`), then the daemon's results replace
+    /// them, reported as a reload again. Should the daemon be out of reach (the
+    /// call times out or the link drops), the stored results stay and this
+    /// returns: the controller subscribes as soon as the connection opens a new
+    /// session, reported as a reload (``subscription`` is `nil` until then).
     public func performFetch() async throws(DepotClientError) {
         let old = state.withLock { state in
             defer {
                 state.listener?.cancel()
                 state.listener = nil
+                state.subscribesOnReconnect = false
             }
             return state.subscription
         }
         if let old { _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: old)) }
         // Listen before subscribing, so that no notification can slip between.
         let inputs = Inputs(connection: connection)
-        let fetched = try await subscribe()
+        let showedStored = try await showStoredResults()
+        let fetched: Fetched
+        do throws(DepotClientError) {
+            fetched = try await subscribe()
+        } catch  where showedStored && error.leftTheDaemonUnreached {
+            // Offline: the stored results stay; the first new session subscribes (`resync`).
+            state.withLock { $0.subscribesOnReconnect = true }
+            listen(to: inputs)
+            return
+        }
         state.withLock { state in
             state.layout = fetched.layout
             state.subscription = fetched.subscription
@@ -142,6 +174,13 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
             state.entries = fetched.entries
             state.indexPaths = nil
         }
+        if showedStored { await announceReload(layout: fetched.layout, transaction: fetched.transaction) }
+        persist()
+        listen(to: inputs)
+    }
+
+    /// Handles the connection's notifications and events from now on.
+    private func listen(to inputs: Inputs) {
         let listener = Task { [weak self] in
             for await input in inputs.stream {
                 guard let self else { break }

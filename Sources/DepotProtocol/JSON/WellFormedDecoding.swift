@@ -82,10 +82,10 @@ extension StoreSave.Parameters: WellFormedDecodable {
             let updated = json.optional("updated", { list($0, UpdatedObject.init(wellFormed:)) }),
             let deleted = json.optional("deleted", { list($0, DeletedObject.init(wellFormed:)) }),
             let policy = json.optional("mergePolicy", { string($0).flatMap(MergePolicy.init(rawValue:)) }),
-            let author = json.optional("author", string)
+            let author = json.optional("author", string), let saveId = json.optional("saveId", string)
         else { return nil }
         self.init(
             inserted: inserted ?? [], updated: updated ?? [], deleted: deleted ?? [], mergePolicy: policy,
-            author: author)
+            author: author, saveId: saveId)
     }
 }

@@ -158,20 +158,25 @@ public enum StoreSave: Method {
         public var mergePolicy: MergePolicy?
         /// Who made the change, recorded in history and `store/didSave`.
         public var author: String?
+        /// The client's name for this save (1 to 128 characters): a save whose `saveId` already
+        /// committed is not applied again but answered with its first answer, so a client may
+        /// resend a save whose answer it never got.
+        public var saveId: String?
 
         /// Creates the params.
         public init(
             inserted: [InsertedObject] = [], updated: [UpdatedObject] = [], deleted: [DeletedObject] = [],
-            mergePolicy: MergePolicy? = nil, author: String? = nil
+            mergePolicy: MergePolicy? = nil, author: String? = nil, saveId: String? = nil
         ) {
             self.inserted = inserted
             self.updated = updated
             self.deleted = deleted
             self.mergePolicy = mergePolicy
             self.author = author
+            self.saveId = saveId
         }
 
-        enum CodingKeys: String, CodingKey { case inserted, updated, deleted, mergePolicy, author }
+        enum CodingKeys: String, CodingKey { case inserted, updated, deleted, mergePolicy, author, saveId }
 
         /// Decodes the params; the lists default to empty.
         public init(from decoder: any Decoder) throws {
@@ -181,6 +186,7 @@ public enum StoreSave: Method {
             deleted = try container.decodeIfPresent([DeletedObject].self, forKey: .deleted) ?? []
             mergePolicy = try container.decodeIfPresent(MergePolicy.self, forKey: .mergePolicy)
             author = try container.decodeIfPresent(String.self, forKey: .author)
+            saveId = try container.decodeIfPresent(String.self, forKey: .saveId)
         }
     }
 

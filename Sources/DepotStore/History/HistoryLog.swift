@@ -21,6 +21,9 @@ enum HistoryLog {
 
     /// Stores one transaction's row, numbered `number` (a replica applying the cluster's log) or
     /// next (`nil`), pruning what retention drops every 64 numbers; returns its number.
+    ///
+    /// The writer (`number` is `nil`) also forgets the `saveId`s of the pruned transactions
+    /// (``SaveIdLog/prune(_:)``); a replica applying the log gets that prune in the changeset.
     static func insert(
         _ db: Database, number: Int64?, timestamp: Double, author: String?, text: String, retention: HistoryRetention
     ) throws -> Int64 {
@@ -29,9 +32,12 @@ enum HistoryLog {
         try db.executeCached(
             sql: "INSERT INTO depot_transaction (id, timestamp, author, changes, bytes) VALUES (?, ?, ?, ?, ?)",
             arguments: [number, timestamp, author, text, bytes])
-        let number = db.lastInsertedRowID
-        if number % 64 == 0 { try prune(db, latest: number, bytes: bytes, retention: retention, now: timestamp) }
-        return number
+        let inserted = db.lastInsertedRowID
+        if inserted % 64 == 0 {
+            try prune(db, latest: inserted, bytes: bytes, retention: retention, now: timestamp)
+            if number == nil { try SaveIdLog.prune(db) }
+        }
+        return inserted
     }
 
     /// What a history row costs beyond its text: the row header, id, timestamp, running total and page slack.

@@ -4,8 +4,10 @@ import CSQLiteSession
 /// SQLite changeset that another replica applies to reach the same rows
 /// (SQLite's session extension).
 ///
-/// Only tables that hold objects are recorded: entity tables and join
-/// tables, never Depot's own (`depot_…`) or SQLite's. Use it on the writer's
+/// Only tables that hold objects are recorded (entity tables and join
+/// tables) and the ids of committed saves (``SaveIdLog``), so that a save
+/// resent to another replica is recognized; never Depot's other tables
+/// (`depot_…`) or SQLite's. Use it on the writer's
 /// connection, inside the transaction, from ``start(on:)`` to ``changeset()``.
 final class ChangeSession {
     private let session: OpaquePointer
@@ -17,7 +19,7 @@ final class ChangeSession {
             throw .changeset("cannot start an SQLite session (is libsqlite3 built with SQLITE_ENABLE_SESSION?)")
         }
         self.session = session
-        sqlite3session_table_filter(session, { _, table in isObjectTable(table) }, nil)
+        sqlite3session_table_filter(session, { _, table in isReplicatedTable(table) }, nil)
         guard sqlite3session_attach(session, nil) == 0 else {
             sqlite3session_delete(session)
             throw .changeset("cannot attach the SQLite session to the store's tables")
@@ -48,7 +50,7 @@ final class ChangeSession {
         var bytes = changeset
         let code = bytes.withUnsafeMutableBytes { buffer in
             sqlite3changeset_apply(
-                connection, Int32(buffer.count), buffer.baseAddress, { _, table in isObjectTable(table) },
+                connection, Int32(buffer.count), buffer.baseAddress, { _, table in isReplicatedTable(table) },
                 { _, _, _ in 2 /* SQLITE_CHANGESET_ABORT */ }, nil)
         }
         guard code == 0 else {
@@ -63,9 +65,11 @@ final class ChangeSession {
     }
 }
 
-/// Whether `table` holds objects (an entity's `e_…` table or a join table): 1 or 0, for SQLite.
-private func isObjectTable(_ table: UnsafePointer<CChar>?) -> Int32 {
+/// Whether `table` is replicated: it holds objects (an entity's `e_…` table or a join table) or
+/// the `saveId`s of committed saves (``SaveIdLog``): 1 or 0, for SQLite.
+private func isReplicatedTable(_ table: UnsafePointer<CChar>?) -> Int32 {
     guard let table else { return 0 }
     let name = String(cString: table)
+    if name == SaveIdLog.table { return 1 }
     return name.hasPrefix("depot_") || name.hasPrefix("sqlite_") ? 0 : 1
 }

@@ -339,18 +339,31 @@ extension SaveOperation {
 extension Store {
     /// `store/save`: validates, resolves conflicts and commits atomically.
     ///
+    /// A save with a `saveId` that already committed is not run again: it is
+    /// answered with its first answer and no transaction (``SaveIdLog``).
+    /// The id is looked up inside the write, so a save that queued behind its
+    /// twin, or a replica's write run again under the cluster's lock, finds it.
+    ///
     /// - Returns: the result for the client and, when anything changed, the
     ///   committed transaction for notifications.
     /// - Parameter group: a group commit to join (in a savepoint of its own); its own transaction when `nil`.
     public func save(_ params: StoreSave.Parameters, in group: WriteGroup? = nil) throws(RPCError) -> (
         StoreSave.Result, CommittedTransaction?
     ) {
-        try reportingWrite(in: group) { db in
+        if let saveId = params.saveId { try SaveIdLog.validate(saveId) }
+        return try reportingWrite(in: group) { db in
+            if let saveId = params.saveId, let answer = try SaveIdLog.answer(db, saveId: saveId) {
+                return (answer, nil)
+            }
             // The model as of the write (a replica may have applied a model change at its start).
             var operation = SaveOperation(
                 schema: self.schema, policy: params.mergePolicy ?? .error, author: params.author)
             operation.retention = historyRetention
-            return try operation.run(db, params: params)
+            let (answer, transaction) = try operation.run(db, params: params)
+            if let saveId = params.saveId, transaction != nil {
+                try SaveIdLog.record(db, saveId: saveId, answer: answer)
+            }
+            return (answer, transaction)
         }
     }
 }

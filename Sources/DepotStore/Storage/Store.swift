@@ -130,6 +130,7 @@ public final class Store: Sendable {
                     changes TEXT NOT NULL,
                     bytes INTEGER);
                 """)
+        try SaveIdLog.createTable(db)
         // Stores made before history counted its bytes.
         let columns = try db.columns(in: "depot_transaction").map(\.name)
         if !columns.contains("bytes") {

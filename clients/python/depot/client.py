@@ -389,9 +389,18 @@ class Client:
         return self.request("store/fetch", params, on_response=finished)
 
     def save(self, inserted: Sequence[Mapping[str, Any]] = (), updated: Sequence[Mapping[str, Any]] = (),
-             deleted: Sequence[Mapping[str, Any]] = (), **options: Any) -> Dict[str, Any]:
-        """``store/save``: one atomic transaction; ``options`` may carry mergePolicy and author."""
-        params = {"inserted": list(inserted), "updated": list(updated), "deleted": list(deleted), **options}
+             deleted: Sequence[Mapping[str, Any]] = (), *, save_id: Optional[str] = None,
+             **options: Any) -> Dict[str, Any]:
+        """``store/save``: one atomic transaction; ``options`` may carry mergePolicy and author.
+
+        ``save_id`` (1 to 128 characters, chosen by the caller, e.g. ``str(uuid.uuid4())``) names
+        the save: resending a save whose ``save_id`` already committed (say, after a timeout that
+        left its outcome unknown) returns the first answer and does not apply it again.
+        """
+        params: Dict[str, Any] = {"inserted": list(inserted), "updated": list(updated), "deleted": list(deleted),
+                                  **options}
+        if save_id is not None:
+            params["saveId"] = save_id
         result: Dict[str, Any] = self.call("store/save", params)
         return result
 

@@ -181,6 +181,39 @@ def count(client: depot.Client) -> int:
     return int(client.call("store/count", {"entity": "Package"})["count"])
 
 
+def test_a_save_resent_to_other_daemons_is_answered_as_before_and_applied_once(cluster: List[Daemon]) -> None:
+    """saveId across the cluster: whichever daemon a save is resent to, even one that has not
+    followed the log yet, or several at once, it is applied once and answered with the first answer."""
+    team = {"entity": "Team", "tempId": "t", "values": {"teamName": "Resent", "qualifyingZone": "Asia"}}
+    clients = [daemon.client() for daemon in cluster]
+    try:
+        first = clients[0].save(inserted=[team], save_id="cluster-resent")
+        for client in clients[1:]:  # at once after the commit: they may not have followed yet
+            assert client.save(inserted=[team], save_id="cluster-resent") == first
+        # Three daemons sent one new save id at the same moment.
+        racing = {**team, "values": {"teamName": "Raced", "qualifyingZone": "Asia"}}
+        answers: List[Any] = [None] * len(clients)
+
+        def send(index: int) -> None:
+            answers[index] = clients[index].save(inserted=[racing], save_id="cluster-raced")
+
+        threads = [threading.Thread(target=send, args=(index,)) for index in range(len(clients))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert answers[0] is not None and all(answer == answers[0] for answer in answers), answers
+        for client in clients:
+            deadline = time.monotonic() + 10
+            predicate = {"entity": "Team", "predicate": "teamName IN %@", "arguments": [["Resent", "Raced"]]}
+            while client.call("store/count", predicate)["count"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert client.call("store/count", predicate)["count"] == 2, "each save once, on every daemon"
+    finally:
+        for client in clients:
+            client.close()
+
+
 def test_kill_9_of_a_daemon_mid_batch_loses_nothing_and_stalls_no_one() -> None:
     store, daemons = start_cluster(2)
     survivor, victim = daemons
