@@ -205,3 +205,18 @@ final class GroupedFetchTests: XCTestCase {
         }
     }
 }
+
+extension GroupedFetchTests {
+    func testFormatArgumentsGoToThePredicateFirstThenToHaving() throws {
+        let request = FetchRequest(
+            entity: "Team", predicate: "wins >= %d", arguments: [1, 10], sort: [SortDescriptor(key: "zone")],
+            groupBy: ["zone"], aggregates: [ExpressionDescription(name: "wins", function: .sum, key: "wins")],
+            having: "wins < %@")
+        XCTAssertEqual(try groups(request).map { $0["zone"] ?? "?" }, ["Africa", "europe"])
+        var tooMany = request
+        tooMany.arguments = [1, 10, 3]
+        XCTAssertThrowsError(try groups(tooMany)) { error in
+            XCTAssertEqual((error as? RPCError)?.data?["field"], "arguments")
+        }
+    }
+}

@@ -35,7 +35,7 @@ public struct GroupedEvaluator {
         }
         var matching = objects
         if let predicate = request.predicate, !predicate.allSatisfy(\.isWhitespace) {
-            let node = try PredicateParser.parse(predicate, arguments: request.arguments)
+            let node = try PredicateParser.parse(predicate, arguments: shape.predicateArguments)
             matching = []
             for object in objects where try evaluator.evaluate(node, on: object, entity: entity.name) {
                 matching.append(object)

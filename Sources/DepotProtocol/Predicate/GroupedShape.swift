@@ -40,6 +40,10 @@ public struct GroupedShape: Sendable {
     public let sort: [(column: Int, ascending: Bool)]
     /// The `having` predicate with every key path naming one column (`team.name` as one key), or nil.
     public let having: PredicateNode?
+    /// The arguments of the request's `predicate`: all of an object of `$variables`
+    /// (which `having` shares); of an array, the first ones, as many as the predicate
+    /// has `%@ %K %d %f` (`having` takes the rest, in order).
+    public let predicateArguments: JSONValue?
 
     /// Checks `request` (which ``FetchRequest/isGrouped``); `field` is the path of
     /// the request in the message (`params`, `params.request`).
@@ -107,8 +111,22 @@ public struct GroupedShape: Sendable {
             sort.append((column, descriptor.ascending))
         }
         self.sort = sort
+        var havingArguments = request.arguments
+        var predicateArguments = request.arguments
+        if case .array(let elements)? = request.arguments {
+            var used = 0
+            if let predicate = request.predicate {
+                var lexer = PredicateLexer(predicate)
+                for token in try lexer.tokens() {
+                    if case .formatArgument = token.kind { used += 1 }
+                }
+            }
+            predicateArguments = .array(Array(elements.prefix(used)))
+            havingArguments = .array(Array(elements.dropFirst(used)))
+        }
+        self.predicateArguments = predicateArguments
         if let text = request.having, !text.allSatisfy(\.isWhitespace) {
-            let parsed = try PredicateParser.parse(text, arguments: request.arguments)
+            let parsed = try PredicateParser.parse(text, arguments: havingArguments)
             having = try Self.namingColumns(parsed, columns.map(\.name))
         } else {
             having = nil
