@@ -93,18 +93,6 @@ public struct FetchRequest: Codable, Hashable, Sendable {
         self.having = having
     }
 
-    /// Core Data's name for ``groupBy``.
-    public var propertiesToGroupBy: [String]? {
-        get { groupBy }
-        set { groupBy = newValue }
-    }
-
-    /// Core Data's name for ``having``.
-    public var havingPredicate: String? {
-        get { having }
-        set { having = newValue }
-    }
-
     /// Whether the request groups (it has `groupBy`, `aggregates` or `having`):
     /// its answer is one dictionary per group.
     public var isGrouped: Bool { groupBy != nil || aggregates != nil || having != nil }
