@@ -220,3 +220,35 @@ extension GroupedFetchTests {
         }
     }
 }
+
+extension GroupedFetchTests {
+    func testASumBeyond64BitsIsTheRequestsFaultInSQLAndInMemory() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-grouped-overflow-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Store(path: directory.appendingPathComponent("o.sqlite").path)
+        _ = try store.defineModel(PredicateFixture.model)
+        _ = try store.save(
+            StoreSave.Parameters(
+                inserted: ["a", "b"].map {
+                    InsertedObject(entity: "Team", values: ["teamName": .string($0), "wins": .int(.max)])
+                }))
+        let request = FetchRequest(
+            entity: "Team", aggregates: [ExpressionDescription(name: "wins", function: .sum, key: "wins")])
+        for call in [{ _ = try store.fetch(request) }, { _ = try store.count(request) }] {
+            XCTAssertThrowsError(try call()) { error in
+                XCTAssertEqual((error as? RPCError)?.code, .invalidParams, "\(error)")
+                XCTAssertEqual((error as? RPCError)?.data?["field"], "params.aggregates")
+            }
+        }
+        let (evaluator, teams) = try PredicateFixture.evaluator { try store.fetch($0).objects ?? [] }
+        XCTAssertThrowsError(
+            try GroupedEvaluator(model: PredicateFixture.model, evaluator: evaluator).evaluate(
+                request, objects: teams.compactMap(\.objectValue))
+        ) { error in XCTAssertEqual(error as? RPCError, GroupedShape.sumOverflow) }
+        var one = request
+        one.predicate = "teamName == 'a'"
+        XCTAssertEqual(try store.fetch(one).objects, [["wins": .int(.max)]])
+    }
+}

@@ -116,7 +116,12 @@ public struct GroupedEvaluator {
             return (.int(Int64(values.count)), .integer(Int64(values.count)))
         case .sum where column.type == .integer:
             var total: Int64 = 0
-            for value in values { if case .integer(let number) = value.scalar { total &+= number } }
+            for value in values {
+                guard case .integer(let number) = value.scalar else { continue }
+                let (sum, overflow) = total.addingReportingOverflow(number)
+                if overflow { throw GroupedShape.sumOverflow }
+                total = sum
+            }
             return (.int(total), .integer(total))
         case .sum:
             let total = values.reduce(0.0) { $0 + Self.number($1.scalar) }

@@ -133,6 +133,10 @@ public struct GroupedShape: Sendable {
         }
     }
 
+    /// -32602 for a `sum` of integers beyond 64 bits (SQLite stops the statement; the evaluator alike).
+    public static let sumOverflow = RPCError.invalidParams(
+        "a sum of integers overflowed 64 bits: narrow the predicate, or sum a double key", field: "params.aggregates")
+
     /// The groupBy key columns.
     public var groupKeys: ArraySlice<Column> { columns[..<groupKeyCount] }
 

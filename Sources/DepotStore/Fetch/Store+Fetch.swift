@@ -30,8 +30,13 @@ extension Store {
     /// `store/count`: the number of matches, or of groups for a grouped request.
     public func count(_ request: DepotProtocol.FetchRequest) throws(RPCError) -> Int {
         if request.isGrouped {
-            let plan = try GroupedFetchPlan(request, schema: schema)
-            return try read { db in try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0 }
+            // Checked as it is (a resultType of objects is refused), then counted through
+            // fetchEncoded: one reading of a grouped request, and its errors.
+            _ = try GroupedFetchPlan(request, schema: schema)
+            var grouped = request
+            grouped.resultType = .count
+            grouped.countFirst = nil
+            return try fetchEncoded(grouped) { _ in }.count
         }
         let plan = try FetchPlan(request, schema: schema)
         return try read { db in try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0 }
@@ -100,37 +105,42 @@ extension Store {
             default: write = { row, writer in plan.shape.write(row, into: &writer) }
             }
         }
-        return try read { db in
-            let transaction = try Self.latestTransaction(db)
-            if request.countFirst == true || resultType == .count {
-                let count = try Int.fetchOne(db, sql: statements.count, arguments: statements.arguments) ?? 0
-                if request.countFirst == true { total?(count) }
-                if resultType == .count { return (count, transaction) }
-            }
-            let cursor = try Row.fetchCursor(db, sql: statements.rows, arguments: statements.arguments)
-            var writer = JSONWriter(capacity: batchSize * 64)
-            var inBatch = 0
-            var completed = 0
-            // Rows keep coming: a long streamed fetch is not a runaway query.
-            let watchdog = watchdog(of: db)
-            while let row = try cursor.next() {
-                watchdog?.progressed()
-                if inBatch > 0 { writer.writeRaw(",") }
-                write(row, &writer)
-                inBatch += 1
-                completed += 1
-                if inBatch == batchSize {
-                    try cancellation?.check()
-                    try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
-                    writer = JSONWriter(capacity: batchSize * 64)
-                    inBatch = 0
+        do {
+            return try read { db in
+                let transaction = try Self.latestTransaction(db)
+                if request.countFirst == true || resultType == .count {
+                    let count = try Int.fetchOne(db, sql: statements.count, arguments: statements.arguments) ?? 0
+                    if request.countFirst == true { total?(count) }
+                    if resultType == .count { return (count, transaction) }
                 }
+                let cursor = try Row.fetchCursor(db, sql: statements.rows, arguments: statements.arguments)
+                var writer = JSONWriter(capacity: batchSize * 64)
+                var inBatch = 0
+                var completed = 0
+                // Rows keep coming: a long streamed fetch is not a runaway query.
+                let watchdog = watchdog(of: db)
+                while let row = try cursor.next() {
+                    watchdog?.progressed()
+                    if inBatch > 0 { writer.writeRaw(",") }
+                    write(row, &writer)
+                    inBatch += 1
+                    completed += 1
+                    if inBatch == batchSize {
+                        try cancellation?.check()
+                        try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
+                        writer = JSONWriter(capacity: batchSize * 64)
+                        inBatch = 0
+                    }
+                }
+                try cancellation?.check()
+                if inBatch > 0 || completed == 0 {
+                    try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
+                }
+                return (completed, transaction)
             }
-            try cancellation?.check()
-            if inBatch > 0 || completed == 0 {
-                try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
-            }
-            return (completed, transaction)
+        } catch  where request.isGrouped && error.code == .internalError && error.message.contains("integer overflow") {
+            // SQLite stops a SUM of integers beyond 64 bits: the request's fault, not the daemon's.
+            throw GroupedShape.sumOverflow
         }
     }
 }
