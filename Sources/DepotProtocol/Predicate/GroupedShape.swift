@@ -50,7 +50,7 @@ public struct GroupedShape: Sendable {
     ///
     /// - Throws: -32602 naming the field for a result type other than
     ///   dictionaries or count, `properties`, no groupBy key and no aggregate, an
-    ///   unknown or non-attribute key (from `keyType`), a name used twice, a bad
+    ///   unknown or non-attribute key (from `keyType`), a json or binary groupBy key, a name used twice, a bad
     ///   name, `key` missing for a function other than count, `sum`/`avg` of a
     ///   non-numeric attribute, `min`/`max` of an unordered one, a sort key that
     ///   is no column, or a `having` naming anything else; -32014 for a malformed `having`.
@@ -73,6 +73,10 @@ public struct GroupedShape: Sendable {
         for (index, keyPath) in (request.groupBy ?? []).enumerated() {
             let here = "\(field).groupBy[\(index)]"
             let type = try keyType(keyPath, here)
+            // Binary values order as bytes in SQL and as base64 text on the wire: no one order to sort groups by.
+            guard type != .json, type != .binary else {
+                throw .invalidParams("cannot group by '\(keyPath)', a \(type.rawValue) attribute", field: here)
+            }
             guard seen.insert(keyPath).inserted else {
                 throw .invalidParams("groupBy names '\(keyPath)' twice", field: here)
             }

@@ -20,7 +20,8 @@ MATCH = {"name": "Match",
          "attributes": [{"name": "venue", "type": "string", "optional": True},
                         {"name": "goals", "type": "integer", "optional": True},
                         {"name": "attendance", "type": "double", "optional": True},
-                        {"name": "playedAt", "type": "date", "optional": True}],
+                        {"name": "playedAt", "type": "date", "optional": True},
+                        {"name": "notes", "type": "json", "optional": True}],
          "relationships": [{"name": "team", "destination": "Team"}]}
 
 VENUES = ["Maracanã", "Wembley", "Azteca", None, "Soccer City"]
@@ -242,6 +243,9 @@ def test_async_client_groups_too(daemon: Daemon, world: Dict[str, Any]) -> None:
 
 BAD: List[Tuple[Dict[str, Any], str]] = [
     ({"groupBy": ["colour"]}, "params.groupBy[0]"),
+    ({"entity": "Match", "groupBy": ["venue", "notes"]}, "params.groupBy[1]"),
+    ({"entity": "Match", "aggregates": [{"name": "n", "function": "max", "key": "notes"}]},
+     "params.aggregates[0].key"),
     ({"groupBy": ["qualifyingZone", "qualifyingZone"]}, "params.groupBy[1]"),
     ({"aggregates": [{"name": "w", "function": "sum", "key": "teamName"}]}, "params.aggregates[0].key"),
     ({"aggregates": [{"name": "w", "function": "avg", "key": "teamName"}]}, "params.aggregates[0].key"),
