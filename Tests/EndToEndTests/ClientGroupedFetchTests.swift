@@ -61,6 +61,13 @@ final class ClientGroupedFetchTests: XCTestCase {
         request.fetchBatchSize = 2
         let streamed = try await connection.fetch(request, as: ZoneWins.self)
         XCTAssertEqual(streamed, rows)
+        // As DepotObject (which needs an id), refused with the reason.
+        do {
+            _ = try await connection.fetch(request)
+            XCTFail("groups were made into DepotObjects")
+        } catch {
+            XCTAssertTrue("\(error)".contains("returns dictionaries, not objects"), "\(error)")
+        }
         let count = try await context.count(for: request)
         XCTAssertEqual(count, 5, "store/count of a grouped request counts its groups")
 
