@@ -78,8 +78,19 @@ SCHEMAS: Dict[str, Any] = {
          "resultType": nullable({"enum": ["objects", "ids", "dictionaries", "count"]}),
          "properties": nullable({"type": "array", "items": STRING}),
          "workDoneToken": nullable(ref("Token")), "partialResultToken": nullable(ref("Token")),
-         "countFirst": nullable(BOOL)},
-        description="A fetch request (DESIGN.md §5), like NSFetchRequest."),
+         "countFirst": nullable(BOOL),
+         "groupBy": nullable({"type": "array", "items": STRING}),
+         "aggregates": nullable({"type": "array", "items": ref("ExpressionDescription")}),
+         "having": nullable(STRING)},
+        description="A fetch request (DESIGN.md §5), like NSFetchRequest. With groupBy, aggregates or having it "
+                    "is a grouped fetch: one dictionary per group (its groupBy keys and aggregate names), as "
+                    "`dictionaries` or a count of the groups."),
+    "ExpressionDescription": obj(
+        {"name": STRING, "function": {"enum": ["count", "sum", "avg", "min", "max"]}},
+        {"key": nullable(STRING)},
+        description="An aggregate of a grouped fetch (Core Data's NSExpressionDescription): its name in each "
+                    "group's dictionary, the function, and the attribute key path it reads (only count may "
+                    "leave it out)."),
     "AttributeDescription": obj(
         {"name": STRING,
          "type": {"enum": ["string", "integer", "double", "boolean", "date", "uuid", "binary", "json"]}},

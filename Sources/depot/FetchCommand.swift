@@ -79,6 +79,59 @@ struct FetchOptions: ParsableArguments {
     }
 }
 
+/// A grouped fetch's options (DESIGN.md §5): `depot fetch Team --group-by qualifyingZone --count --sum wins`.
+///
+/// Each aggregate is named after its function and key (`count`, `sum_wins`,
+/// `max_team_wins` for `--max team.wins`): the names `--having` and `--sort` use.
+struct GroupOptions: ParsableArguments {
+    @Option(name: .customLong("group-by"), help: "A key path to group by; repeatable, in order.")
+    var groupBy: [String] = []
+
+    @Flag(help: "Count each group's objects (as 'count').")
+    var count = false
+
+    @Option(help: "Sum a numeric key per group (as 'sum_KEY'); repeatable.")
+    var sum: [String] = []
+
+    @Option(help: "Average a numeric key per group (as 'avg_KEY'); repeatable.")
+    var avg: [String] = []
+
+    @Option(help: "The least value of a key per group (as 'min_KEY'); repeatable.")
+    var min: [String] = []
+
+    @Option(help: "The greatest value of a key per group (as 'max_KEY'); repeatable.")
+    var max: [String] = []
+
+    @Option(help: "A predicate over the groupBy keys and aggregate names that a group must pass, e.g. 'count > 3'.")
+    var having: String?
+
+    /// Whether any grouping option was given.
+    var isGrouped: Bool {
+        !groupBy.isEmpty || count || !sum.isEmpty || !avg.isEmpty || !min.isEmpty || !max.isEmpty || having != nil
+    }
+
+    /// The aggregates, in the order count, sum, avg, min, max.
+    var aggregates: [ExpressionDescription] {
+        var aggregates = count ? [ExpressionDescription(name: "count", function: .count)] : []
+        for (function, keys) in [(AggregateFunction.sum, sum), (.avg, avg), (.min, min), (.max, max)] {
+            for key in keys {
+                let name = "\(function.rawValue)_" + key.replacingOccurrences(of: ".", with: "_")
+                aggregates.append(ExpressionDescription(name: name, function: function, key: key))
+            }
+        }
+        return aggregates
+    }
+
+    /// `request` made grouped by these options.
+    func apply(to request: FetchRequest) -> FetchRequest {
+        var request = request
+        request.groupBy = groupBy.isEmpty ? nil : groupBy
+        request.aggregates = aggregates.isEmpty ? nil : aggregates
+        request.having = having
+        return request
+    }
+}
+
 /// `depot fetch ENTITY`: a fetch printed as a table (or JSON).
 struct Fetch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -88,11 +141,14 @@ struct Fetch: AsyncParsableCommand {
               depot fetch Team --predicate 'wins > 2' --sort wins:desc --sort teamName --limit 5
               depot fetch Team --predicate 'qualifyingZone == %@' --arguments '["Europe"]' --columns teamName,wins
               depot fetch Team --json | jq '.[].teamName'
-            --json prints one JSON array of the objects ({"id", "entity", "version", ...values}).
+              depot fetch Team --group-by qualifyingZone --count --sum wins --sort sum_wins:desc --having 'count > 4'
+            --json prints one JSON array of the objects ({"id", "entity", "version", ...values}), or of the
+            groups' dictionaries for a grouped fetch.
             """)
 
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var options: FetchOptions
+    @OptionGroup(title: "Grouping") var grouping: GroupOptions
 
     @Option(help: "Comma-separated keys to show (default: every key but id, entity and version).")
     var columns: String?
@@ -104,6 +160,10 @@ struct Fetch: AsyncParsableCommand {
         _ = try options.request()  // Bad --sort or --arguments: say so before connecting.
         let client = try await connection.connect()
         defer { client.abort() }
+        if grouping.isGrouped {
+            try await runGrouped(client)
+            return
+        }
         let objects = try await options.fetch(client)
         if json {
             print(jsonLine(.array(objects.map(\.json))))
@@ -114,6 +174,28 @@ struct Fetch: AsyncParsableCommand {
             ?? Array(Set(objects.flatMap(\.values.keys))).sorted()
         print(textTable(objects, keys: keys))
         printError("\(objects.count) \(objects.count == 1 ? "object" : "objects")")
+    }
+}
+
+extension Fetch {
+    /// A grouped fetch: one row per group, its groupBy keys then its aggregates.
+    private func runGrouped(_ client: DepotConnection) async throws {
+        let request = grouping.apply(to: try options.request())
+        let groups: [JSONValue]
+        do {
+            groups = try await client.call(StoreFetch.self, request).objects ?? []
+        } catch {
+            throw describe(error, calling: StoreFetch.name)
+        }
+        if json {
+            print(jsonLine(.array(groups)))
+            return
+        }
+        let keys =
+            columns.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            ?? grouping.groupBy + grouping.aggregates.map(\.name)
+        print(textTable(header: keys, rows: groups.map { group in keys.map { group[$0] ?? .null } }))
+        printError("\(groups.count) \(groups.count == 1 ? "group" : "groups")")
     }
 }
 
@@ -182,17 +264,24 @@ func progressBar(_ update: FetchProgress, entity: String, width: Int = 30) -> St
 
 /// Objects as an aligned text table: `id` and `keys`, one row per object.
 func textTable(_ objects: [DepotObject], keys: [String], maxWidth: Int = 40) -> String {
-    func cell(_ value: JSONValue?) -> String {
+    textTable(
+        header: ["id"] + keys,
+        rows: objects.map { object in [.string(object.id)] + keys.map { object.value(forKey: $0) ?? .null } },
+        maxWidth: maxWidth)
+}
+
+/// Values as an aligned text table under `header` (nil shows as an empty cell).
+func textTable(header: [String], rows values: [[JSONValue]], maxWidth: Int = 40) -> String {
+    func cell(_ value: JSONValue) -> String {
         let text: String
         switch value {
-        case nil, .null?: text = ""
-        case .string(let string)?: text = string
-        case let other?: text = jsonLine(other)
+        case .null: text = ""
+        case .string(let string): text = string
+        case let other: text = jsonLine(other)
         }
         return text.count > maxWidth ? String(text.prefix(maxWidth - 1)) + "…" : text
     }
-    let header = ["id"] + keys
-    let rows = objects.map { object in [object.id] + keys.map { cell(object.value(forKey: $0)) } }
+    let rows = values.map { $0.map(cell) }
     var widths = header.map(\.count)
     for row in rows {
         for (column, text) in row.enumerated() { widths[column] = max(widths[column], text.count) }

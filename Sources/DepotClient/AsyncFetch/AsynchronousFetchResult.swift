@@ -106,6 +106,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
         // Registered before the request is sent, so that `begin` and the first chunk cannot be missed.
         let listener = broadcaster.follow(connection, token: token, into: progress)
         let chunks = streaming ? gatherChunks(from: connection.notifications()) : nil
+        let dictionaries = fetchRequest.answersDictionaries
         Task { [self] in
             let result: Result<[Object], DepotClientError>
             do throws(DepotClientError) {
@@ -144,7 +145,9 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
                     }
                 } else {
                     var objects: [Object] = []
-                    for json in fetched.objects ?? [] { objects.append(try Self.object(from: json)) }
+                    for json in fetched.objects ?? [] {
+                        objects.append(try Self.object(from: json, dictionaries: dictionaries))
+                    }
                     count = objects.count
                     arrivals.append(objects)
                 }
@@ -185,6 +188,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
         let (partialToken, token, arrivals, connection, requestID) = (
             self.partialToken, self.token, self.arrivals, self.connection, self.requestID
         )
+        let dictionaries = request.fetchRequest.answersDictionaries
         let task = Task {
             for await notification in notifications where notification.method == ProgressNotification.name {
                 let params = notification.params
@@ -195,7 +199,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
                 var batch: [Object] = []
                 batch.reserveCapacity(items.count)
                 do throws(DepotClientError) {
-                    for json in items { batch.append(try Self.object(from: json)) }
+                    for json in items { batch.append(try Self.object(from: json, dictionaries: dictionaries)) }
                 } catch {
                     gatherer.state.withLock { $0.failure = error }
                     connection.cancel(requestID)
@@ -213,8 +217,21 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
         return gatherer
     }
 
-    /// One fetched object as `Object`.
-    private static func object(from json: JSONValue) throws(DepotClientError) -> Object {
+    /// One fetched object as `Object`; with `dictionaries` (a grouped fetch, or
+    /// `resultType: dictionaries`), a dictionary decoded as `Object` (not a ``DepotObject``: it has no id).
+    private static func object(from json: JSONValue, dictionaries: Bool) throws(DepotClientError) -> Object {
+        if dictionaries {
+            guard Object.self != DepotObject.self else {
+                throw .invalidResponse(
+                    "a grouped fetch (or resultType dictionaries) returns dictionaries, not objects: fetch them as [String: JSONValue] or a Decodable type of yours"
+                )
+            }
+            do {
+                return try DepotObject.decode(Object.self, from: json)
+            } catch {
+                throw .invalidResponse("\(json.excerpt()) cannot be made into \(Object.self): \(error)")
+            }
+        }
         let raw = try DepotObject(json: json)
         do {
             return try Object.make(from: raw)

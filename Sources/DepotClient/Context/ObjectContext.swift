@@ -82,6 +82,24 @@ public final class ObjectContext: Sendable {
         return register(objects).map { $0.bound(to: self) }
     }
 
+    /// The plain dictionaries `request` answers, like a Core Data fetch with
+    /// `.dictionaryResultType`: the `properties` of each object, or, for a grouped
+    /// request (``FetchRequest/propertiesToGroupBy``, ``FetchRequest/aggregates``,
+    /// ``FetchRequest/havingPredicate``), one dictionary per group. Nothing is registered.
+    public func fetchDictionaries(_ request: FetchRequest) async throws(DepotClientError) -> [[String: JSONValue]] {
+        var request = request
+        request.resultType = .dictionaries
+        let result = try await connection.call(StoreFetch.self, request)
+        var dictionaries: [[String: JSONValue]] = []
+        for element in result.objects ?? [] {
+            guard let dictionary = element.objectValue else {
+                throw .invalidResponse("a dictionary result is not an object: \(element)")
+            }
+            dictionaries.append(dictionary)
+        }
+        return dictionaries
+    }
+
     /// The object with `id`, from the context or else from the store; `nil` when it does not exist.
     public func object(withID id: String) async throws(DepotClientError) -> DepotObject? {
         if let known = registeredObject(withID: id) { return known }

@@ -234,6 +234,11 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
     /// Decodes the object as `T`: the values plus `id`, `entity` and `version`;
     /// dates are read from ISO 8601.
     public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
+        try Self.decode(T.self, from: json)
+    }
+
+    /// Decodes `json` (an object's or a dictionary's wire form) as `T`; dates are read from ISO 8601.
+    static func decode<T: Decodable>(_ type: T.Type, from json: JSONValue) throws -> T {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let text = try decoder.singleValueContainer().decode(String.self)

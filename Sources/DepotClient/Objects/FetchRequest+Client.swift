@@ -67,4 +67,22 @@ extension FetchRequest {
         get { offset ?? 0 }
         set { offset = newValue > 0 ? newValue : nil }
     }
+
+    /// The keys to group by, under Core Data's name (``groupBy``): with ``aggregates``
+    /// (Core Data's expression descriptions) the fetch returns one dictionary per group
+    /// (``ObjectContext/fetchDictionaries(_:)``).
+    public var propertiesToGroupBy: [String]? {
+        get { groupBy }
+        set { groupBy = newValue }
+    }
+
+    /// The predicate a group must pass, under Core Data's name (``having``).
+    public var havingPredicate: String? {
+        get { having }
+        set { having = newValue }
+    }
+
+    /// Whether the answer's elements are dictionaries rather than objects (a
+    /// grouped fetch, or `resultType: dictionaries`).
+    var answersDictionaries: Bool { isGrouped || resultType == .dictionaries }
 }

@@ -59,13 +59,22 @@ public struct FetchRequest: Codable, Hashable, Sendable {
     public var partialResultToken: JSONValue?
     /// Whether to count first so that progress has a total.
     public var countFirst: Bool?
+    /// The attribute key paths (through to-one relationships) to group by: one
+    /// dictionary per distinct combination of their values (DESIGN.md §5, Grouped fetches).
+    public var groupBy: [String]?
+    /// The aggregates computed over each group, named.
+    public var aggregates: [ExpressionDescription]?
+    /// A predicate over the groupBy keys and aggregate names that a group must
+    /// pass (bound from ``arguments``, like ``predicate``).
+    public var having: String?
 
     /// Creates a fetch request.
     public init(
         entity: String, predicate: String? = nil, arguments: JSONValue? = nil, sort: [SortDescriptor]? = nil,
         limit: Int? = nil, offset: Int? = nil, batchSize: Int? = nil, resultType: FetchResultType? = nil,
         properties: [String]? = nil, workDoneToken: JSONValue? = nil, partialResultToken: JSONValue? = nil,
-        countFirst: Bool? = nil
+        countFirst: Bool? = nil, groupBy: [String]? = nil, aggregates: [ExpressionDescription]? = nil,
+        having: String? = nil
     ) {
         self.entity = entity
         self.predicate = predicate
@@ -79,5 +88,32 @@ public struct FetchRequest: Codable, Hashable, Sendable {
         self.workDoneToken = workDoneToken
         self.partialResultToken = partialResultToken
         self.countFirst = countFirst
+        self.groupBy = groupBy
+        self.aggregates = aggregates
+        self.having = having
+    }
+
+    /// Whether the request groups (it has `groupBy`, `aggregates` or `having`):
+    /// its answer is one dictionary per group.
+    public var isGrouped: Bool { groupBy != nil || aggregates != nil || having != nil }
+}
+
+/// One aggregate of a grouped fetch, in the shape of Core Data's
+/// `NSExpressionDescription`: the name it has in each group's dictionary, the
+/// function, and the key path it reads.
+public struct ExpressionDescription: Codable, Hashable, Sendable {
+    /// The key of the aggregate's value in each group's dictionary.
+    public var name: String
+    /// What to compute over the group's objects.
+    public var function: AggregateFunction
+    /// The attribute key path (through to-one relationships) the function reads;
+    /// may be left out for `count` only (then every object counts, else those whose value is not nil).
+    public var key: String?
+
+    /// Creates an aggregate.
+    public init(name: String, function: AggregateFunction, key: String? = nil) {
+        self.name = name
+        self.function = function
+        self.key = key
     }
 }

@@ -112,7 +112,17 @@ public indirect enum PredicateExpression: Hashable, Sendable {
     case subqueryCount(collection: [String], variable: String, predicate: PredicateNode)
 }
 
-/// A collection operator of a key path.
-public enum AggregateFunction: String, Hashable, Sendable {
-    case count, sum, avg, min, max
+/// A collection operator of a key path (`@count`, `@sum`, …), and the function
+/// of a grouped fetch's aggregate (``ExpressionDescription``).
+public enum AggregateFunction: String, Codable, Hashable, Sendable, CaseIterable {
+    /// The number of objects (or of non-nil values).
+    case count
+    /// The sum of the non-nil values (0 when there are none).
+    case sum
+    /// The mean of the non-nil values (nil when there are none).
+    case avg
+    /// The least non-nil value.
+    case min
+    /// The greatest non-nil value.
+    case max
 }

@@ -47,7 +47,7 @@ public struct PredicateEvaluator {
     // MARK: Values
 
     /// A value normalized for comparison, as SQLite stores it.
-    enum Scalar: Equatable {
+    enum Scalar: Hashable {
         case null, integer(Int64), real(Double), text(String)
 
         /// SQLite's ordering: NULL < numbers < text; nil when either is NULL.
@@ -171,6 +171,37 @@ public struct PredicateEvaluator {
         }
         return .scalar(
             normalize(current["id"] ?? .null, type: nil, destination: entity.name), type: nil, destination: entity.name)
+    }
+
+    /// The value at an attribute key path (through to-one relationships) of
+    /// `object`: as on the wire, and as SQL compares and groups it; nil beyond a
+    /// nil to-one. The grouped evaluator reads groupBy keys and aggregate keys this way.
+    func attributeValue(_ path: [String], on object: Object, entity: String) throws(RPCError) -> (
+        wire: JSONValue, scalar: Scalar
+    ) {
+        guard var description = entities[entity] else {
+            throw .invalidParams("unknown entity '\(entity)'", field: "entity")
+        }
+        var current = object
+        for (index, key) in path.enumerated() {
+            if let attribute = description.attribute(named: key), index == path.count - 1 {
+                let wire = current[key] ?? .null
+                var scalar = normalize(wire, type: attribute.type, destination: nil)
+                // A double column stores 3 as 3.0: one group, whichever way the wire wrote it.
+                if attribute.type == .double, case .integer(let number) = scalar { scalar = .real(Double(number)) }
+                return (wire, scalar)
+            }
+            guard index < path.count - 1, let relationship = description.relationship(named: key),
+                !relationship.toMany, let destination = entities[relationship.destination]
+            else {
+                throw .invalidParams(
+                    "'\(path.joined(separator: "."))' is not an attribute key path of \(entity)", field: "keyPath")
+            }
+            guard let id = current[key]?.stringValue, let next = self.object(id) else { return (.null, .null) }
+            current = next
+            description = destination
+        }
+        throw .invalidParams("an empty key path", field: "keyPath")
     }
 
     // MARK: Predicates

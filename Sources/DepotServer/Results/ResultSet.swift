@@ -7,8 +7,8 @@ import DepotStore
 ///
 /// A class, so that the index is never copied: a value copy held by a reader
 /// would make the writer's next change copy a million entries. Its mutable
-/// state is touched only under ``ResultsEngine``'s lock (or before the set is
-/// registered), hence `@unchecked Sendable`.
+/// state is touched only in publish-lane jobs (``ResultsEngine``), or by the
+/// reader that builds it before a lane job installs it, hence `@unchecked Sendable`.
 final class ResultSet: @unchecked Sendable {
     /// What makes two requests the same.
     let key: String

@@ -20,7 +20,16 @@ public struct FetchPlan: Sendable {
     private let selectList: String
 
     /// Resolves `request` against `schema`.
+    ///
+    /// - Throws: -32602 naming `groupBy` for a grouped request, whose rows are
+    ///   groups rather than objects (``GroupedFetchPlan`` reads those; live
+    ///   grouped results, DESIGN.md §7, are not there yet).
     public init(_ request: DepotProtocol.FetchRequest, schema: Schema, field: String = "params") throws(RPCError) {
+        if request.isGrouped {
+            throw .invalidParams(
+                "a grouped request (groupBy, aggregates, having) is answered by store/fetch and store/count only; live grouped results are not supported yet",
+                field: "\(field).groupBy")
+        }
         entity = try schema.entity(request.entity, field: "\(field).entity")
         shape = try ObjectShape(entity: entity, properties: request.properties, field: "\(field).properties")
         condition = try PredicateCompilation.whereClause(

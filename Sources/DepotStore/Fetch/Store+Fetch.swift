@@ -27,8 +27,17 @@ extension Store {
         }
     }
 
-    /// `store/count`.
+    /// `store/count`: the number of matches, or of groups for a grouped request.
     public func count(_ request: DepotProtocol.FetchRequest) throws(RPCError) -> Int {
+        if request.isGrouped {
+            // Checked as it is (a resultType of objects is refused), then counted through
+            // fetchEncoded: one reading of a grouped request, and its errors.
+            _ = try GroupedFetchPlan(request, schema: schema)
+            var grouped = request
+            grouped.resultType = .count
+            grouped.countFirst = nil
+            return try fetchEncoded(grouped) { _ in }.count
+        }
         let plan = try FetchPlan(request, schema: schema)
         return try read { db in try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0 }
     }
@@ -70,53 +79,68 @@ public struct EncodedBatch: Sendable {
 
 extension Store {
     /// `store/fetch` encoded straight from rows to JSON, batch by batch: what the
-    /// daemon sends, with no value tree per object.
+    /// daemon sends, with no value tree per object. A grouped request's
+    /// elements are its groups' dictionaries (``GroupedFetchPlan``).
     ///
-    /// - Returns: the number of matches and the transaction the snapshot saw.
+    /// - Returns: the number of matches (or groups) and the transaction the snapshot saw.
     public func fetchEncoded(
         _ request: DepotProtocol.FetchRequest, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
         onBatch: (EncodedBatch) throws(RPCError) -> Void
     ) throws(RPCError) -> (count: Int, transaction: Int64) {
-        let plan = try FetchPlan(request, schema: schema)
         let batchSize = max(1, request.batchSize ?? Self.defaultBatchSize)
         let resultType = request.resultType ?? .objects
-        return try read { db in
-            let transaction = try Self.latestTransaction(db)
-            if request.countFirst == true || resultType == .count {
-                let count = try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0
-                if request.countFirst == true { total?(count) }
-                if resultType == .count { return (count, transaction) }
-            }
-            let cursor = try Row.fetchCursor(
-                db, sql: resultType == .ids ? plan.idsSQL : plan.objectsSQL, arguments: plan.arguments)
-            var writer = JSONWriter(capacity: batchSize * 64)
-            var inBatch = 0
-            var completed = 0
+        let statements: (rows: String, count: String, arguments: StatementArguments)
+        let write: (Row, inout JSONWriter) -> Void
+        if request.isGrouped {
+            let plan = try GroupedFetchPlan(request, schema: schema)
+            statements = (plan.rowsSQL, plan.countSQL, plan.arguments)
+            write = { row, writer in plan.write(row, into: &writer) }
+        } else {
+            let plan = try FetchPlan(request, schema: schema)
+            statements = (resultType == .ids ? plan.idsSQL : plan.objectsSQL, plan.countSQL, plan.arguments)
             let entityName = plan.entity.name
-            // Rows keep coming: a long streamed fetch is not a runaway query.
-            let watchdog = watchdog(of: db)
-            while let row = try cursor.next() {
-                watchdog?.progressed()
-                if inBatch > 0 { writer.writeRaw(",") }
-                switch resultType {
-                case .ids: writer.write("\(entityName)/\(row[0] as Int64)")
-                case .dictionaries: plan.shape.write(row, dictionary: true, into: &writer)
-                default: plan.shape.write(row, into: &writer)
+            switch resultType {
+            case .ids: write = { row, writer in writer.write("\(entityName)/\(row[0] as Int64)") }
+            case .dictionaries: write = { row, writer in plan.shape.write(row, dictionary: true, into: &writer) }
+            default: write = { row, writer in plan.shape.write(row, into: &writer) }
+            }
+        }
+        do {
+            return try read { db in
+                let transaction = try Self.latestTransaction(db)
+                if request.countFirst == true || resultType == .count {
+                    let count = try Int.fetchOne(db, sql: statements.count, arguments: statements.arguments) ?? 0
+                    if request.countFirst == true { total?(count) }
+                    if resultType == .count { return (count, transaction) }
                 }
-                inBatch += 1
-                completed += 1
-                if inBatch == batchSize {
-                    try cancellation?.check()
+                let cursor = try Row.fetchCursor(db, sql: statements.rows, arguments: statements.arguments)
+                var writer = JSONWriter(capacity: batchSize * 64)
+                var inBatch = 0
+                var completed = 0
+                // Rows keep coming: a long streamed fetch is not a runaway query.
+                let watchdog = watchdog(of: db)
+                while let row = try cursor.next() {
+                    watchdog?.progressed()
+                    if inBatch > 0 { writer.writeRaw(",") }
+                    write(row, &writer)
+                    inBatch += 1
+                    completed += 1
+                    if inBatch == batchSize {
+                        try cancellation?.check()
+                        try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
+                        writer = JSONWriter(capacity: batchSize * 64)
+                        inBatch = 0
+                    }
+                }
+                try cancellation?.check()
+                if inBatch > 0 || completed == 0 {
                     try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
-                    writer = JSONWriter(capacity: batchSize * 64)
-                    inBatch = 0
                 }
+                return (completed, transaction)
             }
-            try cancellation?.check()
-            if inBatch > 0 || completed == 0 {
-                try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
-            }
-            return (completed, transaction)
+        } catch  where request.isGrouped && error.code == .internalError && error.message.contains("integer overflow") {
+            // SQLite stops a SUM of integers beyond 64 bits: the request's fault, not the daemon's.
+            throw GroupedShape.sumOverflow
         }
     }
 }

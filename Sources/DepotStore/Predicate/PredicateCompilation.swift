@@ -77,7 +77,7 @@ public enum PredicateCompilation {
     }
 
     /// Refuses a literal MATCHES pattern that is not a valid regular expression.
-    private static func validateRegularExpressions(_ node: PredicateNode) throws(RPCError) {
+    static func validateRegularExpressions(_ node: PredicateNode) throws(RPCError) {
         switch node {
         case .constant: return
         case .not(let inner): try validateRegularExpressions(inner)

@@ -32,9 +32,12 @@ struct PredicateCompiler {
     private(set) var dependencies: Set<PredicateDependency> = []
     private var aliasCount = 0
 
-    init(schema: Schema, dialect: SQLDialect = .sqlite) {
+    /// A compiler whose SQL goes into a statement that already binds `boundBefore`
+    /// (its own parameters are numbered after them).
+    init(schema: Schema, dialect: SQLDialect = .sqlite, boundBefore: [DatabaseValue] = []) {
         self.schema = schema
         self.dialect = dialect
+        self.arguments = boundBefore
     }
 
     /// A row in scope: its entity and the SQL alias of its table.

@@ -16,12 +16,12 @@ import inspect
 import itertools
 import json
 import logging
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import zmq
 import zmq.asyncio
 
-from .client import PROTOCOL_VERSION, Recorder, __version__, check_size, streamed_key
+from .client import PROTOCOL_VERSION, Recorder, __version__, check_size, grouped_request, streamed_key
 from .errors import (CallbackError, CancelledError, ConnectionClosedError, DepotError, DepotTimeoutError,
                      MessageTooLargeError, error_from_json)
 from .keys import apply_curve
@@ -171,18 +171,21 @@ class AsyncClient:
     async def fetch(self, request: Mapping[str, Any], *,
                     progress: Optional[Callable[[Dict[str, Any]], Any]] = None,
                     on_objects: Optional[Callable[[List[Any]], Any]] = None,
-                    timeout: Optional[float] = None) -> Dict[str, Any]:
+                    timeout: Optional[float] = None, group_by: Optional[Sequence[str]] = None,
+                    aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
+                    having: Optional[str] = None) -> Dict[str, Any]:
         """``store/fetch`` of any size; ``progress`` gets each work-done value. Cancel the task to cancel the fetch.
 
         As :meth:`depot.Client.fetch_async`, the objects (or ids) stream in chunks of ``batchSize``
         under a ``partialResultToken`` of the client's own, so the daemon's cap on one answer does
         not apply; ``on_objects`` (a function or coroutine function) gets each chunk as it arrives,
-        and the answer has them all, in order.
+        and the answer has them all, in order. ``group_by``, ``aggregates`` and ``having`` make it a
+        grouped fetch, as in :meth:`depot.Client.fetch`.
 
         Raises:
             CancelledError: the daemon cancelled the fetch (after ``$/cancelRequest``).
         """
-        params = dict(request)
+        params = grouped_request(request, group_by, aggregates, having)
         keys: List[str] = []
         if progress is not None:
             params.setdefault("countFirst", True)

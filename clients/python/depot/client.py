@@ -73,6 +73,24 @@ def members(add: Sequence[str] = (), remove: Sequence[str] = ()) -> Dict[str, Li
     return change
 
 
+def grouped_request(request: Mapping[str, Any], group_by: Optional[Sequence[str]] = None,
+                    aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
+                    having: Optional[str] = None) -> Dict[str, Any]:
+    """``request`` with the grouped-fetch members (DESIGN.md §5) set from the keyword arguments
+    of :meth:`Client.fetch`: ``groupBy``, ``aggregates`` (``{"name", "function", "key"}``) and
+    ``having``. Those not given are left as the request has them."""
+    params = dict(request)
+    if group_by is not None:
+        if isinstance(group_by, str):
+            raise TypeError("group_by is a list of key paths, e.g. ['qualifyingZone']")
+        params["groupBy"] = list(group_by)
+    if aggregates is not None:
+        params["aggregates"] = [dict(aggregate) for aggregate in aggregates]
+    if having is not None:
+        params["having"] = having
+    return params
+
+
 def streamed_key(request: Mapping[str, Any]) -> Optional[str]:
     """Where a fetch's streamed chunks go in its answer (``"objects"`` or ``"ids"``); ``None`` when
     the client does not stream it (a count, or a request with a ``partialResultToken`` of its own)."""
@@ -336,17 +354,34 @@ class Client:
     # -- conveniences --------------------------------------------------------------------
 
     def fetch(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
-              on_objects: Optional[ObjectsCallback] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+              on_objects: Optional[ObjectsCallback] = None, timeout: Optional[float] = None,
+              group_by: Optional[Sequence[str]] = None, aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
+              having: Optional[str] = None) -> Dict[str, Any]:
         """``store/fetch`` of any size, streamed (see :meth:`fetch_async`); waits for the whole result.
 
         ``progress`` gets each work-done ``$/progress`` value (begin, reports, end), ``on_objects``
         each chunk of objects as it arrives.
+
+        ``group_by``, ``aggregates`` and ``having`` make it a grouped fetch (Core Data's
+        ``propertiesToGroupBy``, expression descriptions and ``havingPredicate``): ``objects`` is
+        then one dictionary per group::
+
+            client.fetch({"entity": "Team", "sort": [{"key": "wins", "ascending": False}]},
+                         group_by=["qualifyingZone"],
+                         aggregates=[{"name": "teams", "function": "count"},
+                                     {"name": "wins", "function": "sum", "key": "wins"}],
+                         having="teams > 1")["objects"]
+            # [{"qualifyingZone": "Europe", "teams": 13, "wins": 90}, ...]
         """
-        result: Dict[str, Any] = self.fetch_async(request, progress=progress, on_objects=on_objects).result(timeout)
+        pending = self.fetch_async(request, progress=progress, on_objects=on_objects, group_by=group_by,
+                                   aggregates=aggregates, having=having)
+        result: Dict[str, Any] = pending.result(timeout)
         return result
 
     def fetch_async(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
-                    on_objects: Optional[ObjectsCallback] = None) -> PendingCall:
+                    on_objects: Optional[ObjectsCallback] = None, group_by: Optional[Sequence[str]] = None,
+                    aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
+                    having: Optional[str] = None) -> PendingCall:
         """Starts a ``store/fetch`` and returns at once; ``.cancel()`` sends ``$/cancelRequest``.
 
         Like ``NSAsynchronousFetchRequest``: ``progress`` follows the work, and a cancelled fetch
@@ -359,9 +394,10 @@ class Client:
         gets each chunk (a list) as it arrives, on the dispatch thread; ``.result()`` is the usual
         answer, ``{"objects": [...], "count": n, "transaction": t}`` (``"ids"`` for ``resultType:
         "ids"``), with every chunk in order. A request that names its own ``partialResultToken``, or
-        asks for a count, is sent as it is.
+        asks for a count, is sent as it is. ``group_by``, ``aggregates`` and ``having`` are those of
+        :meth:`fetch`: the groups' dictionaries stream as objects do.
         """
-        params = dict(request)
+        params = grouped_request(request, group_by, aggregates, having)
         removers: List[Callable[[], None]] = []
         if progress is not None:
             params.setdefault("countFirst", True)

@@ -127,3 +127,21 @@ def test_model_apply_keeps_the_current_entities(daemon: Daemon, tmp_path: pathli
     shown = json.loads(run_depot("--connect", daemon.endpoint, "model", "show", "--json").stdout)
     names = {e["name"] for e in shown["entities"]}
     assert {"Team", "Package", "CliExtra"} <= names
+
+
+def test_fetch_groups_with_aggregates_having_and_bad_names(daemon: Daemon, teams: depot.Client) -> None:
+    zone = ["--predicate", "qualifyingZone BEGINSWITH 'CLI'", "--connect", daemon.endpoint]
+    done = run_depot("fetch", "Team", "--group-by", "qualifyingZone", "--count", "--sum", "wins", "--avg", "wins",
+                     "--min", "teamName", "--max", "wins", "--json", *zone)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [{"qualifyingZone": ZONE, "count": 5, "sum_wins": 10, "avg_wins": 2.0,
+                                        "min_teamName": "CLI team 0", "max_wins": 4}]
+    table = run_depot("fetch", "Team", "--group-by", "wins", "--count", "--sort", "wins:desc", "--limit", "2",
+                      "--having", "wins >= 1", *zone)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["wins", "count"]
+    assert [line.split() for line in lines[2:]] == [["4", "1"], ["3", "1"]]
+    assert "2 groups" in table.stderr
+    bad = run_depot("fetch", "Team", "--group-by", "qualifyingZone", "--sum", "teamName", *zone)
+    assert bad.returncode == 1 and "-32602" in bad.stderr and "params.aggregates[0].key" in bad.stderr, bad.stderr
