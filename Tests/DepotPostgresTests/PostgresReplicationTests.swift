@@ -147,9 +147,8 @@ final class PostgresReplicationTests: XCTestCase {
         }
     }
 
-    /// The follower is woken by NOTIFY (with a poll interval too long to matter), ignores the hints
-    /// of its own daemon's entries, and, where no hint comes at all, finds new entries by reading the
-    /// head within its poll interval.
+    /// The follower is woken by NOTIFY (with a poll interval too long to matter) and, where no hint
+    /// comes at all, finds new entries by reading the head within its poll interval.
     func testTheFollowerIsWokenByNotifyAndPollsTheHeadWithoutIt() async throws {
         let server = try PostgresServer.sharedOrFail()
         var url = server.url
@@ -180,13 +179,12 @@ final class PostgresReplicationTests: XCTestCase {
             try await waitUntil("the hint of entry \(number)", timeout: .seconds(5)) { heard.hints > before }
             heard.position = number
         }
-        // Its own entry wakes nobody on its daemon; the next one from elsewhere does.
-        let beforeOwn = heard.hints
+        // Its own entry counts as applied (a hint for it may still race the append's answer); the
+        // next one from elsewhere wakes it.
         XCTAssertTrue(try listener.commitWrite([modelEntry(6)]))
-        try await Task.sleep(for: .milliseconds(500))
-        XCTAssertEqual(heard.hints, beforeOwn, "no catch-up for the daemon's own entry")
+        let beforeOther = heard.hints
         XCTAssertTrue(try writer.commitWrite([modelEntry(7)]))
-        try await waitUntil("the hint of entry 7") { heard.hints > beforeOwn }
+        try await waitUntil("the hint of entry 7") { heard.hints > beforeOther }
 
         // No hint at all: entries inserted without NOTIFY are found by the poll.
         polled.position = 7
@@ -332,7 +330,7 @@ private final class FollowerRecord: Sendable {
 }
 
 /// A value threads share, behind a lock (a class, so that escaping closures can capture it).
-private final class Shared<Value: Sendable>: Sendable {
+final class Shared<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
 
     init(_ value: Value) { mutex = Mutex(value) }
