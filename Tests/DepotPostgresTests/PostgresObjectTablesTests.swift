@@ -36,7 +36,7 @@ final class PostgresObjectTablesTests: XCTestCase {
         name: "Tag", attributes: [AttributeDescription(name: "label", type: .string)],
         relationships: [RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "tags")])
 
-    /// Random saves, deletes (cascading), many-to-many pairs and model changes (new attribute,
+    /// Random saves, batches, deletes (cascading), many-to-many pairs and model changes (new attribute,
     /// new entity, renamed attribute and entity) through two
     /// replicas, each stale now and then: every table in PostgreSQL holds exactly the rows of
     /// every replica's table (ids, values, to-one columns, pairs), and records the model.
@@ -65,6 +65,23 @@ final class PostgresObjectTablesTests: XCTestCase {
             team.attributes.append(AttributeDescription(name: "city", type: .string, optional: true))
             let coach = EntityDescription(
                 name: "Coach", attributes: [AttributeDescription(name: "name", type: .string)])
+            switch step {
+            case 40:
+                // Batches: more rows than one read of the changed rows takes (500).
+                let bulk = (0..<1_200).map { ["name": JSONValue.string("bulk \($0)")] }
+                _ = try store.batchInsert(BatchInsert.Parameters(entity: "Player", objects: bulk))
+                continue
+            case 100:
+                _ = try store.batchUpdate(
+                    BatchUpdate.Parameters(entity: "Team", predicate: "wins < 100", values: ["wins": 7]))
+                continue
+            case 140:
+                _ = try store.batchDelete(
+                    BatchDelete.Parameters(entity: "Player", predicate: "name BEGINSWITH 'bulk 1'"))
+                continue
+            default:
+                break
+            }
             if step == 80 {
                 // A model change: a new attribute and a new entity.
                 _ = try store.defineModel([team, Self.player, Self.tag, coach])
@@ -163,6 +180,9 @@ final class PostgresObjectTablesTests: XCTestCase {
             Set(postgres.keys), ["e_Team", "e_Player", "e_Tag", "e_Manager", "j_Tag.teams"],
             "one table per entity and pair")
         XCTAssertGreaterThan(postgres["e_Team"]?.count ?? 0, 5)
+        XCTAssertEqual(
+            postgres["e_Player"]?.filter { $0["name"]?.stringValue?.hasPrefix("bulk") ?? false }.count, 1_200 - 311,
+            "the batch insert, less the batch delete")
         XCTAssertGreaterThan(postgres["j_Tag.teams"]?.count ?? 0, 0, "some pairs")
         XCTAssertTrue(postgres["e_Team"]?.contains { $0["city"] != nil && $0["city"] != .null } ?? false)
         XCTAssertTrue(postgres["e_Tag"]?.allSatisfy { $0["title"] != nil && $0["label"] == nil } ?? false)
