@@ -22,6 +22,9 @@ struct PostgresObjectTables: Sendable {
     /// The table that records the model the object tables follow (one row).
     var modelTable: String { "\"\(log.schema)\".object_model" }
 
+    /// The table that records, for each entity table, the highest id it ever gave.
+    var idsTable: String { "\"\(log.schema)\".object_ids" }
+
     /// The function that writes a data entry's rows.
     var writeFunction: String { "\"\(log.schema)\".depot_write_rows" }
 
@@ -61,6 +64,10 @@ struct PostgresObjectTables: Sendable {
                         EXECUTE format('INSERT INTO %I.%I SELECT * FROM jsonb_populate_recordset(NULL::%I.%I, $1) '
                             'ON CONFLICT (id) DO UPDATE SET %s', '\(schema)', name, '\(schema)', name, assignments)
                             USING change->'written';
+                        INSERT INTO \(idsTable) AS ids (entity_table, highest)
+                            SELECT name, max((r->>'id')::bigint) FROM jsonb_array_elements(change->'written') r
+                            HAVING count(*) > 0
+                            ON CONFLICT (entity_table) DO UPDATE SET highest = greatest(ids.highest, excluded.highest);
                     END IF;
                     written := written + jsonb_array_length(change->'written') + jsonb_array_length(change->'deleted');
                 END LOOP;
@@ -99,12 +106,7 @@ struct PostgresObjectTables: Sendable {
     func rebuild(_ change: ObjectTablesChange, on connection: PostgresConnection, logger: Logger) async throws {
         guard let model = change.model else { return }
         let tables = try PostgresStoreSchema(name: log.schema, model: model)
-        let existing = try await connection.query(
-            """
-            SELECT tablename FROM pg_tables
-            WHERE schemaname = \(log.schema) AND (tablename LIKE 'e\\_%' OR tablename LIKE 'j\\_%')
-            """, logger: logger)
-        for try await name in existing.decode(String.self) {
+        for name in try await tableNames(on: connection, logger: logger) {
             try await connection.query(
                 PostgresQuery(unsafeSQL: "DROP TABLE \"\(log.schema)\".\(EntitySchema.quote(name))"), logger: logger)
         }
@@ -119,6 +121,16 @@ struct PostgresObjectTables: Sendable {
                 entities jsonb NOT NULL
             )
             """, logger: logger)
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS \(unescaped: idsTable) (entity_table text PRIMARY KEY, highest bigint NOT NULL)
+            """, logger: logger)
+        try await connection.query("DELETE FROM \(unescaped: idsTable)", logger: logger)
+        for (table, highest) in change.highestIDs {
+            try await connection.query(
+                "INSERT INTO \(unescaped: idsTable) (entity_table, highest) VALUES (\(table), \(highest))",
+                logger: logger)
+        }
         let entities = String(decoding: JSONWriter.encode(try JSONCoding.encode(model.descriptions)), as: UTF8.self)
         try await connection.query(
             """
@@ -134,5 +146,60 @@ struct PostgresObjectTables: Sendable {
                     "SELECT \(unescaped: writeFunction)(\(Self.json([chunk]))::jsonb)", logger: logger)
             }
         }
+    }
+
+    /// The objects at the log's head, read inside the caller's open REPEATABLE READ transaction
+    /// on `connection` (one snapshot); nil when the cluster keeps no tables or its log is empty.
+    func snapshot(on connection: PostgresConnection, logger: Logger) async throws -> ReplicaSnapshot? {
+        let kept = try await connection.query("SELECT to_regclass(\(modelTable))::text", logger: logger)
+            .collect().first?.decode(String?.self)
+        guard kept != nil else { return nil }
+        let position = try await log.lastTransaction(on: connection, logger: logger)
+        guard position > 0 else { return nil }
+        let transaction =
+            try await connection.query(
+                """
+                SELECT (changes->>'transaction')::bigint FROM \(unescaped: log.log)
+                WHERE "transaction" <= \(position) AND changes->>'kind' = 'data'
+                ORDER BY "transaction" DESC LIMIT 1
+                """, logger: logger
+            ).collect().first?.decode(Int64.self) ?? 0
+        guard
+            let (version, entitiesJSON) = try await connection.query(
+                "SELECT version, entities::text FROM \(unescaped: modelTable)", logger: logger
+            ).collect().first?.decode((Int64, String).self)
+        else { return nil }
+        let entities = try JSONCoding.decode([EntityDescription].self, from: try JSONParser.parse(entitiesJSON))
+        var highestIDs: [String: Int64] = [:]
+        for try await (table, highest) in try await connection.query(
+            "SELECT entity_table, highest FROM \(unescaped: idsTable)", logger: logger
+        ).decode((String, Int64).self) {
+            highestIDs[table] = highest
+        }
+        var tables: [String: [[String: JSONValue]]] = [:]
+        for name in try await tableNames(on: connection, logger: logger) {
+            var rows: [[String: JSONValue]] = []
+            let result = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: "SELECT to_jsonb(t)::text FROM \"\(log.schema)\".\(EntitySchema.quote(name)) t"),
+                logger: logger)
+            for try await json in result.decode(String.self) {
+                if case .object(let row) = try JSONParser.parse(json) { rows.append(row) }
+            }
+            tables[name] = rows
+        }
+        return ReplicaSnapshot(
+            position: position, transaction: transaction, version: version, entities: entities, tables: tables,
+            highestIDs: highestIDs)
+    }
+
+    /// The names of the object tables in the log's schema.
+    private func tableNames(on connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        try await connection.query(
+            """
+            SELECT tablename FROM pg_tables
+            WHERE schemaname = \(log.schema) AND (tablename LIKE 'e\\_%' OR tablename LIKE 'j\\_%')
+            """, logger: logger
+        ).collect().map { try $0.decode(String.self) }
     }
 }

@@ -194,6 +194,16 @@ public final class PostgresReplication: StoreReplication {
         }
     }
 
+    /// The objects and the log position they reflect, read in one REPEATABLE READ snapshot.
+    public func snapshot() throws(RPCError) -> ReplicaSnapshot? {
+        try writer.run(wait: lockTimeout) { [objectTables, logger] connection in
+            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+            let snapshot = try await objectTables.snapshot(on: connection, logger: logger)
+            try await connection.query("COMMIT", logger: logger)
+            return snapshot
+        }
+    }
+
     /// Releases the lock if held, without waiting.
     public func abandonWrite() {
         let held = holdsLock.withLock { held in

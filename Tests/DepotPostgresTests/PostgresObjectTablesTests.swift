@@ -206,7 +206,68 @@ final class PostgresObjectTablesTests: XCTestCase {
         XCTAssertEqual(model, stores[0].schema.version)
     }
 
+    /// A replica with an empty data directory starts from the tables and the position they
+    /// reflect, not from the log: it holds every row, its history begins at the snapshot, ids
+    /// deleted before it joined are not given again, and it follows and writes like the others.
+    func testANewReplicaStartsFromTheTablesAndFollowsTheLog() throws {
+        let server = try PostgresServer.sharedOrFail()
+        var url = server.url
+        url.schema = uniqueSchema("joining")
+        let first = try PostgresReplication(url: url, node: "first")
+        defer { first.stop() }
+        let firstPath = temporaryReplicaPath()
+        let store = try Store(path: firstPath, replication: first)
+        _ = try store.defineModel([Self.team, Self.player, Self.tag])
+        var teams: [String] = []
+        for index in 0..<40 {
+            let saved = try store.save(
+                StoreSave.Parameters(inserted: [
+                    InsertedObject(
+                        entity: "Team", tempId: "t",
+                        values: ["name": .string("team \(index)"), "active": .bool(index % 2 == 0)]),
+                    InsertedObject(entity: "Tag", tempId: "g", values: ["label": .string("tag \(index)")]),
+                ])
+            ).0.ids
+            teams.append(saved["t"]!)
+            _ = try store.save(
+                StoreSave.Parameters(updated: [UpdatedObject(id: saved["t"]!, values: ["tags": [.string(saved["g"]!)]])]
+                ))
+        }
+        // The newest team is deleted: its id must never come back.
+        _ = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: teams.removeLast())]))
+        let latest = try store.latestTransaction()
+
+        let joining = try PostgresReplication(url: url, node: "joining")
+        defer { joining.stop() }
+        let joinedPath = temporaryReplicaPath()
+        let joined = try Store(path: joinedPath, replication: joining)
+        XCTAssertEqual(joined.replicaPosition, store.replicaPosition, "at the head, from the snapshot")
+        XCTAssertEqual(try joined.historyBegins(), latest)
+        XCTAssertEqual(try joined.history(since: 0, limit: nil).transactions, [], "no history replayed")
+        XCTAssertEqual(try joined.latestTransaction(), latest)
+        XCTAssertEqual(joined.schema.version, store.schema.version)
+        XCTAssertEqual(try tablesInReplica(joinedPath), try tablesInReplica(firstPath))
+
+        // It follows the log from there, and writes through it.
+        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: teams[0], values: ["wins": 9])]))
+        try joined.catchUpWithCluster()
+        let (saved, transaction) = try joined.save(
+            StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", tempId: "n", values: ["name": "new"])]))
+        XCTAssertEqual(saved.ids["n"], "Team/41", "after the deleted Team/40")
+        XCTAssertEqual(transaction?.number, latest + 2)
+        XCTAssertEqual(try joined.history(since: latest, limit: nil).transactions.count, 2)
+        try store.catchUpWithCluster()
+        XCTAssertEqual(try tablesInReplica(joinedPath), try tablesInReplica(firstPath))
+        XCTAssertEqual(
+            try joined.history(since: latest, limit: nil).transactions,
+            try store.history(since: latest, limit: nil).transactions)
+    }
+
     // MARK: Helpers
+
+    private func temporaryReplicaPath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
+    }
 
     /// The rows of every object table in PostgreSQL, by table, ordered by key, each value normalized.
     private func tablesInPostgreSQL(url: PostgresURL, server: PostgresServer) throws -> [String: [[String: JSONValue]]]

@@ -28,16 +28,19 @@ public struct ObjectTablesChange: Sendable, Equatable {
     public var model: Schema?
     /// The tables the write changed, each once.
     public var tables: [Table]
+    /// With a model change: for each entity table, the highest id it ever gave.
+    public var highestIDs: [String: Int64]
 
     /// The change of a write.
-    public init(model: Schema? = nil, tables: [Table]) {
+    public init(model: Schema? = nil, tables: [Table], highestIDs: [String: Int64] = [:]) {
         self.model = model
         self.tables = tables
+        self.highestIDs = highestIDs
     }
 
     /// Equal tables, and the same model (by its entities and version).
     public static func == (lhs: ObjectTablesChange, rhs: ObjectTablesChange) -> Bool {
-        lhs.tables == rhs.tables && lhs.model?.version == rhs.model?.version
+        lhs.tables == rhs.tables && lhs.highestIDs == rhs.highestIDs && lhs.model?.version == rhs.model?.version
             && lhs.model?.descriptions == rhs.model?.descriptions
     }
 
@@ -75,7 +78,11 @@ public struct ObjectTablesChange: Sendable, Equatable {
                 tables.append(Table(name: join.name, written: pairs, deleted: []))
             }
         }
-        return ObjectTablesChange(model: schema, tables: tables)
+        let highestIDs = try Dictionary(
+            Row.fetchAll(db, sql: "SELECT name, seq FROM sqlite_sequence WHERE name GLOB 'e_*'").map {
+                (row: Row) -> (String, Int64) in (row[0], row[1])
+            }, uniquingKeysWith: max)
+        return ObjectTablesChange(model: schema, tables: tables, highestIDs: highestIDs)
     }
 
     private static func columns(_ row: Row) -> [String: DatabaseValue] {

@@ -37,6 +37,10 @@ public protocol StoreReplication: AnyObject, Sendable {
     /// ``entries(after:limit:)``), and after every reconnection.
     func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
 
+    /// The cluster's objects at one position, read in one snapshot, for a new replica to start
+    /// from; nil when the cluster keeps none (the replica then replays the log).
+    func snapshot() throws(RPCError) -> ReplicaSnapshot?
+
     /// Stops following and closes the connections.
     func stop()
 }
