@@ -18,6 +18,15 @@ int sqlite3session_changeset(sqlite3_session *pSession, int *pnChangeset, void *
 int sqlite3changeset_apply(
     sqlite3 *db, int nChangeset, void *pChangeset, int (*xFilter)(void *pCtx, const char *zTab),
     int (*xConflict)(void *pCtx, int eConflict, sqlite3_changeset_iter *p), void *pCtx);
+int sqlite3changeset_start(sqlite3_changeset_iter **pp, int nChangeset, void *pChangeset);
+int sqlite3changeset_next(sqlite3_changeset_iter *pIter);
+int sqlite3changeset_op(
+    sqlite3_changeset_iter *pIter, const char **pzTab, int *pnCol, int *pOp, int *pbIndirect);
+int sqlite3changeset_pk(sqlite3_changeset_iter *pIter, unsigned char **pabPK, int *pnCol);
+int sqlite3changeset_old(sqlite3_changeset_iter *pIter, int iVal, struct sqlite3_value **ppValue);
+int sqlite3changeset_new(sqlite3_changeset_iter *pIter, int iVal, struct sqlite3_value **ppValue);
+int sqlite3changeset_finalize(sqlite3_changeset_iter *pIter);
+long long sqlite3_value_int64(struct sqlite3_value *pValue);
 void sqlite3_free(void *p);
 const char *sqlite3_errmsg(sqlite3 *db);
 

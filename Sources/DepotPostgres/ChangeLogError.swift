@@ -6,10 +6,6 @@ public enum ChangeLogError: Error, Sendable, Equatable, CustomStringConvertible 
     case invalidSchemaName(String)
     /// A connection URL that is not `postgresql://USER[:PASSWORD]@HOST[:PORT][/DATABASE][?schema=NAME]`.
     case invalidURL(String)
-    /// `append` ran outside an explicit transaction: the number's lock would end before the row commits.
-    case notInTransaction
-    /// `append` ran in a transaction whose isolation is not READ COMMITTED (see docs/cluster.md).
-    case unsupportedIsolation(String)
     /// A row of the log that does not decode (its changes are not JSON, say).
     case malformedEntry(transaction: Int64, reason: String)
     /// PostgreSQL refused a statement, or the connection to it failed or was lost.
@@ -20,8 +16,6 @@ public enum ChangeLogError: Error, Sendable, Equatable, CustomStringConvertible 
         switch self {
         case .invalidSchemaName(let name): "invalid schema name '\(name)': use [a-z_][a-z0-9_]*"
         case .invalidURL(let url): "invalid PostgreSQL URL '\(url)'"
-        case .notInTransaction: "the change log is appended to inside a transaction only"
-        case .unsupportedIsolation(let level): "the change log needs READ COMMITTED transactions, not \(level)"
         case .malformedEntry(let transaction, let reason): "change log entry \(transaction) is malformed: \(reason)"
         case .database(let cause): "PostgreSQL: \(cause)"
         }

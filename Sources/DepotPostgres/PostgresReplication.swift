@@ -27,6 +27,8 @@ public final class PostgresReplication: StoreReplication {
     public let pollInterval: Duration
     /// The longest a write waits for the cluster's write lock (held by another daemon's write).
     public let lockTimeout: Duration = .seconds(120)
+    /// The objects as tables, written with the entries.
+    private let objectTables: PostgresObjectTables
     private let configuration: PostgresConnection.Configuration
     private let logger: Logger
     private let writer: BlockingConnection
@@ -48,13 +50,14 @@ public final class PostgresReplication: StoreReplication {
         } catch {
             throw .invalidParams("\(error)", field: "store")
         }
+        objectTables = PostgresObjectTables(log: log)
         self.node = node
         self.statementTimeout = statementTimeout
         self.pollInterval = pollInterval
         configuration = url.configuration
         self.logger = logger
         writer = BlockingConnection(configuration: url.configuration, timeout: statementTimeout, logger: logger)
-        try writer.run { [log, logger] connection in
+        try writer.run { [log, logger, objectTables] connection in
             try await log.createSchema(on: connection, logger: logger)
             try await connection.withTransaction(logger: logger) { connection in
                 // Daemons starting together would collide replacing the function: one at a time.
@@ -72,6 +75,7 @@ public final class PostgresReplication: StoreReplication {
                     END
                     $$
                     """, logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: objectTables.functionStatement), logger: logger)
             }
         }
     }
@@ -105,7 +109,9 @@ public final class PostgresReplication: StoreReplication {
         }
     }
 
-    /// Appends `entries` in one statement that commits by itself, then releases the lock if held.
+    /// Appends `entries` in one statement that commits by itself, with the rows they changed in the
+    /// object tables, then releases the lock if held. A model change rebuilds the object tables,
+    /// in one transaction with its entry.
     public func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
         guard let first = entries.first, let last = entries.last else { return true }
         // Without the lock, the entries also yield to a writer that holds it (a try-lock, for the
@@ -113,7 +119,9 @@ public final class PostgresReplication: StoreReplication {
         // A number taken meanwhile by another daemon fails the whole statement (its primary key):
         // all of a group or none of it.
         let locked = holdsLock.withLock { $0 }
-        var bindings = PostgresBindings(capacity: entries.count * 4)
+        let tables = entries.compactMap(\.tables)
+        let rebuild = tables.first { $0.model != nil }
+        var bindings = PostgresBindings(capacity: entries.count * 4 + 1)
         var rows: [String] = []
         for entry in entries {
             let base = bindings.count
@@ -127,6 +135,17 @@ public final class PostgresReplication: StoreReplication {
             }
             rows.append("($\(base + 1)::bigint, $\(base + 2)::text, $\(base + 3)::jsonb, $\(base + 4)::bytea)")
         }
+        // The rows of a data entry go in the same statement, once the entries are in.
+        var mirror = ""
+        let changedTables = rebuild == nil ? tables.flatMap(\.tables) : []
+        if !changedTables.isEmpty {
+            bindings.append(PostgresObjectTables.json(changedTables))
+            mirror = """
+                , mirrored AS (
+                    SELECT \(objectTables.writeFunction)($\(bindings.count)::jsonb) AS written
+                    WHERE EXISTS (SELECT 1 FROM entry))
+                """
+        }
         let append = PostgresQuery(
             unsafeSQL: """
                 WITH entry AS (
@@ -134,12 +153,17 @@ public final class PostgresReplication: StoreReplication {
                     SELECT * FROM (VALUES \(rows.joined(separator: ", "))) AS v
                     WHERE (SELECT coalesce(max("transaction"), 0) FROM \(log.log)) = \(first.number - 1)
                         AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
-                    RETURNING "transaction")
-                SELECT pg_notify('\(log.channel)', max("transaction")::text)::text FROM entry HAVING count(*) > 0
+                    RETURNING "transaction")\(mirror)
+                SELECT pg_notify('\(log.channel)', max("transaction")::text)::text\(mirror.isEmpty ? "" : ", (SELECT count(*) FROM mirrored)")
+                FROM entry HAVING count(*) > 0
                 """, binds: bindings)
-        let appended: [PostgresRow]?
+        let appended: Bool
         do {
-            appended = try writer.query(append, refusingOn: "23505")
+            if let rebuild {
+                appended = try rebuildTables(rebuild, appending: append)
+            } else {
+                appended = try writer.query(append, refusingOn: "23505")?.count == 1
+            }
         } catch {
             // The connection was dropped, and the lock with it.
             holdsLock.withLock { $0 = false }
@@ -147,9 +171,37 @@ public final class PostgresReplication: StoreReplication {
         }
         // Committed (or refused): free the lock without waiting; the connection's next query goes after it.
         abandonWrite()
-        guard appended?.count == 1 else { return false }
+        guard appended else { return false }
         lastOwnEntry.withLock { $0 = max($0, last.number) }
         return true
+    }
+
+    /// Runs `append` and, if it appended, rebuilds the object tables for `change`, in one transaction.
+    private func rebuildTables(_ change: ObjectTablesChange, appending append: PostgresQuery) throws(RPCError) -> Bool {
+        try writer.run(wait: lockTimeout) { [objectTables, logger] connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                let appended = try await connection.query(append, logger: logger).collect().count == 1
+                if appended { try await objectTables.rebuild(change, on: connection, logger: logger) }
+                try await connection.query(appended ? "COMMIT" : "ROLLBACK", logger: logger)
+                return appended
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+                // Another daemon took the number first: refused, as the statement alone would be.
+                try await connection.query("ROLLBACK", logger: logger)
+                return false
+            }
+            // Any other failure drops the connection, which rolls the transaction back.
+        }
+    }
+
+    /// The objects and the log position they reflect, read in one REPEATABLE READ snapshot.
+    public func snapshot() throws(RPCError) -> ReplicaSnapshot? {
+        try writer.run(wait: lockTimeout) { [objectTables, logger] connection in
+            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+            let snapshot = try await objectTables.snapshot(on: connection, logger: logger)
+            try await connection.query("COMMIT", logger: logger)
+            return snapshot
+        }
     }
 
     /// Releases the lock if held, without waiting.
@@ -394,19 +446,18 @@ final class BlockingConnection: @unchecked Sendable {
         }
     }
 
-    private var timeoutInterval: DispatchTimeInterval { Self.interval(timeout) }
-
     private static func interval(_ duration: Duration) -> DispatchTimeInterval {
         let (seconds, attoseconds) = duration.components
         return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
-    /// Runs `operation` on the connection, connecting first if needed, and waits for it.
-    func run<T: Sendable>(_ operation: @escaping @Sendable (PostgresConnection) async throws -> T) throws(RPCError)
-        -> T
-    {
+    /// Runs `operation` on the connection, connecting first if needed, and waits for it (at most
+    /// `limit`, the statement timeout by default).
+    func run<T: Sendable>(
+        wait limit: Duration? = nil, _ operation: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) throws(RPCError) -> T {
         let connection = try connected()
-        switch wait({ try await operation(connection) }) {
+        switch wait(limit: limit, { try await operation(connection) }) {
         case .success(let value):
             return value
         case .failure(let error):
@@ -464,8 +515,10 @@ final class BlockingConnection: @unchecked Sendable {
         return .internalError("the cluster's PostgreSQL failed: \(cause)")
     }
 
-    /// Waits for `operation` at most the timeout.
-    private func wait<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
+    /// Waits for `operation` at most `limit` (the timeout by default).
+    private func wait<T: Sendable>(limit: Duration? = nil, _ operation: @escaping @Sendable () async throws -> T)
+        -> Result<T, any Error>
+    {
         let outcome = Mutex<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         let task = Task {
@@ -474,9 +527,9 @@ final class BlockingConnection: @unchecked Sendable {
             outcome.withLock { $0 = result }
             done.signal()
         }
-        if done.wait(timeout: .now() + timeoutInterval) == .timedOut {
+        if done.wait(timeout: .now() + Self.interval(limit ?? timeout)) == .timedOut {
             task.cancel()
-            return .failure(ChangeLogError.database("no answer within \(timeout)"))
+            return .failure(ChangeLogError.database("no answer within \(limit ?? timeout)"))
         }
         return outcome.withLock { $0! }
     }

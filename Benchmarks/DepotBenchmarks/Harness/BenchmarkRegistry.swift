@@ -16,7 +16,6 @@ enum BenchmarkRegistry {
         SubscriptionCostBenchmark.self,
         FanOutBenchmark.self,
         CurveBenchmark.self,
-        ChangeLogBenchmark.self,
         ClusterBenchmark.self,
     ]
 

@@ -34,7 +34,13 @@ extension DepotService {
             return Null()
         }
         handlers.register(StoreHistory.self, .read) { (params, context) throws(RPCError) in
-            try context.store.history(since: params.since, limit: params.limit)
+            // A replica that joined its cluster from a snapshot has no history before it.
+            if let begins = try context.store.historyBegins(), params.since < begins {
+                throw .invalidParams(
+                    "this daemon's history begins after transaction \(begins) (it joined the cluster from a snapshot): ask for since >= \(begins), or ask a daemon that has it",
+                    field: "since")
+            }
+            return try context.store.history(since: params.since, limit: params.limit)
         }
     }
 

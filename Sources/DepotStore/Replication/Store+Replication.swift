@@ -145,7 +145,8 @@ extension Store {
             return [
                 ReplicatedEntry(
                     number: head + 1, author: nil, timestamp: Date.now.timeIntervalSince1970,
-                    content: .model(entities: model.entities, removing: model.removing))
+                    content: .model(entities: model.entities, removing: model.removing),
+                    tables: try ObjectTablesChange.everything(db, schema: ModelMigrator.loadSchema(db)))
             ]
         }
         let changeset = try session?.changeset() ?? []
@@ -165,13 +166,15 @@ extension Store {
             }
             return []
         }
+        let tables = try ObjectTablesChange.rows(db, changeset: changeset)
         return rows.enumerated().map { index, row in
             let isLast = index == rows.count - 1
             return ReplicatedEntry(
                 number: head + 1 + Int64(index), author: row["author"], timestamp: row["timestamp"],
                 content: .data(
                     transaction: row["id"], changes: row["changes"], changeset: isLast ? changeset : [],
-                    continued: !isLast))
+                    continued: !isLast),
+                tables: isLast ? tables : nil)
         }
     }
 

@@ -37,6 +37,10 @@ public protocol StoreReplication: AnyObject, Sendable {
     /// ``entries(after:limit:)``), and after every reconnection.
     func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
 
+    /// The cluster's objects at one position, read in one snapshot, for a new replica to start
+    /// from; nil when the cluster keeps none (the replica then replays the log).
+    func snapshot() throws(RPCError) -> ReplicaSnapshot?
+
     /// Stops following and closes the connections.
     func stop()
 }
@@ -64,13 +68,20 @@ public struct ReplicatedEntry: Sendable, Equatable {
     public var timestamp: Double
     /// What it did.
     public var content: Content
+    /// What the write left in the object tables, on the last entry of the store's own write
+    /// (a log that keeps the objects as tables writes them with the entry); `nil` on entries
+    /// read from the log.
+    public var tables: ObjectTablesChange?
 
     /// An entry.
-    public init(number: Int64, author: String?, timestamp: Double, content: Content) {
+    public init(
+        number: Int64, author: String?, timestamp: Double, content: Content, tables: ObjectTablesChange? = nil
+    ) {
         self.number = number
         self.author = author
         self.timestamp = timestamp
         self.content = content
+        self.tables = tables
     }
 }
 

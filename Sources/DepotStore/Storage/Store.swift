@@ -74,7 +74,9 @@ public final class Store: Sendable {
         } catch {
             throw .internalError("could not open the store at \(path): \(error)")
         }
-        // A replica starts where the cluster is, in batches, before its first write takes the lock.
+        // A new replica starts from the cluster's snapshot if it has one (the store's size, not its
+        // history), then where the cluster is, in batches, before its first write takes the lock.
+        try bootstrapFromCluster()
         try catchUpWithCluster()
     }
 

@@ -1,0 +1,128 @@
+import DepotProtocol
+import Foundation
+import GRDB
+
+/// The cluster's objects at one position of its log, read in one snapshot of the tables that
+/// hold them (DESIGN.md section 11): what a new replica starts from instead of the whole log.
+public struct ReplicaSnapshot: Sendable {
+    /// The log entry the objects are at: the replica follows the log from the next one.
+    public var position: Int64
+    /// The history number of the newest transaction at ``position`` (history begins after it).
+    public var transaction: Int64
+    /// The model's version at ``position``.
+    public var version: Int64
+    /// The model's entities at ``position``.
+    public var entities: [EntityDescription]
+    /// Every row of every object table (`e_<Entity>`, `j_<Entity>.<relationship>`): column to value,
+    /// as JSON (numbers, strings, booleans, `\x…` hex for binary, null).
+    public var tables: [String: [[String: JSONValue]]]
+    /// For each entity table, the highest id ever given (deleted objects' ids are never reused).
+    public var highestIDs: [String: Int64]
+
+    /// A snapshot.
+    public init(
+        position: Int64, transaction: Int64, version: Int64, entities: [EntityDescription],
+        tables: [String: [[String: JSONValue]]], highestIDs: [String: Int64]
+    ) {
+        self.position = position
+        self.transaction = transaction
+        self.version = version
+        self.entities = entities
+        self.tables = tables
+        self.highestIDs = highestIDs
+    }
+}
+
+extension StoreReplication {
+    /// No snapshot: a replica replays the log from its start.
+    public func snapshot() throws(RPCError) -> ReplicaSnapshot? { nil }
+}
+
+extension Store {
+    /// Where this replica's history begins: it joined the cluster from a snapshot after that
+    /// transaction (nil: it has every transaction its retention keeps).
+    public func historyBegins() throws(RPCError) -> Int64? {
+        try read { db in
+            try Int64.fetchOne(db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'historyBegins'")
+        }
+    }
+
+    /// Starts a new, empty replica from the cluster's snapshot, when the cluster has one past
+    /// the start of its log; does nothing otherwise.
+    func bootstrapFromCluster() throws(RPCError) {
+        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty,
+            let snapshot = try replication.snapshot(), snapshot.position > 0
+        else { return }
+        let schema: Schema
+        do {
+            schema = try pool.write { db in try Self.bootstrap(db, from: snapshot) }
+        } catch {
+            throw .internalError("this replica could not start from the cluster's snapshot: \(error)")
+        }
+        replaceSchema(schema)
+        clusterPosition.withLock { $0 = snapshot.position }
+    }
+
+    /// Fills an empty replica from `snapshot`, in one local transaction: the model (at the
+    /// cluster's version), every row, the ids already given, the history number, the position.
+    static func bootstrap(_ db: Database, from snapshot: ReplicaSnapshot) throws -> Schema {
+        var (schema, _) = try ModelMigrator.migrate(db, from: .empty, to: snapshot.entities)
+        schema = Schema(version: snapshot.version, entities: schema.entities)
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)",
+            arguments: [String(snapshot.version)])
+        for entity in schema.entities {
+            try insert(db, table: entity.tableName, rows: snapshot.tables[entity.tableName] ?? []) { column in
+                entity.attributes[column]?.type
+            }
+            for join in entity.joins.values where join.isFirstSide {
+                try insert(db, table: join.name, rows: snapshot.tables[join.name] ?? []) { _ in nil }
+            }
+        }
+        var sequences = snapshot.highestIDs
+        sequences["depot_transaction"] = snapshot.transaction
+        for (table, highest) in sequences where highest > 0 {
+            try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = ?", arguments: [table])
+            try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", arguments: [table, highest])
+        }
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('historyBegins', ?)",
+            arguments: [String(snapshot.transaction)])
+        try saveClusterPosition(db, snapshot.position)
+        return schema
+    }
+
+    /// Inserts `rows` into `table`, each value stored as the store stores a value of its column's type.
+    private static func insert(
+        _ db: Database, table: String, rows: [[String: JSONValue]], type: (String) -> AttributeType?
+    ) throws {
+        for row in rows {
+            let columns = row.keys.sorted()
+            let values = columns.map { stored(row[$0]!, type: type($0)) }
+            try db.execute(
+                sql: """
+                    INSERT INTO \(EntitySchema.quote(table)) (\(columns.map(EntitySchema.quote).joined(separator: ", ")))
+                    VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))
+                    """, arguments: StatementArguments(values))
+        }
+    }
+
+    /// A value as PostgreSQL's `to_jsonb` gives it, as the store holds one of `type` (nil: an id).
+    private static func stored(_ value: JSONValue, type: AttributeType?) -> DatabaseValue {
+        switch (value, type) {
+        case (.null, _): return .null
+        case (.bool(let flag), _): return (flag ? 1 : 0).databaseValue
+        case (.string(let text), .binary?) where text.hasPrefix("\\x"):
+            var bytes: [UInt8] = []
+            var index = text.index(text.startIndex, offsetBy: 2)
+            while index < text.endIndex, let next = text.index(index, offsetBy: 2, limitedBy: text.endIndex) {
+                bytes.append(UInt8(text[index..<next], radix: 16) ?? 0)
+                index = next
+            }
+            return Data(bytes).databaseValue
+        case (.string(let text), _): return text.databaseValue
+        case (_, .double?), (_, .date?): return (value.doubleValue ?? 0).databaseValue
+        default: return value.intValue.map(\.databaseValue) ?? (value.doubleValue ?? 0).databaseValue
+        }
+    }
+}
