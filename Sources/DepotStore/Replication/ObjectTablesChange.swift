@@ -47,7 +47,9 @@ public struct ObjectTablesChange: Sendable, Equatable {
     /// The rows `changeset` touched, read whole from `db` (the write's own open transaction).
     static func rows(_ db: Database, changeset: [UInt8]) throws -> ObjectTablesChange {
         var tables: [Table] = []
-        for (name, written, deleted) in try ChangeSession.changedKeys(changeset) {
+        for (name, written, deleted) in try ChangeSession.changedKeys(changeset)
+        where name.hasPrefix("e_") || name.hasPrefix("j_") {
+            // The changeset also carries the ids of committed saves (``SaveIdLog``): not objects.
             var rows: [[String: DatabaseValue]] = []
             if name.hasPrefix("j_") {
                 rows = written.map { ["a": $0[0].databaseValue, "b": $0[1].databaseValue] }
