@@ -134,13 +134,19 @@ final class ClientTransport: @unchecked Sendable {
         let wakeIndex = poller.add(fileDescriptor: outbox.wakeDescriptor)
         let monitorIndex = poller.add(monitor)
         var droppedSinceConnect = false
+        // Requests the socket could not take yet (no peer: a handshake refused, the daemon gone).
+        // Never a blocking send: this thread must go on reading the monitor, which says why.
+        var unsent: [[UInt8]] = []
         while !stopRequested.load(ordering: .relaxed) {
             guard let ready = try? poller.poll(timeoutMilliseconds: 50) else { break }
             if ready[wakeIndex].contains(.readable) {
-                for bytes in outbox.drain() {
-                    _ = try? socket.send(bytes)
-                }
+                unsent += outbox.drain()
                 lastSent.withLock { $0 = .now }
+            }
+            while let bytes = unsent.first {
+                // `false`: no peer takes it now, try again later; an error drops it, as before.
+                if (try? socket.send(bytes, dontWait: true)) == false { break }
+                unsent.removeFirst()
             }
             if ready[socketIndex].contains(.readable) {
                 while let message = try? socket.receive(dontWait: true) {
@@ -223,7 +229,8 @@ final class ClientTransport: @unchecked Sendable {
         }
         guard now - lastSent.withLock({ $0 }) > .milliseconds(Int64(interval * 500)) else { return }
         // A ping keeps the session alive; its answer matches no pending call and is dropped.
-        _ = try? socket.send(Message.request(id: .string("heartbeat"), method: Ping.name, params: nil).encoded)
+        _ = try? socket.send(
+            Message.request(id: .string("heartbeat"), method: Ping.name, params: nil).encoded, dontWait: true)
         lastSent.withLock { $0 = now }
     }
 

@@ -129,7 +129,21 @@ public final class RunningOperation<M: Method>: Sendable where M.Parameters: Wor
                 throw DepotClientError.invalidResponse("could not encode the request: \(error)")
             }
             let answer = try await connection.call(id: id, method: M.name, params: json, timeout: .seconds(3600))
+            // The daemon sends the `end` report before the answer, so it is already on its way to the
+            // listener: let the listener take it (bounded, should the daemon have sent none) before
+            // the progress is marked finished, or the last count could be lost.
+            await Self.settle(listener, within: .seconds(2))
             return try DepotConnection.decode(M.Result.self, answer)
+        }
+    }
+
+    /// Waits for `listener` to end, at most `limit`.
+    private static func settle(_ listener: Task<Void, Never>, within limit: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await listener.value }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
         }
     }
 
