@@ -101,7 +101,9 @@ final class ResultsOrderPropertyTests: XCTestCase {
                     request(service, peer, id: id, "store/save", #"{"deleted": [{"id": "Item/\#(target)"}]}"#)
                 case 12..<16:
                     let offset = Int.random(in: 0..<8, using: &generator)
-                    let length = Int.random(in: 0..<10, using: &generator)
+                    // Pages are read in the lane; reads longer than `pageReadInLane` off it.
+                    let length = [Int.random(in: 0..<10, using: &generator), ResultsEngine.pageReadInLane + 1]
+                        .randomElement(using: &generator)!
                     log[Int64(id)] = .objects(subscription, offset: offset, length: length)
                     request(
                         service, peer, id: id, "results/objects",

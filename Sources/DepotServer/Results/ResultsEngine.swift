@@ -175,12 +175,13 @@ final class ResultsEngine: @unchecked Sendable {
     /// `results/objects`: a consistent read at the `seq` it reports, answered
     /// in the session's stream where that `seq` says (DESIGN.md §7).
     ///
-    /// Optimistic: the lane picks the ids and `seq` at transaction X; the
-    /// calling reader reads their values in a snapshot, if that snapshot is
-    /// at X; the lane answers if no later delta of the subscription went out
-    /// meanwhile. Otherwise (a commit in between, a coalescing window open)
-    /// one lane job reads and answers, on a snapshot of exactly the state the
-    /// sets reflect.
+    /// A page (up to ``pageReadInLane`` objects) is picked, read and answered
+    /// in one lane job, when the store holds exactly the transaction X the sets
+    /// reflect. A longer read is optimistic, off the lane: the lane picks the
+    /// ids and `seq` at X, the calling reader reads their values in a snapshot
+    /// at X, and the lane answers if no later delta of the subscription went
+    /// out meanwhile. Otherwise (a commit ahead, a coalescing window open) one
+    /// lane job reads and answers, on a snapshot of exactly the state the sets reflect.
     func objects(_ params: ResultsObjects.Parameters, context: RequestContext, reply: Reply) throws(RPCError) {
         guard params.offset >= 0 else {
             throw .invalidParams("offset must not be negative, got \(params.offset)", field: "params.offset")
@@ -188,8 +189,34 @@ final class ResultsEngine: @unchecked Sendable {
         guard (0...100_000).contains(params.length) else {
             throw .invalidParams("length must be between 0 and 100000, got \(params.length)", field: "params.length")
         }
-        let (id, routingID, service) = (params.subscription, context.routingID, context.service)
+        let (id, routingID, service, store) = (params.subscription, context.routingID, context.service, context.store)
         let positions = params.offset..<params.offset + params.length
+        guard params.length > Self.pageReadInLane else {
+            // A page: picked, read and answered in one lane job, if no commit is ahead of the lane.
+            return lane.enqueue { [self] in
+                guard let subscription = table.lookup(id, of: routingID), let set = index[subscription.setKey] else {
+                    return reply(.failure(Self.missing(id)))
+                }
+                let ids = set.visibleEntries(in: positions).map(\.id)
+                let (seq, shape, transaction) = (subscription.seq, set.shape, publishedThrough)
+                // Read now only if the store holds exactly what the sets reflect (no commit ahead, no open window).
+                let read = Result { () throws(RPCError) -> [UInt8]? in
+                    guard set.coalescing == nil else { return nil }
+                    return try store.readSnapshot { reader -> [UInt8]? in
+                        guard reader.transaction == transaction else { return nil }
+                        let objects = try reader.objects(rows: ids, shape: shape)
+                        return try JSONCoding.encodeBytes(
+                            ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
+                    }
+                }
+                guard case .success(let bytes?) = read else {
+                    return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
+                }
+                reply(.success(bytes))
+            }
+        }
+        // A long read runs on the calling reader, not in the lane: the lane picks the ids and checks
+        // afterwards that no later delta of the subscription went out meanwhile.
         let pick = lane.perform { [self] () -> ObjectsPick in
             guard let subscription = table.lookup(id, of: routingID), let set = index[subscription.setKey] else {
                 return .missing
@@ -220,6 +247,9 @@ final class ResultsEngine: @unchecked Sendable {
             reply(.success(bytes))
         }
     }
+
+    /// The longest `results/objects` read in a lane job; longer ones read on a reader, off the lane.
+    static let pageReadInLane = 500
 
     /// What `results/objects` learned in the lane.
     private enum ObjectsPick: Sendable {
