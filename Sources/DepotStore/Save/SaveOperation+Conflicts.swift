@@ -129,7 +129,8 @@ extension SaveOperation {
     mutating func resolveUniqueness(_ db: Database) throws {
         let deleted = Set(deletes.map(\.id))
         var violations: [JSONValue] = []
-        var claimed: [String: Int] = [:]
+        // The first insert claiming each entity's constraint's values (typed values, no text built).
+        var claimed: [ClaimedValues: Int] = [:]
         for position in inserts.indices {
             let entity = inserts[position].entity
             for (constraintIndex, constraint) in entity.description.uniquenessConstraints.enumerated() {
@@ -139,7 +140,7 @@ extension SaveOperation {
                     return .null
                 }
                 if values.contains(.null) { continue }
-                let signature = "\(entity.name)|\(constraint)|\(values)"
+                let signature = ClaimedValues(entity: entity.name, constraint: constraintIndex, values: values)
                 if let earlier = claimed[signature] {
                     if policy == .error {
                         violations.append(
@@ -215,6 +216,13 @@ extension SaveOperation {
                     "constraint": first["constraint"] ?? .null, "objects": first["objects"] ?? .null,
                 ])
         }
+    }
+
+    /// An insert's values for one uniqueness constraint of its entity (by the constraint's index).
+    struct ClaimedValues: Hashable {
+        let entity: String
+        let constraint: Int
+        let values: [DatabaseValue]
     }
 
     /// `["a", "b"]` as `a, b` (a message reads as prose, not as Swift's array debugging).
