@@ -1,3 +1,4 @@
+import CZeroMQ
 import Glibc
 import Synchronization
 
@@ -8,27 +9,27 @@ import Synchronization
 /// to its poller and calls ``drain()`` when it is readable. The queue is FIFO
 /// across all producers, so a producer that posts A then B has them taken in
 /// that order.
+///
+/// The wake-up is one `eventfd` (non-blocking, close-on-exec): a wake-up is one
+/// `write` that adds to its counter, and ``drain()`` clears every wake-up since
+/// the last one with one `read`, however many there were (a pipe needs a
+/// descriptor per end and a read per 256 wake-ups). Only a post into an empty
+/// queue wakes: the owner takes the whole queue at each drain, so later posts
+/// ride on the wake-up that is pending.
 public final class Mailbox<Element: Sendable>: Sendable {
     private let queue = Mutex<[Element]>([])
-    /// The descriptor to poll: readable while elements are waiting.
+    /// The descriptor to poll: readable while a wake-up is pending.
     public let wakeDescriptor: Int32
-    private let pokeDescriptor: Int32
 
-    /// Creates an empty mailbox with its wake-up pipe.
+    /// Creates an empty mailbox with its wake-up `eventfd`.
     public init() {
-        var ends: [Int32] = [0, 0]
-        precondition(pipe(&ends) == 0, "pipe() failed: out of file descriptors")
-        for descriptor in ends {
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        }
-        wakeDescriptor = ends[0]
-        pokeDescriptor = ends[1]
+        let descriptor = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        precondition(descriptor >= 0, "eventfd() failed: out of file descriptors (errno \(errno))")
+        wakeDescriptor = descriptor
     }
 
     deinit {
         close(wakeDescriptor)
-        close(pokeDescriptor)
     }
 
     /// Queues `element` and wakes the owner.
@@ -53,14 +54,18 @@ public final class Mailbox<Element: Sendable>: Sendable {
 
     /// Wakes the owner without queueing anything (to make it stop, say).
     public func wake() {
-        var byte: UInt8 = 1
-        _ = write(pokeDescriptor, &byte, 1)
+        // Fails only when the counter would pass 2^64 - 2 (it is then readable anyway) or on EINTR.
+        while eventfd_write(wakeDescriptor, 1) != 0, errno == EINTR {}
     }
 
     /// Takes everything queued (owner thread).
+    ///
+    /// The wake-up is cleared before the queue is taken, so a post that lands
+    /// after the read either is taken now or has woken the descriptor again:
+    /// none is left waiting without a wake-up.
     public func drain() -> [Element] {
-        var sink = [UInt8](repeating: 0, count: 256)
-        while read(wakeDescriptor, &sink, sink.count) == sink.count {}
+        var pending: eventfd_t = 0
+        while eventfd_read(wakeDescriptor, &pending) != 0, errno == EINTR {}  // EAGAIN: nothing pending.
         return queue.withLock { queue in
             let taken = queue
             queue.removeAll(keepingCapacity: true)

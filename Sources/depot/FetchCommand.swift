@@ -214,7 +214,7 @@ struct Export: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var options: FetchOptions
 
-    @Flag(help: "Also write each object's id, entity and version.")
+    @Flag(name: .customLong("with-ids"), help: "Also write each object's id, entity and version.")
     var withIDs = false
 
     func run() async throws {

@@ -121,7 +121,7 @@ final class RouterTransport: @unchecked Sendable {
     /// Sends now if on the transport thread with nothing queued ahead, else queues.
     ///
     /// Inline handlers (`ping`, `initialize`) answer on the transport thread:
-    /// sending directly saves the outbox's wake-up (a pipe write, a poll and a
+    /// sending directly saves the outbox's wake-up (an eventfd write, a poll and a
     /// read per message). Anything already queued keeps its place in line.
     func send(_ payload: [UInt8], to routingID: [UInt8]) {
         if transportThreadID.load(ordering: .relaxed) == UInt(pthread_self()), backlog.isEmpty, outbox.count == 0,

@@ -12,6 +12,8 @@ import GRDB
 /// and the transaction rolls back, so the batch is all or nothing.
 struct BatchInsertOperation {
     let schema: Schema
+    /// The writer's prepared statements (``SaveStatements``): the commit's version bumps.
+    let statements: SaveStatements
     let entity: EntitySchema
     let onConflict: ConflictResolution
     let author: String?
@@ -42,8 +44,12 @@ struct BatchInsertOperation {
     private var problems: [JSONValue] = []
     private var problemCount = 0
 
-    init(schema: Schema, entity: EntitySchema, onConflict: ConflictResolution, author: String?) {
+    init(
+        schema: Schema, statements: SaveStatements, entity: EntitySchema, onConflict: ConflictResolution,
+        author: String?
+    ) {
         self.schema = schema
+        self.statements = statements
         self.entity = entity
         self.onConflict = onConflict
         self.author = author
@@ -155,7 +161,8 @@ struct BatchInsertOperation {
         }
         try cancellation?.check()
         progress?(count)
-        let committed = try recorder.commit(db, schema: schema, author: author, retention: retention)?.0
+        let committed = try recorder.commit(
+            db, schema: schema, statements: statements, author: author, retention: retention)?.0
         return (
             BatchInsert.Result(
                 inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed

@@ -23,7 +23,8 @@ extension Store {
     ) throws(RPCError) -> BatchInsertOperation {
         let schema = schema
         var operation = BatchInsertOperation(
-            schema: schema, entity: try schema.entity(params.entity, field: "params.entity"),
+            schema: schema, statements: saveStatements,
+            entity: try schema.entity(params.entity, field: "params.entity"),
             onConflict: params.onConflict ?? .error, author: params.author)
         operation.cancellation = cancellation
         operation.progress = progress
@@ -110,7 +111,8 @@ extension Store {
     ) throws(RPCError) -> (StoreSave.Result, CommittedTransaction?) {
         try reportingWrite { db in
             var operation = SaveOperation(
-                schema: self.schema, policy: params.mergePolicy ?? .error, author: params.author)
+                schema: self.schema, statements: saveStatements, policy: params.mergePolicy ?? .error,
+                author: params.author)
             operation.cancellation = cancellation
             operation.progress = progress
             operation.retention = historyRetention

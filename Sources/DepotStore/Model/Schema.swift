@@ -56,6 +56,8 @@ public struct EntitySchema: Sendable {
     public let toMany: [String: RelationshipDescription]
     /// Names of stored columns besides `id` and `_version`, in order: attributes, then to-one relationships.
     public let columnKeys: [String]
+    /// Each of ``columnKeys``' index, by key (what the save's statement cache keys columns by).
+    let columnIndexes: [String: Int]
     /// The join tables of the many-to-many relationships (to-many with a to-many inverse), by relationship name.
     public let joins: [String: JoinTable]
 
@@ -71,6 +73,7 @@ public struct EntitySchema: Sendable {
         toOne = Dictionary(uniqueKeysWithValues: description.relationships.filter { !$0.toMany }.map { ($0.name, $0) })
         toMany = Dictionary(uniqueKeysWithValues: description.relationships.filter(\.toMany).map { ($0.name, $0) })
         columnKeys = description.attributes.map(\.name) + description.relationships.filter { !$0.toMany }.map(\.name)
+        columnIndexes = Dictionary(columnKeys.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         var joins: [String: JoinTable] = [:]
         for relationship in description.relationships where relationship.toMany {
             guard let inverse = relationship.inverse,

@@ -96,15 +96,16 @@ struct ChangeRecorder {
     /// Bumps the version of every updated row, records the transaction in
     /// history and returns it, with the new versions of updated rows; `nil`
     /// when nothing changed.
-    func commit(_ db: Database, schema: Schema, author: String?, retention: HistoryRetention) throws -> (
+    func commit(
+        _ db: Database, schema: Schema, statements: SaveStatements, author: String?, retention: HistoryRetention
+    ) throws -> (
         CommittedTransaction, [String: Int64]
     )? {
         var versions: [String: Int64] = [:]
         for id in updatedRows {
             guard let entity = schema.entity(named: id.entity) else { continue }
-            versions[id.description] = try Int64.fetchOneCached(
-                db, sql: "UPDATE \(entity.table) SET _version = _version + 1 WHERE id = ? RETURNING _version",
-                arguments: [id.row])
+            versions[id.description] = try Int64.fetchOne(
+                statements.statement(db, entity, .bumpVersion, version: schema.version), arguments: [id.row])
         }
         guard !isEmpty else { return nil }
         return (try HistoryLog.record(db, author: author, changes: changes(), retention: retention), versions)

@@ -46,22 +46,14 @@ extension SaveOperation {
         throws -> [Int64]
     {
         guard let destination = schema.entity(named: relationship.destination) else { return [] }
-        if let join = entity.joins[relationship.name] {
-            return try Int64.fetchAllCached(
-                db,
-                sql:
-                    "SELECT \(join.memberColumn) FROM \(join.table) WHERE \(join.ownerColumn) = ? ORDER BY \(join.memberColumn)",
-                arguments: [id.row])
+        if entity.joins[relationship.name] != nil {
+            return try Int64.fetchAll(statement(db, entity, .members(relationship.name)), arguments: [id.row])
         }
         if relationship.toMany {
             guard let inverse = relationship.inverse else { return [] }
-            return try Int64.fetchAllCached(
-                db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ? ORDER BY id",
-                arguments: [id.row])
+            return try Int64.fetchAll(statement(db, destination, .referencing(inverse)), arguments: [id.row])
         }
-        let value = try Int64.fetchOneCached(
-            db, sql: "SELECT \(entity.column(relationship.name)) FROM \(entity.table) WHERE id = ?", arguments: [id.row]
-        )
+        let value = try Int64.fetchOne(statement(db, entity, .column(relationship.name)), arguments: [id.row])
         return value.map { [$0] } ?? []
     }
 
@@ -72,10 +64,9 @@ extension SaveOperation {
                 guard let destination = schema.entity(named: relationship.destination) else { continue }
                 let related = try relatedRows(db, of: id, entity: entity, relationship: relationship)
                     .filter { !doomed.contains(ObjectID(entity: destination.name, row: $0)) }
-                if let join = entity.joins[relationship.name], let inverse = relationship.inverse {
+                if entity.joins[relationship.name] != nil, let inverse = relationship.inverse {
                     // The pairs are the relationship itself: they go, whatever the rule (deny already passed).
-                    try db.executeCached(
-                        sql: "DELETE FROM \(join.table) WHERE \(join.ownerColumn) = ?", arguments: [id.row])
+                    try statement(db, entity, .deleteOwnerPairs(relationship.name)).execute(arguments: [id.row])
                     for row in related { recorder.update(destination.name, row, key: inverse) }
                     continue
                 }
@@ -83,9 +74,7 @@ extension SaveOperation {
                 if relationship.toMany {
                     guard relationship.deleteRule == .nullify || relationship.deleteRule == .cascade else { continue }
                     for row in related {
-                        try db.executeCached(
-                            sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?",
-                            arguments: [row])
+                        try statement(db, destination, .setColumn(inverse)).execute(arguments: [nil, row])
                         recorder.update(destination.name, row, key: inverse)
                     }
                 } else {
@@ -97,18 +86,15 @@ extension SaveOperation {
             for other in schema.entities {
                 for relationship in other.toOne.values where relationship.destination == entity.name {
                     if let inverse = relationship.inverse, entity.toMany[inverse] != nil { continue }
-                    let rows = try Int64.fetchAllCached(
-                        db, sql: "SELECT id FROM \(other.table) WHERE \(other.column(relationship.name)) = ?",
-                        arguments: [id.row])
+                    let rows = try Int64.fetchAll(
+                        statement(db, other, .referencing(relationship.name)), arguments: [id.row])
                     for row in rows where !doomed.contains(ObjectID(entity: other.name, row: row)) {
-                        try db.executeCached(
-                            sql: "UPDATE \(other.table) SET \(other.column(relationship.name)) = NULL WHERE id = ?",
-                            arguments: [row])
+                        try statement(db, other, .setColumn(relationship.name)).execute(arguments: [nil, row])
                         recorder.update(other.name, row, key: relationship.name)
                     }
                 }
             }
-            try db.executeCached(sql: "DELETE FROM \(entity.table) WHERE id = ?", arguments: [id.row])
+            try statement(db, entity, .delete).execute(arguments: [id.row])
             recorder.delete(entity.name, id.row)
             try tick()
         }
@@ -128,23 +114,19 @@ extension SaveOperation {
     mutating func applyInserts(_ db: Database) throws {
         for position in inserts.indices where !inserts[position].isUpsert {
             let insert = inserts[position]
-            var columns = ["_version"]
-            var arguments: [DatabaseValue] = [1.databaseValue]
-            for key in insert.entity.columnKeys {
+            var columns: [Int] = []
+            var arguments: [DatabaseValue] = []
+            for (column, key) in insert.entity.columnKeys.enumerated() {
                 if let value = insert.values[key] {
-                    columns.append(insert.entity.column(key))
+                    columns.append(column)
                     arguments.append(value)
                 } else if case .existing(let id)?? = insert.toOne[key] {
-                    columns.append(insert.entity.column(key))
+                    columns.append(column)
                     arguments.append(id.row.databaseValue)
                 }
             }
-            let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
             do {
-                try db.executeCached(
-                    sql:
-                        "INSERT INTO \(insert.entity.table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))",
-                    arguments: StatementArguments(arguments))
+                try statement(db, insert.entity, .insert(columns)).execute(arguments: StatementArguments(arguments))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw RPCError(
                     code: .uniqueConstraint,
@@ -180,9 +162,7 @@ extension SaveOperation {
             guard let row = insert.row else { continue }
             for (key, reference) in insert.toOne {
                 guard case .temporary? = reference, let target = reference.flatMap(resolve) else { continue }
-                try db.executeCached(
-                    sql: "UPDATE \(insert.entity.table) SET \(insert.entity.column(key)) = ? WHERE id = ?",
-                    arguments: [target.row, row])
+                try statement(db, insert.entity, .setColumn(key)).execute(arguments: [target.row, row])
                 noteInverse(insert.entity, key: key, destinationRow: target.row)
             }
             for (key, value) in insert.toMany {
@@ -202,19 +182,20 @@ extension SaveOperation {
             guard let row = try storedRow(db, update.id, entity: update.entity) else {
                 throw RPCError.notFound("object \(update.id) was deleted by this same save", id: update.id.description)
             }
-            var assignments: [String] = []
+            var assignments: [Int] = []
             var arguments: [DatabaseValue] = []
             for (key, value) in update.values.sorted(by: { $0.key < $1.key })
             where (row[key] ?? DatabaseValue.null) != value {
-                assignments.append("\(update.entity.column(key)) = ?")
+                guard let column = update.entity.columnIndexes[key] else { continue }
+                assignments.append(column)
                 arguments.append(value)
                 recorder.update(update.entity.name, update.id.row, key: key)
             }
             for (key, reference) in update.toOne.sorted(by: { $0.key < $1.key }) {
                 let target = reference.flatMap(resolve)
                 let old = Int64.fromDatabaseValue(row[key] ?? .null)
-                guard old != target?.row else { continue }
-                assignments.append("\(update.entity.column(key)) = ?")
+                guard old != target?.row, let column = update.entity.columnIndexes[key] else { continue }
+                assignments.append(column)
                 arguments.append(target?.row.databaseValue ?? .null)
                 recorder.update(update.entity.name, update.id.row, key: key)
                 if let old { noteInverse(update.entity, key: key, destinationRow: old) }
@@ -222,8 +203,7 @@ extension SaveOperation {
             }
             if !assignments.isEmpty {
                 do {
-                    try db.executeCached(
-                        sql: "UPDATE \(update.entity.table) SET \(assignments.joined(separator: ", ")) WHERE id = ?",
+                    try statement(db, update.entity, .update(assignments)).execute(
                         arguments: StatementArguments(arguments + [update.id.row.databaseValue]))
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                     throw RPCError(
@@ -247,18 +227,12 @@ extension SaveOperation {
         guard let relationship = entity.toMany[key], let inverse = relationship.inverse,
             let destination = schema.entity(named: relationship.destination)
         else { return }
-        let join = entity.joins[key]
+        let isManyToMany = entity.joins[key] != nil
         let current: Set<Int64>
-        if let join {
-            current = Set(
-                try Int64.fetchAllCached(
-                    db, sql: "SELECT \(join.memberColumn) FROM \(join.table) WHERE \(join.ownerColumn) = ?",
-                    arguments: [row]))
+        if isManyToMany {
+            current = Set(try Int64.fetchAll(statement(db, entity, .members(key)), arguments: [row]))
         } else {
-            current = Set(
-                try Int64.fetchAllCached(
-                    db, sql: "SELECT id FROM \(destination.table) WHERE \(destination.column(inverse)) = ?",
-                    arguments: [row]))
+            current = Set(try Int64.fetchAll(statement(db, destination, .referencing(inverse)), arguments: [row]))
         }
         let desired: Set<Int64>
         switch value {
@@ -267,28 +241,21 @@ extension SaveOperation {
             desired = current.union(add.compactMap { resolve($0)?.row }).subtracting(
                 remove.compactMap { resolve($0)?.row })
         }
-        if let join {
+        if isManyToMany {
             try setPairs(
-                db, join, owner: row, from: current, to: desired, entity: entity, key: key, destination: destination,
+                db, owner: row, from: current, to: desired, entity: entity, key: key, destination: destination,
                 inverse: inverse)
             return
         }
         for removed in current.subtracting(desired).sorted() {
-            try db.executeCached(
-                sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = NULL WHERE id = ?",
-                arguments: [removed])
+            try statement(db, destination, .setColumn(inverse)).execute(arguments: [nil, removed])
             recorder.update(destination.name, removed, key: inverse)
         }
         for added in desired.subtracting(current).sorted() {
-            if let owner = try Int64.fetchOneCached(
-                db, sql: "SELECT \(destination.column(inverse)) FROM \(destination.table) WHERE id = ?",
-                arguments: [added])
-            {
+            if let owner = try Int64.fetchOne(statement(db, destination, .column(inverse)), arguments: [added]) {
                 recorder.update(entity.name, owner, key: key)
             }
-            try db.executeCached(
-                sql: "UPDATE \(destination.table) SET \(destination.column(inverse)) = ? WHERE id = ?",
-                arguments: [row, added])
+            try statement(db, destination, .setColumn(inverse)).execute(arguments: [row, added])
             recorder.update(destination.name, added, key: inverse)
         }
         if desired != current { recorder.update(entity.name, row, key: key) }
@@ -298,19 +265,15 @@ extension SaveOperation {
     /// hold exactly the rows `desired`, by deleting and inserting pairs; both
     /// sides of every changed pair are recorded.
     mutating func setPairs(
-        _ db: Database, _ join: JoinTable, owner: Int64, from current: Set<Int64>, to desired: Set<Int64>,
+        _ db: Database, owner: Int64, from current: Set<Int64>, to desired: Set<Int64>,
         entity: EntitySchema, key: String, destination: EntitySchema, inverse: String
     ) throws {
         for removed in current.subtracting(desired).sorted() {
-            try db.executeCached(
-                sql: "DELETE FROM \(join.table) WHERE \(join.ownerColumn) = ? AND \(join.memberColumn) = ?",
-                arguments: [owner, removed])
+            try statement(db, entity, .deletePair(key)).execute(arguments: [owner, removed])
             recorder.update(destination.name, removed, key: inverse)
         }
         for added in desired.subtracting(current).sorted() {
-            try db.executeCached(
-                sql: "INSERT INTO \(join.table) (\(join.ownerColumn), \(join.memberColumn)) VALUES (?, ?)",
-                arguments: [owner, added])
+            try statement(db, entity, .insertPair(key)).execute(arguments: [owner, added])
             recorder.update(destination.name, added, key: inverse)
         }
         if desired != current { recorder.update(entity.name, owner, key: key) }
@@ -324,7 +287,7 @@ extension SaveOperation {
         }
         guard
             let (transaction, updatedVersions) = try recorder.commit(
-                db, schema: schema, author: author, retention: retention)
+                db, schema: schema, statements: statements, author: author, retention: retention)
         else {
             return (StoreSave.Result(ids: ids, versions: [:], transaction: 0), nil)
         }
@@ -357,7 +320,8 @@ extension Store {
             }
             // The model as of the write (a replica may have applied a model change at its start).
             var operation = SaveOperation(
-                schema: self.schema, policy: params.mergePolicy ?? .error, author: params.author)
+                schema: self.schema, statements: saveStatements, policy: params.mergePolicy ?? .error,
+                author: params.author)
             operation.retention = historyRetention
             let (answer, transaction) = try operation.run(db, params: params)
             if let saveId = params.saveId, transaction != nil {

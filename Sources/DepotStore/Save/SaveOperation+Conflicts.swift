@@ -6,7 +6,7 @@ import GRDB
 extension SaveOperation {
     /// The stored row of `id`.
     func storedRow(_ db: Database, _ id: ObjectID, entity: EntitySchema) throws -> Row? {
-        try Row.fetchOneCached(db, sql: "SELECT * FROM \(entity.table) WHERE id = ?", arguments: [id.row])
+        try Row.fetchOne(statement(db, entity, .storedRow), arguments: [id.row])
     }
 
     /// The stored value of `key` as it would appear on the wire.
@@ -129,17 +129,18 @@ extension SaveOperation {
     mutating func resolveUniqueness(_ db: Database) throws {
         let deleted = Set(deletes.map(\.id))
         var violations: [JSONValue] = []
-        var claimed: [String: Int] = [:]
+        // The first insert claiming each entity's constraint's values (typed values, no text built).
+        var claimed: [ClaimedValues: Int] = [:]
         for position in inserts.indices {
             let entity = inserts[position].entity
-            for constraint in entity.description.uniquenessConstraints {
+            for (constraintIndex, constraint) in entity.description.uniquenessConstraints.enumerated() {
                 let values = constraint.map { key -> DatabaseValue in
                     if let value = inserts[position].values[key] { return value }
                     if case .existing(let id)?? = inserts[position].toOne[key] { return id.row.databaseValue }
                     return .null
                 }
                 if values.contains(.null) { continue }
-                let signature = "\(entity.name)|\(constraint)|\(values)"
+                let signature = ClaimedValues(entity: entity.name, constraint: constraintIndex, values: values)
                 if let earlier = claimed[signature] {
                     if policy == .error {
                         violations.append(
@@ -159,9 +160,9 @@ extension SaveOperation {
                     continue
                 }
                 claimed[signature] = position
-                let condition = constraint.map { "\(entity.column($0)) = ?" }.joined(separator: " AND ")
-                let matches = try Int64.fetchAllCached(
-                    db, sql: "SELECT id FROM \(entity.table) WHERE \(condition)", arguments: StatementArguments(values))
+                let matches = try Int64.fetchAll(
+                    statement(db, entity, .matching(constraint: constraintIndex, excludingRow: false)),
+                    arguments: StatementArguments(values))
                 guard let existing = matches.first(where: { !deleted.contains(ObjectID(entity: entity.name, row: $0)) })
                 else { continue }
                 switch policy {
@@ -180,7 +181,7 @@ extension SaveOperation {
             }
         }
         for update in updates {
-            for constraint in update.entity.description.uniquenessConstraints
+            for (constraintIndex, constraint) in update.entity.description.uniquenessConstraints.enumerated()
             where !Set(constraint).isDisjoint(with: update.keys) {
                 guard let row = try storedRow(db, update.id, entity: update.entity) else { continue }
                 let values = constraint.map { key -> DatabaseValue in
@@ -192,9 +193,8 @@ extension SaveOperation {
                     return row[key] ?? .null
                 }
                 if values.contains(.null) { continue }
-                let condition = constraint.map { "\(update.entity.column($0)) = ?" }.joined(separator: " AND ")
                 let matches = try Int64.fetchAll(
-                    db, sql: "SELECT id FROM \(update.entity.table) WHERE \(condition) AND id <> ?",
+                    statement(db, update.entity, .matching(constraint: constraintIndex, excludingRow: true)),
                     arguments: StatementArguments(values + [update.id.row.databaseValue]))
                 if let other = matches.first(where: { !deleted.contains(ObjectID(entity: update.entity.name, row: $0)) }
                 ) {
@@ -216,6 +216,13 @@ extension SaveOperation {
                     "constraint": first["constraint"] ?? .null, "objects": first["objects"] ?? .null,
                 ])
         }
+    }
+
+    /// An insert's values for one uniqueness constraint of its entity (by the constraint's index).
+    struct ClaimedValues: Hashable {
+        let entity: String
+        let constraint: Int
+        let values: [DatabaseValue]
     }
 
     /// `["a", "b"]` as `a, b` (a message reads as prose, not as Swift's array debugging).

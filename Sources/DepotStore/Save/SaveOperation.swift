@@ -54,6 +54,8 @@ struct SaveOperation {
     }
 
     let schema: Schema
+    /// The writer's prepared statements (``SaveStatements``).
+    let statements: SaveStatements
     let policy: MergePolicy
     let author: String?
     var inserts: [Insert] = []
@@ -79,8 +81,9 @@ struct SaveOperation {
         progress?(applied)
     }
 
-    init(schema: Schema, policy: MergePolicy, author: String?) {
+    init(schema: Schema, statements: SaveStatements, policy: MergePolicy, author: String?) {
         self.schema = schema
+        self.statements = statements
         self.policy = policy
         self.author = author
     }
@@ -206,7 +209,12 @@ extension SaveOperation {
     }
 
     func exists(_ db: Database, _ id: ObjectID, entity: EntitySchema) throws -> Bool {
-        try Bool.fetchOneCached(db, sql: "SELECT 1 FROM \(entity.table) WHERE id = ?", arguments: [id.row]) ?? false
+        try Bool.fetchOne(statement(db, entity, .exists), arguments: [id.row]) ?? false
+    }
+
+    /// The prepared statement of `shape` on `entity`'s table (``SaveStatements``).
+    func statement(_ db: Database, _ entity: EntitySchema, _ shape: SaveStatements.Shape) throws -> Statement {
+        try statements.statement(db, entity, shape, version: schema.version)
     }
 
     /// Sorts `values` into attributes, to-one and to-many references, noting every problem.

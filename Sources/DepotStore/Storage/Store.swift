@@ -28,6 +28,8 @@ public final class Store: Sendable {
     let commits: CommitStream
     /// Set once the replica cannot follow the log (``divergenceError``).
     let divergence = Mutex<RPCError?>(nil)
+    /// The save's statements, prepared on the writer's connection by entity and shape.
+    let saveStatements = SaveStatements()
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
     ///
