@@ -32,8 +32,10 @@ final class PublishLane: Sendable {
     private let store: Store
     /// Tickets handed out (on the writer queue) and finished, in order.
     private let turns = Turns()
-    /// Where jobs that read nothing wait their turn.
+    /// Where jobs that read nothing wait their turn, in the order of their tickets.
     private let queue = DispatchQueue(label: "depot.publisher")
+    /// Held while a job that reads nothing takes its ticket and its place in `queue`.
+    private let queueing = Mutex(())
     /// The most reading jobs queued at once (the store has readers for them and for client reads).
     static let readerBudget = 4
     private let readers = DispatchSemaphore(value: PublishLane.readerBudget)
@@ -68,16 +70,21 @@ final class PublishLane: Sendable {
     ///
     /// Call it from any thread; from a job, it queues `job` behind it.
     func enqueue(_ job: @escaping @Sendable () -> Void) {
-        let ticket = turns.issue()
-        if turns.begin(ticket) {
-            job()
-            return turns.finish(ticket)
+        // A ticket and its place in the serial queue are taken together: were they not, a later
+        // ticket could take an earlier place there and wait forever for the job queued behind it.
+        let ticket = queueing.withLock { _ -> Int? in
+            let ticket = turns.issue()
+            if turns.begin(ticket) { return ticket }
+            queue.async { [turns] in
+                turns.wait(for: ticket)
+                job()
+                turns.finish(ticket)
+            }
+            return nil
         }
-        queue.async { [turns] in
-            turns.wait(for: ticket)
-            job()
-            turns.finish(ticket)
-        }
+        guard let ticket else { return }
+        job()
+        turns.finish(ticket)
     }
 
     /// Runs `job` at once, on the calling thread, if no job is queued or
