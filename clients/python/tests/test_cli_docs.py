@@ -171,11 +171,12 @@ def subcommands(text: str) -> List[str]:
 
 
 def known_options(text: str) -> Set[str]:
-    """The long options listed under OPTIONS: in a help text (`--name`, `--no-name`)."""
+    """The long options listed in a help text (`--name`, `--no-name`): under OPTIONS: and under the
+    titled groups of options (`@OptionGroup(title:)`, e.g. GROUPING:)."""
     options: Set[str] = set()
     listing = False
     for line in text.splitlines():
-        if line.startswith("OPTIONS:"):
+        if re.match(r"^[A-Z][A-Z -]*:\s*$", line):
             listing = True
         elif listing and re.match(r"^\S", line):
             listing = False
@@ -334,7 +335,7 @@ def test_thirty_seconds_with_the_cli_runs_as_written(workdir: pathlib.Path, docs
     steps = [i for _, words, heredoc in shell_commands(block) for i in depot_invocations(words, heredoc, "README")]
     assert [" ".join(s.arguments[:2]) for s in steps] == [
         "ping", "call model/get", "call store/save", "call store/fetch", "call store/save", "call store/save",
-        "fetch Team", "watch Team", "call store/save"]
+        "fetch Team", "fetch Team", "watch Team", "call store/save"]
     with docs_daemon.client() as client:
         assert client.fetch({"entity": "Team"})["objects"] == [], "the sequence starts on an empty store"
 
@@ -360,14 +361,21 @@ def test_thirty_seconds_with_the_cli_runs_as_written(workdir: pathlib.Path, docs
     assert table.returncode == 0, table.stderr
     rows = [line.split() for line in table.stdout.splitlines()[2:]]
     assert [row[0] for row in rows] == ["Team/1", "Team/2"] and "6" in rows[0], table.stdout
+    grouped = run(steps[7])
+    assert grouped.returncode == 0, grouped.stderr
+    lines = grouped.stdout.splitlines()
+    south, europe = (next(i for i, line in enumerate(lines) if zone in line) for zone in ("South America", "Europe"))
+    assert south < europe, grouped.stdout  # sorted by the sum of wins, 6 before 4
+    assert re.search(r"South America\s+1\s+6\b", lines[south]) and re.search(r"Europe\s+1\s+4\b", lines[europe]), \
+        grouped.stdout
 
-    watch = subprocess.Popen([DEPOT, *steps[7].arguments], cwd=workdir, stdout=subprocess.PIPE,
+    watch = subprocess.Popen([DEPOT, *steps[8].arguments], cwd=workdir, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
         output = LineReader(watch)
         snapshot = output.until("Team/1")
         assert snapshot[0].startswith("watching Team: 2 objects"), snapshot
-        moved = run(steps[8])
+        moved = run(steps[9])
         assert moved.returncode == 0, moved.stderr
         output.until("— transaction")
         change = output.until("Team/2")
