@@ -6,6 +6,7 @@ otherwise ``.build/debug/`` of the repository is used.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -84,7 +85,10 @@ class Daemon:
             pytest.skip(f"depotd not built at {DEPOTD}: run `swift build` or set DEPOTD")
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="depot-py-")
         if store is None and STORE:
-            store = f"{STORE}?schema=t_{os.path.basename(self.data_dir)[9:].lower()}"
+            # A schema of its own, named after the data directory's whole path (a restart finds its cluster
+            # again; directories with one name, such as the CLI's ./depot-data in different places, do not meet).
+            digest = hashlib.sha256(os.path.abspath(self.data_dir).encode()).hexdigest()[:20]
+            store = f"{STORE}?schema=t_{digest}"
         self.store = store
         store_args = ["--store", store] if store else []
         self.process = subprocess.Popen(
