@@ -6,6 +6,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -17,7 +18,11 @@ TEAM_SORT = [{"key": "qualifyingZone", "ascending": True}, {"key": "wins", "asce
 
 
 def wait_for(driver: Any, condition: Callable[[], Any], timeout: float = 10, message: str = "") -> Any:
-    return WebDriverWait(driver, timeout, poll_frequency=0.02).until(lambda _: condition(), message)
+    """Polls `condition` until it holds; an element the page re-rendered while it was read (stale) is a
+    "not yet", not a failure."""
+    return WebDriverWait(
+        driver, timeout, poll_frequency=0.02, ignored_exceptions=[StaleElementReferenceException]
+    ).until(lambda _: condition(), message)
 
 
 def rows(driver: Any, table: str) -> List[str]:
