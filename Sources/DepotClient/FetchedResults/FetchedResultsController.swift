@@ -250,6 +250,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
 
     /// Ends the subscription; the results stay as they are.
     public func unsubscribe() async {
+        // The last change may have been announced but not yet written back: a persistent store keeps it.
+        persist()
         let subscription = state.withLock { state in
             defer {
                 state.listener?.cancel()
