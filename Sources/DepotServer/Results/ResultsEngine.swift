@@ -202,12 +202,7 @@ final class ResultsEngine: @unchecked Sendable {
                 // Read now only if the store holds exactly what the sets reflect (no commit ahead, no open window).
                 let read = Result { () throws(RPCError) -> [UInt8]? in
                     guard set.coalescing == nil else { return nil }
-                    return try store.readSnapshot { reader -> [UInt8]? in
-                        guard reader.transaction == transaction else { return nil }
-                        let objects = try reader.objects(rows: ids, shape: shape)
-                        return try JSONCoding.encodeBytes(
-                            ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
-                    }
+                    return try Self.answer(ids, shape: shape, seq: seq, at: transaction, in: store)
                 }
                 guard case .success(let bytes?) = read else {
                     return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
@@ -230,12 +225,7 @@ final class ResultsEngine: @unchecked Sendable {
             if case .missing = pick { throw Self.missing(id) }
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
-        let bytes = try context.store.readSnapshot { reader -> [UInt8]? in
-            guard reader.transaction == transaction else { return nil }
-            let objects = try reader.objects(rows: ids, shape: shape)
-            return try JSONCoding.encodeBytes(
-                ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
-        }
+        let bytes = try Self.answer(ids, shape: shape, seq: seq, at: transaction, in: context.store)
         guard let bytes else {
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
@@ -250,6 +240,19 @@ final class ResultsEngine: @unchecked Sendable {
 
     /// The longest `results/objects` read in a lane job; longer ones read on a reader, off the lane.
     static let pageReadInLane = 500
+
+    /// The `results/objects` answer for `ids` at `seq`, read in a snapshot of `store`; `nil` when
+    /// that snapshot is not at `transaction` (a commit the sets do not reflect yet).
+    private static func answer(
+        _ ids: [Int64], shape: ObjectShape, seq: Int64, at transaction: Int64, in store: Store
+    ) throws(RPCError) -> [UInt8]? {
+        try store.readSnapshot { reader -> [UInt8]? in
+            guard reader.transaction == transaction else { return nil }
+            let objects = try reader.objects(rows: ids, shape: shape)
+            return try JSONCoding.encodeBytes(
+                ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
+        }
+    }
 
     /// What `results/objects` learned in the lane.
     private enum ObjectsPick: Sendable {
