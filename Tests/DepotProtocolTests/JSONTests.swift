@@ -16,6 +16,24 @@ final class JSONTests: XCTestCase {
             String(decoding: JSONWriter.encode(["b": 1, "a": [nil, 2.0]]), as: UTF8.self), #"{"a":[null,2.0],"b":1}"#)
     }
 
+    func testIntegersRoundTripAtEveryLength() throws {
+        var numbers: [Int64] = [0, -1, 7, Int64.max, Int64.min, Int64.min + 1, Int64.max - 1]
+        var power: Int64 = 1
+        for _ in 0..<18 {
+            power *= 10
+            numbers += [power - 1, power, power + 1, -(power - 1), -power]
+        }
+        for number in numbers {
+            let bytes = JSONWriter.encode(.int(number))
+            XCTAssertEqual(String(decoding: bytes, as: UTF8.self), String(number))
+            XCTAssertEqual(try JSONParser.parse(bytes), .int(number))
+        }
+        XCTAssertEqual(try JSONParser.parse("-0"), .int(0))
+        XCTAssertEqual(try JSONParser.parse("9223372036854775808"), .double(9_223_372_036_854_775_808))
+        XCTAssertEqual(
+            String(decoding: JSONWriter.encode("a\"b\\c\u{01}\n😀"), as: UTF8.self), #""a\"b\\c\u0001\n😀""#)
+    }
+
     func testRejectsMalformedInputWithAnOffset() {
         for (text, offset) in [
             ("{", 1), ("[1,]", 3), ("{\"a\" 1}", 5), ("01", 1), ("\"\\x\"", 3), ("tru", 0), ("[1] x", 4),

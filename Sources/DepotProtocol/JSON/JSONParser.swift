@@ -265,6 +265,13 @@ public struct JSONParser {
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
             guard index > digits else { throw fail("invalid number") }
         }
+        // Up to 18 digits cannot overflow: add them up without building a String.
+        if isInteger && index - start <= 18 {
+            let negative = bytes[start] == UInt8(ascii: "-")
+            var value: Int64 = 0
+            for byte in bytes[(negative ? start + 1 : start)..<index] { value = value * 10 + Int64(byte &- 0x30) }
+            return .int(negative ? -value : value)
+        }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if isInteger, let value = Int64(text) { return .int(value) }
         guard let value = Double(text) else { throw Failure(offset: start, reason: "invalid number") }

@@ -92,7 +92,20 @@ public struct JSONWriter {
 
     /// Appends an integer.
     public mutating func write(_ number: Int64) {
-        bytes.append(contentsOf: String(number).utf8)
+        // Digits straight into the buffer: a million-row fetch writes millions of integers.
+        guard number != .min else { return bytes.append(contentsOf: String(number).utf8) }
+        if number < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = number.magnitude
+        var reversed: (UInt64, UInt64, UInt64) = (0, 0, 0)  // up to 20 digits, one per byte
+        var count = 0
+        withUnsafeMutableBytes(of: &reversed) { digits in
+            repeat {
+                digits[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            for index in stride(from: count - 1, through: 0, by: -1) { bytes.append(digits[index]) }
+        }
     }
 
     /// Appends a double; non-finite values, which JSON cannot carry, become `null`.
@@ -113,22 +126,36 @@ public struct JSONWriter {
 
     /// Appends a quoted, escaped string.
     public mutating func write(_ text: String) {
+        var text = text
+        text.withUTF8 { writeQuoted(utf8: $0) }
+    }
+
+    /// Appends UTF-8 text (a column SQLite handed over, say) quoted and escaped,
+    /// copying runs that need no escape in one go.
+    public mutating func writeQuoted(utf8 text: UnsafeBufferPointer<UInt8>) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
+        var start = 0
+        var index = 0
+        while index < text.count {
+            let byte = text[index]
+            index += 1
+            guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
+            if start < index - 1 { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[start..<(index - 1)])) }
+            start = index
             switch byte {
             case UInt8(ascii: "\""): writeRaw("\\\"")
             case UInt8(ascii: "\\"): writeRaw("\\\\")
             case 0x0A: writeRaw("\\n")
             case 0x0D: writeRaw("\\r")
             case 0x09: writeRaw("\\t")
-            case 0..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [
-                    0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)],
-                ])
-            default: bytes.append(byte)
+            default:
+                let hex: StaticString = "0123456789abcdef"
+                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
+                bytes.append(hex.utf8Start[Int(byte >> 4)])
+                bytes.append(hex.utf8Start[Int(byte & 15)])
             }
         }
+        if start < text.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[start...])) }
         bytes.append(UInt8(ascii: "\""))
     }
 }

@@ -1,5 +1,6 @@
 import DepotProtocol
 import GRDB
+import GRDBSQLite
 
 /// Which keys of an entity to read, and how to turn a row into a wire object:
 /// `{"id": "Team/42", "entity": "Team", "version": 3, <attributes>, <to-one ids>}`.
@@ -19,14 +20,23 @@ public struct ObjectShape: Sendable {
 
     /// Whether objects carry `version` (only when no `properties` narrowed them).
     public let includesVersion: Bool
+    /// How each key's column becomes JSON, worked out once: the bulk writer
+    /// does no lookups per row.
+    private let columnWriters: [ColumnWriter]
 
     /// The shape for `properties`, or all attributes and to-one relationships when `nil`.
     public init(entity: EntitySchema, properties: [String]?, field: String = "properties") throws(RPCError) {
         self.entity = entity
         includesVersion = properties == nil
+        idPrefix = Array("\"\(entity.name)/".utf8)
+        var member = JSONWriter()
+        member.writeRaw(#"","entity":"#)
+        member.write(entity.name)
+        entityMember = member.bytes
         guard let properties else {
             keys = entity.columnKeys
             toManyKeys = []
+            columnWriters = Self.columnWriters(entity: entity, keys: keys, toManyKeys: toManyKeys)
             return
         }
         var keys: [String] = []
@@ -43,6 +53,7 @@ public struct ObjectShape: Sendable {
         }
         self.keys = keys
         self.toManyKeys = toManyKeys
+        columnWriters = Self.columnWriters(entity: entity, keys: keys, toManyKeys: toManyKeys)
     }
 
     /// The SELECT list over alias `t0`: id, version, the keys, then the to-many id lists.
@@ -66,60 +77,132 @@ public struct ObjectShape: Sendable {
         return columns.joined(separator: ", ")
     }
 
-    /// Writes the wire object of a row read with ``selectList(schema:)`` straight
-    /// to JSON bytes: the path of big fetches, which must not build a value
-    /// tree per object. Keys come in a fixed order: id, entity, version, then
+    /// Writes the wire object of the row `statement` stands on (read with
+    /// ``selectList(schema:)``) straight from SQLite's columns to JSON bytes:
+    /// the path of big fetches, which must not build a value per column, let
+    /// alone per object. Keys come in a fixed order: id, entity, version, then
     /// the entity's declaration order.
-    public func write(_ row: Row, dictionary: Bool = false, into writer: inout JSONWriter) {
-        writer.writeRaw("{")
-        var first = true
-        func key(_ name: String) {
-            if !first { writer.writeRaw(",") }
-            first = false
-            writer.write(name)
-            writer.writeRaw(":")
-        }
+    public func write(columnsOf statement: SQLiteStatement, dictionary: Bool = false, into writer: inout JSONWriter) {
+        var separator: UInt8 = UInt8(ascii: "{")
         if !dictionary {
-            key("id")
-            writer.write("\(entity.name)/\(row[0] as Int64)")
-            key("entity")
-            writer.write(entity.name)
+            writer.writeRaw(#"{"id":"#)
+            writer.writeRaw(idPrefix)
+            writer.write(sqlite3_column_int64(statement, 0))
+            writer.writeRaw(entityMember)
             if includesVersion {
-                key("version")
-                writer.write(row[1] as Int64)
+                writer.writeRaw(#","version":"#)
+                writer.write(sqlite3_column_int64(statement, 1))
             }
+            separator = UInt8(ascii: ",")
         }
-        var column = 2
-        for name in keys {
-            key(name)
-            let value: DatabaseValue = row[column]
-            column += 1
-            if let attribute = entity.attributes[name] {
-                switch (attribute.type, value.storage) {
-                case (_, .null): writer.writeRaw("null")
-                case (.string, .string(let text)): writer.write(text)
-                case (.integer, .int64(let number)): writer.write(number)
-                case (.double, .double(let number)): writer.write(number)
-                case (.boolean, .int64(let number)): number != 0 ? writer.writeRaw("true") : writer.writeRaw("false")
-                case (.date, .double(let seconds)): writer.appendDate(seconds)
-                default: writer.write(ValueCoding.json(value, type: attribute.type))
-                }
-            } else if let relationship = entity.toOne[name] {
-                if let target = Int64.fromDatabaseValue(value) {
-                    writer.write("\(relationship.destination)/\(target)")
-                } else {
+        for (offset, column) in columnWriters.enumerated() {
+            let index = CInt(offset + 2)
+            writer.writeRaw(CollectionOfOne(separator))
+            separator = UInt8(ascii: ",")
+            writer.writeRaw(column.key)
+            let type = sqlite3_column_type(statement, index)
+            if type == SQLITE_NULL {
+                writer.writeRaw(column.kind.isToMany ? "[]" : "null")
+                continue
+            }
+            switch column.kind {
+            case .attribute(.string) where type == SQLITE_TEXT:
+                writer.writeQuoted(utf8: Self.text(statement, index))
+            case .attribute(.integer) where type == SQLITE_INTEGER:
+                writer.write(sqlite3_column_int64(statement, index))
+            case .attribute(.double) where type == SQLITE_FLOAT:
+                writer.write(sqlite3_column_double(statement, index))
+            case .attribute(.boolean) where type == SQLITE_INTEGER:
+                sqlite3_column_int64(statement, index) != 0 ? writer.writeRaw("true") : writer.writeRaw("false")
+            case .attribute(.date) where type == SQLITE_FLOAT:
+                writer.appendDate(sqlite3_column_double(statement, index))
+            case .attribute(let attributeType):
+                let value = DatabaseValue(sqliteStatement: statement, index: index)
+                writer.write(ValueCoding.json(value, type: attributeType))
+            case .toOne(let prefix):
+                guard type == SQLITE_INTEGER else {
                     writer.writeRaw("null")
+                    continue
+                }
+                writer.writeRaw(CollectionOfOne(UInt8(ascii: "\"")))
+                writer.writeRaw(prefix)
+                writer.write(sqlite3_column_int64(statement, index))
+                writer.writeRaw(CollectionOfOne(UInt8(ascii: "\"")))
+            case .toManyIn(let destination):
+                // group_concat of row ids: digits and commas, each becomes "Destination/row".
+                writer.writeRaw(CollectionOfOne(UInt8(ascii: "[")))
+                var first = true
+                for row in Self.text(statement, index).split(separator: UInt8(ascii: ",")) {
+                    writer.writeRaw(first ? #"""# : #",""#)
+                    first = false
+                    writer.writeRaw(destination)
+                    writer.writeRaw(row)
+                    writer.writeRaw(CollectionOfOne(UInt8(ascii: "\"")))
+                }
+                writer.writeRaw(CollectionOfOne(UInt8(ascii: "]")))
+            case .toMany:
+                writer.writeRaw("[]")
+            }
+        }
+        if separator == UInt8(ascii: "{") { writer.writeRaw(CollectionOfOne(separator)) }
+        writer.writeRaw(CollectionOfOne(UInt8(ascii: "}")))
+    }
+
+    /// The text of column `index` as SQLite holds it (valid until the statement steps).
+    private static func text(_ statement: SQLiteStatement, _ index: CInt) -> UnsafeBufferPointer<UInt8> {
+        guard let start = sqlite3_column_text(statement, index) else {
+            return UnsafeBufferPointer(start: nil, count: 0)
+        }
+        return UnsafeBufferPointer(start: start, count: Int(sqlite3_column_bytes(statement, index)))
+    }
+
+    /// `"Entity/` as bytes: the start of every id this shape writes.
+    private let idPrefix: [UInt8]
+    /// `","entity":"Entity"`: what follows every id's row number.
+    private let entityMember: [UInt8]
+
+    /// One selected column's JSON key (`"name":`) and how its value is written.
+    private struct ColumnWriter: Sendable {
+        enum Kind: Sendable, Equatable {
+            case attribute(AttributeType)
+            /// A to-one id: the destination's `Entity/` prefix.
+            case toOne([UInt8])
+            /// A to-many list: the destination's `Entity/` prefix.
+            case toManyIn([UInt8])
+            /// A to-many key whose destination the model no longer names.
+            case toMany
+
+            var isToMany: Bool {
+                switch self {
+                case .toMany, .toManyIn: true
+                default: false
                 }
             }
         }
-        for name in toManyKeys {
-            key(name)
-            let destination = entity.toMany[name]?.destination ?? ""
-            let list: String? = row[column]
-            column += 1
-            writer.write(.array((list ?? "").split(separator: ",").map { JSONValue.string("\(destination)/\($0)") }))
+        let key: [UInt8]
+        let kind: Kind
+    }
+
+    private static func columnWriters(entity: EntitySchema, keys: [String], toManyKeys: [String]) -> [ColumnWriter] {
+        func key(_ name: String) -> [UInt8] {
+            var writer = JSONWriter()
+            writer.write(name)
+            return writer.bytes + [UInt8(ascii: ":")]
         }
-        writer.writeRaw("}")
+        var columns = keys.compactMap { name -> ColumnWriter? in
+            if let attribute = entity.attributes[name] {
+                return ColumnWriter(key: key(name), kind: .attribute(attribute.type))
+            }
+            guard let relationship = entity.toOne[name] else { return nil }
+            return ColumnWriter(key: key(name), kind: .toOne(Array("\(relationship.destination)/".utf8)))
+        }
+        columns += toManyKeys.map { name in
+            guard let destination = entity.toMany[name]?.destination else {
+                return ColumnWriter(key: key(name), kind: .toMany)
+            }
+            return ColumnWriter(key: key(name), kind: .toManyIn(Array("\(destination)/".utf8)))
+        }
+        return columns
     }
 
     /// The wire object for a row read with ``selectList(schema:)``.

@@ -1,5 +1,6 @@
 import DepotProtocol
 import GRDB
+import GRDBSQLite
 
 extension Store {
     /// The default number of rows read between cancellation checks and partial results.
@@ -90,19 +91,22 @@ extension Store {
         let batchSize = max(1, request.batchSize ?? Self.defaultBatchSize)
         let resultType = request.resultType ?? .objects
         let statements: (rows: String, count: String, arguments: StatementArguments)
-        let write: (Row, inout JSONWriter) -> Void
+        // Objects and dictionaries are written from SQLite's columns directly; ids and groups from the row.
+        let write: (Row, SQLiteStatement, inout JSONWriter) -> Void
         if request.isGrouped {
             let plan = try GroupedFetchPlan(request, schema: schema)
             statements = (plan.rowsSQL, plan.countSQL, plan.arguments)
-            write = { row, writer in plan.write(row, into: &writer) }
+            write = { row, _, writer in plan.write(row, into: &writer) }
         } else {
             let plan = try FetchPlan(request, schema: schema)
             statements = (resultType == .ids ? plan.idsSQL : plan.objectsSQL, plan.countSQL, plan.arguments)
             let entityName = plan.entity.name
+            let shape = plan.shape
             switch resultType {
-            case .ids: write = { row, writer in writer.write("\(entityName)/\(row[0] as Int64)") }
-            case .dictionaries: write = { row, writer in plan.shape.write(row, dictionary: true, into: &writer) }
-            default: write = { row, writer in plan.shape.write(row, into: &writer) }
+            case .ids: write = { row, _, writer in writer.write("\(entityName)/\(row[0] as Int64)") }
+            case .dictionaries:
+                write = { _, statement, writer in shape.write(columnsOf: statement, dictionary: true, into: &writer) }
+            default: write = { _, statement, writer in shape.write(columnsOf: statement, into: &writer) }
             }
         }
         do {
@@ -113,7 +117,8 @@ extension Store {
                     if request.countFirst == true { total?(count) }
                     if resultType == .count { return (count, transaction) }
                 }
-                let cursor = try Row.fetchCursor(db, sql: statements.rows, arguments: statements.arguments)
+                let statement = try db.makeStatement(sql: statements.rows)
+                let cursor = try Row.fetchCursor(statement, arguments: statements.arguments)
                 var writer = JSONWriter(capacity: batchSize * 64)
                 var inBatch = 0
                 var completed = 0
@@ -122,7 +127,7 @@ extension Store {
                 while let row = try cursor.next() {
                     watchdog?.progressed()
                     if inBatch > 0 { writer.writeRaw(",") }
-                    write(row, &writer)
+                    write(row, statement.sqliteStatement, &writer)
                     inBatch += 1
                     completed += 1
                     if inBatch == batchSize {
