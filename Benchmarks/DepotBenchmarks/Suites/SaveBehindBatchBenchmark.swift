@@ -19,6 +19,18 @@ struct SaveBehindBatchBenchmark: Benchmark {
         _ = try rpc.call("model/define", params: BenchmarkModel.defineParams)
         let count = suite.options.quick ? 100 : 600
 
+        @Sendable func batchParams(_ batch: Int) -> String {
+            let objects = (0..<2_000).map { index in
+                #"{"name":"batch \#(batch)-\#(index)","createdAt":"\#(BenchmarkModel.itemDate.wire)","done":false}"#
+            }
+            return #"{"entity":"Item","objects":[\#(objects.joined(separator: ","))]}"#
+        }
+        // How long one 2,000-row batch holds the writer: the daemon's own commit timing
+        // (server/stats), from a fresh daemon that has committed only these batches.
+        for batch in 0..<10 { _ = try rpc.call("store/batchInsert", params: batchParams(-1 - batch)) }
+        let hold = try rpc.call("server/stats")["latency"]?["commit"]?["p50Ms"]?.doubleValue ?? .nan
+        suite.check("behind.batch-writer-hold-us", hold * 1000, target: nil, .atMost, of: "µs")
+
         func saveLatencies(offset: Int) throws -> [Double] {
             try (0..<count).map { index in
                 let start = ContinuousClock.now
@@ -36,11 +48,7 @@ struct SaveBehindBatchBenchmark: Benchmark {
             guard let client = try? RawRPCClient(endpoint: endpoint), (try? client.initialize()) != nil else { return }
             var batch = 0
             while !stop.load(ordering: .relaxed) {
-                let objects = (0..<2_000).map { index in
-                    #"{"name":"batch \#(batch)-\#(index)","createdAt":"\#(BenchmarkModel.itemDate.wire)","done":false}"#
-                }
-                _ = try? client.call(
-                    "store/batchInsert", params: #"{"entity":"Item","objects":[\#(objects.joined(separator: ","))]}"#)
+                _ = try? client.call("store/batchInsert", params: batchParams(batch))
                 batch += 1
                 batchesDone.store(batch, ordering: .relaxed)
             }

@@ -73,6 +73,8 @@ extension DepotService {
     fileprivate enum Input: Sendable {
         case parsed(JSONValue?)
         case raw(RawParams)
+        /// A write whose params are decoded and checked ahead of its turn on the writer.
+        case prepared(WritePreparation)
     }
 
     fileprivate enum Step {
@@ -113,7 +115,9 @@ extension DepotService {
                     ) { [self] in send($0, to: routingID) }
                 }
             case .write:
-                let entry = WriteQueue.Entry(
+                let input = prepareAhead(
+                    input, handler: handler, id: id, routingID: routingID, cancellation: cancellation)
+                var entry = WriteQueue.Entry(
                     groupable: handler.groupable,
                     run: { [self] group in
                         // No response slot: a write answers only through the lane, after its notifications.
@@ -129,6 +133,8 @@ extension DepotService {
                     },
                     send: { [self] in send($0, to: routingID) },
                     failure: { MessageEncoder.response(id: id, error: $0) })
+                entry.session = routingID
+                if case .prepared(let preparation) = input { entry.isReady = { preparation.isFinished } }
                 stats.writeQueued()
                 // A save finding the writer idle, with nothing behind it, commits on this thread:
                 // no hand-off and back. Not when publishing it would read the store, nor in a
@@ -140,6 +146,18 @@ extension DepotService {
         case .none:
             break
         }
+    }
+
+    /// Starts the part of a write that needs no writer on the reader pool, if its handler has one
+    /// (``WritePreparation``); the write then runs what it prepared.
+    private func prepareAhead(
+        _ input: Input, handler: Handler, id: RequestID, routingID: [UInt8], cancellation: Cancellation
+    ) -> Input {
+        guard case .parsed(let params) = input, let prepare = handler.prepareWrite else { return input }
+        let context = RequestContext(service: self, routingID: routingID, requestID: id, cancellation: cancellation)
+        let preparation = prepare(params, context)
+        readers.async { preparation.runAhead() }
+        return .prepared(preparation)
     }
 
     private func classify(_ json: JSONValue, from routingID: [UInt8], keyID: String?) -> Step {
@@ -214,6 +232,7 @@ extension DepotService {
                 switch input {
                 case .parsed(let params): return try handler.run(params, context)
                 case .raw(let params): return try handler.runRaw!(params, context)
+                case .prepared(let preparation): return try preparation.take().get().run(context)
                 }
             })
     }

@@ -26,6 +26,9 @@ struct Handler: Sendable {
     var groupable = false
     /// For ``Execution/ordered`` methods: prepares the request and hands its answer to the reply, later.
     var runOrdered: (@Sendable (JSONValue?, RequestContext, Reply) throws(RPCError) -> Void)?
+    /// For writes with a part that needs no writer (``HandlerRegistry/registerPrepared(_:prepare:write:raw:)``):
+    /// makes the preparation of one request, run ahead on the reader pool.
+    var prepareWrite: (@Sendable (JSONValue?, RequestContext) -> WritePreparation)?
     /// Whether its answer waits for every commit so far to be published (results reads): a JSON-RPC
     /// batch that writes cannot carry it, since the batch's own commits are published only once it ends.
     var waitsForCommits = false
@@ -74,6 +77,32 @@ struct HandlerRegistry: Sendable {
         register(method, execution, body)
         handlers[M.name]?.runRaw = { (params, context) throws(RPCError) in
             try JSONCoding.encodeBytes(try raw(params, context))
+        }
+    }
+
+    /// Registers a ``Execution/write`` `method` in two parts: `prepare` decodes
+    /// and checks what needs no writer, on the reader pool ahead of the write's
+    /// turn (``WritePreparation``); `write` runs on the writer. In a JSON-RPC
+    /// batch both run on the writer, one after the other. `raw` serves large
+    /// requests read lazily, on the writer.
+    mutating func registerPrepared<M: Method, Prepared: Sendable>(
+        _ method: M.Type,
+        prepare: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> Prepared,
+        write: @escaping @Sendable (Prepared, RequestContext) throws(RPCError) -> M.Result,
+        raw: @escaping @Sendable (RawParams, RequestContext) throws(RPCError) -> M.Result
+    ) {
+        register(
+            method, .write,
+            { (params, context) throws(RPCError) in try write(try prepare(params, context), context) }, raw: raw)
+        handlers[M.name]?.prepareWrite = { params, context in
+            WritePreparation {
+                Result { () throws(RPCError) -> PreparedWrite in
+                    let prepared = try prepare(try Self.decode(M.Parameters.self, from: params), context)
+                    return PreparedWrite { (context) throws(RPCError) in
+                        try JSONCoding.encodeBytes(try write(prepared, context))
+                    }
+                }
+            }
         }
     }
 

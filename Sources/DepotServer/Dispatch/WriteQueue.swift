@@ -52,6 +52,11 @@ final class WriteQueue: Sendable {
         let send: @Sendable ([UInt8]) -> Void
         /// Its error response when the group's commit fails.
         let failure: @Sendable (RPCError) -> [UInt8]
+        /// The session that sent it: a write never runs before an earlier one of its session.
+        var session: [UInt8] = []
+        /// Whether it can run without waiting: a batch still being checked off the writer
+        /// (``WritePreparation``) is not, and later writes of other sessions go first.
+        var isReady: @Sendable () -> Bool = { true }
     }
 
     /// The most saves one transaction commits.
@@ -130,11 +135,25 @@ final class WriteQueue: Sendable {
     /// Runs the head of the list: one write, or a group of saves.
     private func drain(_ subscriber: some CommitSubscriber) {
         let taken = pending.withLock { list -> [Entry] in
-            guard let first = list.first else { return [] }
-            guard first.groupable else { return [list.removeFirst()] }
+            guard !list.isEmpty else { return [] }
+            // The first write that can run at once and has no earlier write of its session
+            // waiting; when there is none, the head (its preparation is under way: it waits for it).
+            var blocked: Set<[UInt8]> = []
+            var start = 0
+            for (index, entry) in list.enumerated() {
+                if blocked.contains(entry.session) { continue }
+                if entry.isReady() {
+                    start = index
+                    break
+                }
+                blocked.insert(entry.session)
+            }
+            guard list[start].groupable else { return [list.remove(at: start)] }
             var group: [Entry] = []
-            while let next = list.first, next.groupable, group.count < Self.largestGroup {
-                group.append(list.removeFirst())
+            while start < list.count, list[start].groupable, !blocked.contains(list[start].session),
+                group.count < Self.largestGroup
+            {
+                group.append(list.remove(at: start))
             }
             return group
         }

@@ -3,11 +3,15 @@ import DepotStore
 
 extension DepotService {
     static func registerBatchHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.register(
-            BatchInsert.self, .write,
-            { (params, context) throws(RPCError) in
-                try batchInsert(params, count: params.objects.count, context: context) { progress throws(RPCError) in
-                    try context.store.batchInsert(params, cancellation: context.cancellation, progress: progress)
+        // The objects are checked and converted before the batch holds the writer: a save queued
+        // behind a run of batches waits only for their inserts (issue: saves beside batches).
+        handlers.registerPrepared(
+            BatchInsert.self,
+            prepare: { (params, context) throws(RPCError) in try context.store.prepareBatchInsert(params) },
+            write: { (prepared, context) throws(RPCError) in
+                try batchInsert(prepared.params, count: prepared.params.objects.count, context: context) {
+                    progress throws(RPCError) in
+                    try context.store.batchInsert(prepared, cancellation: context.cancellation, progress: progress)
                 }
             },
             raw: { (raw, context) throws(RPCError) in

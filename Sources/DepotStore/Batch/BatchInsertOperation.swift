@@ -21,11 +21,9 @@ struct BatchInsertOperation {
     var progress: ((Int) -> Void)?
     var retention: HistoryRetention = .forever
 
-    /// One object's converted values by column key; `nil` where the object gave none.
-    private typealias Row = [DatabaseValue?]
+    private typealias Row = BatchRows.Row
 
     private let columns: [String]
-    private let positions: [String: Int]
     private let defaults: [DatabaseValue?]
     /// Per uniqueness constraint, its column positions.
     private let constraints: [[Int]]
@@ -39,10 +37,8 @@ struct BatchInsertOperation {
     private var count = 0
     /// Rows this batch wrote, by constraint values: later duplicates within the batch find them.
     private var written: [[DatabaseValue]: Int64] = [:]
-    /// Referenced rows by destination entity, checked once at the end.
-    private var references: [String: Set<Int64>] = [:]
-    private var problems: [JSONValue] = []
-    private var problemCount = 0
+    /// The objects checked and converted so far, their problems and the rows they reference.
+    private var rows: BatchRows
 
     init(
         schema: Schema, statements: SaveStatements, entity: EntitySchema, onConflict: ConflictResolution,
@@ -54,7 +50,7 @@ struct BatchInsertOperation {
         self.onConflict = onConflict
         self.author = author
         columns = entity.columnKeys
-        positions = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, $0) })
+        rows = BatchRows(entity: entity)
         defaults = entity.columnKeys.map { key in
             guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
                 let type = entity.attributes[key]?.type
@@ -76,17 +72,37 @@ struct BatchInsertOperation {
         return try finish(db)
     }
 
+    /// Inserts rows checked and converted before the transaction began
+    /// (``BatchRows``, built against this operation's schema), and commits the
+    /// transaction's history: the writer does only what needs the store.
+    mutating func run(_ db: Database, converted: BatchRows) throws -> (BatchInsert.Result, CommittedTransaction?) {
+        rows = converted
+        if rows.problemCount == 0 {
+            for (index, row) in converted.rows.enumerated() { try add(row, at: index, db) }
+        }
+        count = converted.count
+        return try finish(db)
+    }
+
     /// Checks, converts and writes one object. Every object is checked; once
     /// one has a problem nothing more is written, and ``finish(_:)`` reports
     /// every problem at once (the caller's transaction then rolls back).
     mutating func add(_ object: [String: JSONValue], at index: Int, _ db: Database) throws {
+        let row = rows.convert(object, at: index)
+        guard rows.problemCount == 0 else {
+            count = index + 1
+            return
+        }
+        try add(row, at: index, db)
+    }
+
+    /// Writes one converted object: found over the uniqueness constraints, or inserted.
+    private mutating func add(_ row: Row, at index: Int, _ db: Database) throws {
         count = index + 1
         if index % 1000 == 999 {
             try cancellation?.check()
             progress?(index + 1)
         }
-        let row = convert(object, at: index)
-        guard problemCount == 0 else { return }
         var existing: Int64?
         var signatures: [[DatabaseValue]] = []
         for (number, constraint) in constraints.enumerated() {
@@ -141,17 +157,18 @@ struct BatchInsertOperation {
 
     /// Reports the problems found, if any (-32010), else records the transaction.
     mutating func finish(_ db: Database) throws -> (BatchInsert.Result, CommittedTransaction?) {
-        for (name, rowsReferenced) in references {
+        for (name, rowsReferenced) in rows.references {
             guard let destination = schema.entity(named: name) else { continue }
             for row in rowsReferenced.sorted()
             where try
                 !(Bool.fetchOneCached(db, sql: "SELECT 1 FROM \(destination.table) WHERE id = ?", arguments: [row])
                 ?? false)
             {
-                problem(-1, nil, "badReference", "\(name)/\(row) does not exist")
+                rows.problem(-1, nil, "badReference", "\(name)/\(row) does not exist")
             }
         }
-        if problemCount > 0 {
+        if rows.problemCount > 0 {
+            let (problems, problemCount) = (rows.problems, rows.problemCount)
             let first = problems.first?["message"]?.stringValue ?? ""
             throw RPCError(
                 code: .validationFailed,
@@ -167,56 +184,6 @@ struct BatchInsertOperation {
             BatchInsert.Result(
                 inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed
         )
-    }
-
-    private mutating func problem(_ index: Int, _ key: String?, _ code: String, _ message: String) {
-        problemCount += 1
-        guard problems.count < 100 else { return }
-        problems.append([
-            "object": index < 0 ? .null : .string("objects[\(index)]"), "key": key.map { .string($0) } ?? .null,
-            "code": .string(code), "message": .string(message),
-        ])
-    }
-
-    /// Checks and converts one object, noting its problems.
-    private mutating func convert(_ object: [String: JSONValue], at index: Int) -> Row {
-        var row = Row(repeating: nil, count: columns.count)
-        for (key, value) in object {
-            guard let position = positions[key] else {
-                let why =
-                    entity.toMany[key] != nil
-                    ? "to-many relationships cannot be set by batchInsert"
-                    : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
-                problem(index, key, "unknownKey", why)
-                continue
-            }
-            if let attribute = entity.attributes[key] {
-                do {
-                    row[position] = try ValueCoding.databaseValue(value, type: attribute.type)
-                } catch {
-                    problem(
-                        index, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
-                }
-            } else if let relationship = entity.toOne[key] {
-                if value.isNull {
-                    row[position] = .null
-                } else if let text = value.stringValue, let id = ObjectID(text), id.entity == relationship.destination {
-                    row[position] = id.row.databaseValue
-                    references[relationship.destination, default: []].insert(id.row)
-                } else {
-                    problem(
-                        index, key, "badReference",
-                        "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
-                }
-            }
-        }
-        for attribute in entity.description.attributes where !attribute.optional {
-            guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull,
-                defaults[position] == nil
-            else { continue }
-            problem(index, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
-        }
-        return row
     }
 
     /// The existing row whose `constraint` columns hold `values`.
@@ -269,4 +236,102 @@ struct BatchInsertOperation {
             }
         }
     }
+}
+
+/// A batch's objects checked and converted to column values, with every
+/// problem found and the rows they reference: the part of a batch insert that
+/// needs no store, so a batch can do it before it holds the writer (and a
+/// streamed one object by object inside it).
+struct BatchRows: Sendable {
+    /// One object's converted values by column key; `nil` where the object gave none.
+    typealias Row = [DatabaseValue?]
+
+    let entity: EntitySchema
+    /// The converted objects, in order (left empty once a problem was found: nothing will be written).
+    private(set) var rows: [Row] = []
+    /// How many objects were checked.
+    private(set) var count = 0
+    /// Referenced rows by destination entity, checked once against the store at the end.
+    private(set) var references: [String: Set<Int64>] = [:]
+    /// The first hundred problems, as the -32010 error lists them.
+    private(set) var problems: [JSONValue] = []
+    private(set) var problemCount = 0
+
+    private let positions: [String: Int]
+    /// Per column, whether the attribute has a default (a missing required value is then no problem).
+    private let hasDefault: [Bool]
+
+    init(entity: EntitySchema) {
+        self.entity = entity
+        positions = Dictionary(uniqueKeysWithValues: entity.columnKeys.enumerated().map { ($1, $0) })
+        hasDefault = entity.columnKeys.map { key in
+            guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
+                let type = entity.attributes[key]?.type
+            else { return false }
+            return (try? ValueCoding.databaseValue(value, type: type)) != nil
+        }
+    }
+
+    /// Checks and converts every object of a batch.
+    init(entity: EntitySchema, objects: [[String: JSONValue]]) {
+        self.init(entity: entity)
+        rows.reserveCapacity(objects.count)
+        for (index, object) in objects.enumerated() {
+            let row = convert(object, at: index)
+            if problemCount == 0 { rows.append(row) }
+        }
+        if problemCount > 0 { rows = [] }
+        count = objects.count
+    }
+
+    mutating func problem(_ index: Int, _ key: String?, _ code: String, _ message: String) {
+        problemCount += 1
+        guard problems.count < 100 else { return }
+        problems.append([
+            "object": index < 0 ? .null : .string("objects[\(index)]"), "key": key.map { .string($0) } ?? .null,
+            "code": .string(code), "message": .string(message),
+        ])
+    }
+
+    /// Checks and converts one object, noting its problems.
+    mutating func convert(_ object: [String: JSONValue], at index: Int) -> Row {
+        var row = Row(repeating: nil, count: positions.count)
+        for (key, value) in object {
+            guard let position = positions[key] else {
+                let why =
+                    entity.toMany[key] != nil
+                    ? "to-many relationships cannot be set by batchInsert"
+                    : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
+                problem(index, key, "unknownKey", why)
+                continue
+            }
+            if let attribute = entity.attributes[key] {
+                do {
+                    row[position] = try ValueCoding.databaseValue(value, type: attribute.type)
+                } catch {
+                    problem(
+                        index, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
+                }
+            } else if let relationship = entity.toOne[key] {
+                if value.isNull {
+                    row[position] = .null
+                } else if let text = value.stringValue, let id = ObjectID(text), id.entity == relationship.destination {
+                    row[position] = id.row.databaseValue
+                    references[relationship.destination, default: []].insert(id.row)
+                } else {
+                    problem(
+                        index, key, "badReference",
+                        "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
+                }
+            }
+        }
+        for attribute in entity.description.attributes where !attribute.optional {
+            guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull,
+                !hasDefault[position]
+            else { continue }
+            problem(index, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
+        }
+        return row
+    }
+
 }

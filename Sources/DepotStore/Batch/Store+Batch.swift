@@ -17,6 +17,31 @@ extension Store {
         }
     }
 
+    /// Checks and converts a batch's objects against the current model,
+    /// without the store: what a batch can do before it holds the writer, so
+    /// that a save queued behind it waits only for its inserts.
+    public func prepareBatchInsert(_ params: BatchInsert.Parameters) throws(RPCError) -> PreparedBatchInsert {
+        let schema = schema
+        let entity = try schema.entity(params.entity, field: "params.entity")
+        return PreparedBatchInsert(
+            params: params, schemaVersion: schema.version, rows: BatchRows(entity: entity, objects: params.objects))
+    }
+
+    /// `store/batchInsert` of a batch checked and converted beforehand (``prepareBatchInsert(_:)``):
+    /// the same result and errors as ``batchInsert(_:cancellation:progress:)``. If the model changed
+    /// since, the objects are converted again, in the write.
+    public func batchInsert(
+        _ prepared: PreparedBatchInsert, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil
+    ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
+        try reportingWrite { db in
+            var operation = try batchInsertOperation(prepared.params, cancellation: cancellation, progress: progress)
+            guard operation.schema.version == prepared.schemaVersion else {
+                return try operation.run(db, objects: prepared.params.objects)
+            }
+            return try operation.run(db, converted: prepared.rows)
+        }
+    }
+
     /// A batch insert as `params` (its `objects` aside) asks for it.
     private func batchInsertOperation(
         _ params: BatchInsert.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?
@@ -119,4 +144,13 @@ extension Store {
             return try operation.run(db, params: params)
         }
     }
+}
+
+/// A `store/batchInsert` whose objects were checked and converted before it
+/// reached the writer (``Store/prepareBatchInsert(_:)``).
+public struct PreparedBatchInsert: Sendable {
+    /// The request.
+    public let params: BatchInsert.Parameters
+    let schemaVersion: Int64
+    let rows: BatchRows
 }
