@@ -6,38 +6,59 @@ extension DepotService {
         handlers.register(
             BatchInsert.self, .write,
             { (params, context) throws(RPCError) in
-                try batchInsert(params, count: params.objects.count, context: context) { progress throws(RPCError) in
+                try refuseWriteScoped(BatchInsert.name, entity: params.entity, context: context)
+                return try batchInsert(params, count: params.objects.count, context: context) {
+                    progress throws(RPCError) in
                     try context.store.batchInsert(params, cancellation: context.cancellation, progress: progress)
                 }
             },
             raw: { (raw, context) throws(RPCError) in
                 // A large request: the objects are read one at a time from the message's bytes.
                 let params = try BatchInsert.StreamedParameters(bytes: raw.bytes, range: raw.range)
+                try refuseWriteScoped(BatchInsert.name, entity: params.header.entity, context: context)
                 return try batchInsert(params.header, count: params.count, context: context) {
                     progress throws(RPCError) in
                     try context.store.batchInsert(params, cancellation: context.cancellation, progress: progress)
                 }
             })
         handlers.register(BatchUpdate.self, .write) { (params, context) throws(RPCError) in
+            let scope = try batchScope(params.entity, params.predicate, params.arguments, context: context)
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Updating \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
                 let (result, _) = try context.store.batchUpdate(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
-                    progress: progressCallback)
+                    progress: progressCallback, readScope: scope.read, writeScope: scope.write)
                 return (result, Int64(result.count))
             }
         }
         handlers.register(BatchDelete.self, .write) { (params, context) throws(RPCError) in
+            let scope = try batchScope(params.entity, params.predicate, params.arguments, context: context)
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Deleting \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
                 let (result, _) = try context.store.batchDelete(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
-                    progress: progressCallback)
+                    progress: progressCallback, readScope: scope.read, writeScope: scope.write)
                 return (result, Int64(result.count))
             }
         }
+    }
+
+    /// A batch update or delete's scopes: the key's read scope of `entity` and
+    /// its write scope, after refusing predicate key paths into scoped entities.
+    private static func batchScope(
+        _ entity: String, _ predicate: String?, _ arguments: JSONValue?, context: RequestContext
+    ) throws(RPCError) -> (read: PredicateNode?, write: WriteScope?) {
+        guard let scopeGuard = context.scopeGuard, let key = context.key else { return (nil, nil) }
+        let request = try scopeGuard.read(
+            FetchRequest(entity: entity, predicate: predicate, arguments: arguments), field: "params")
+        return (request.scope, key.scope?.writeScope(keyName: key.name))
+    }
+
+    /// Refuses a batch insert by a key with a write rule on `entity`: its rows are not checked against it yet.
+    private static func refuseWriteScoped(_ method: String, entity: String, context: RequestContext) throws(RPCError) {
+        if let key = context.key, key.scope?.write(entity) != nil { throw ScopeGuard.unsupported(method, key: key) }
     }
 
     /// Runs a batch insert of `count` objects with progress.
