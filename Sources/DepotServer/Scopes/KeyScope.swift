@@ -70,15 +70,11 @@ public struct KeyScope: Sendable, Hashable {
     /// Whether the key can see no object of `entity` at all (left out of `model/get`).
     public func hides(_ entity: String) -> Bool { read(entity) == .constant(false) }
 
-    /// Checks every rule against `schema` (entity names and key paths), naming the rule that fails.
+    /// Checks the rules of the entities `schema` has (their key paths and types), naming the rule that fails.
     func validate(against schema: Schema) throws(ConfigurationError) {
         for (name, rules) in entities.sorted(by: { $0.key < $1.key }) {
-            guard let entity = schema.entity(named: name) else {
-                throw ConfigurationError(
-                    description:
-                        "role '\(role)': the model has no entity '\(name)' (it has \(schema.entities.map(\.name).joined(separator: ", ")))"
-                )
-            }
+            // An entity the model does not have yet (defined later with model/define) is checked when used.
+            guard let entity = schema.entity(named: name) else { continue }
             for (which, node, text) in [("read", rules.read, rules.readText), ("write", rules.write, rules.writeText)] {
                 guard let node else { continue }
                 do {

@@ -46,7 +46,7 @@ struct ScopeGuard: Sendable {
         for (entity, members) in byEntity {
             var request = FetchRequest(entity: entity, resultType: .ids)
             let named = PredicateNode.comparison(
-                Comparison(lhs: .keyPath(["SELF"]), op: .in, rhs: .value(.array(members.map { .string($0) }))))
+                Comparison(lhs: .keyPath(["SELF"]), op: .in, rhs: .list(members.map { .value(.string($0)) })))
             request.scope = scope.read(entity).map { .and([$0, named]) }
             for id in try store.fetch(request).ids ?? [] { visible.insert(id) }
         }
