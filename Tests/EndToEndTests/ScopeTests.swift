@@ -199,8 +199,22 @@ final class ScopeTests: XCTestCase {
             StoreFetch.self, FetchRequest(entity: "Note", predicate: "rank == 7", sort: [SortDescriptor(key: "title")])
         ).objects?.compactMap { $0["title"]?.stringValue }
         XCTAssertEqual(ranks, ["a1", "a2"])
+        let batch = await assertServerError(.forbidden) {
+            try await alice.call(
+                BatchInsert.self,
+                .init(
+                    entity: "Note",
+                    objects: [
+                        ["title": "z", "owner": "alice", "team": "red"],
+                        ["title": "z2", "owner": "bob", "team": "red"],
+                    ]))
+        }
+        XCTAssertEqual(batch?.data?["rule"], "owner == $keyName")
         await assertServerError(.forbidden) {
-            try await alice.call(BatchInsert.self, .init(entity: "Note", objects: [["title": "z", "owner": "alice"]]))
+            // Find-or-create landing on bob's note.
+            try await alice.call(
+                BatchInsert.self,
+                .init(entity: "Note", objects: [["title": "b1", "owner": "alice", "team": "red"]], onConflict: .update))
         }
         let deleted = try await alice.call(BatchDelete.self, .init(entity: "Note", predicate: nil))
         XCTAssertEqual(deleted.count, 2)
@@ -210,6 +224,10 @@ final class ScopeTests: XCTestCase {
         _ = try await alice.call(StoreSave.self, .init(inserted: [note("a3", owner: "alice")]))
         let value8 = try await titles(alice)
         XCTAssertEqual(value8, ["a3", "b2"])
+        _ = try await alice.call(
+            BatchInsert.self, .init(entity: "Note", objects: [["title": "a4", "owner": "alice", "team": "blue"]]))
+        let afterBatch = try await titles(alice)
+        XCTAssertEqual(afterBatch, ["a3", "a4", "b2"])
         // Attributes bind too: carol (team red) sees the red notes.
         let carol = try await connect("carol")
         defer { carol.abort() }

@@ -6,19 +6,20 @@ extension DepotService {
         handlers.register(
             BatchInsert.self, .write,
             { (params, context) throws(RPCError) in
-                try refuseWriteScoped(BatchInsert.name, entity: params.entity, context: context)
-                return try batchInsert(params, count: params.objects.count, context: context) {
-                    progress throws(RPCError) in
-                    try context.store.batchInsert(params, cancellation: context.cancellation, progress: progress)
+                try batchInsert(params, count: params.objects.count, context: context) { progress throws(RPCError) in
+                    try context.store.batchInsert(
+                        params, cancellation: context.cancellation, progress: progress,
+                        writeScope: writeScope(context))
                 }
             },
             raw: { (raw, context) throws(RPCError) in
                 // A large request: the objects are read one at a time from the message's bytes.
                 let params = try BatchInsert.StreamedParameters(bytes: raw.bytes, range: raw.range)
-                try refuseWriteScoped(BatchInsert.name, entity: params.header.entity, context: context)
                 return try batchInsert(params.header, count: params.count, context: context) {
                     progress throws(RPCError) in
-                    try context.store.batchInsert(params, cancellation: context.cancellation, progress: progress)
+                    try context.store.batchInsert(
+                        params, cancellation: context.cancellation, progress: progress,
+                        writeScope: writeScope(context))
                 }
             })
         handlers.register(BatchUpdate.self, .write) { (params, context) throws(RPCError) in
@@ -56,9 +57,9 @@ extension DepotService {
         return (request.scope, key.scope?.writeScope(keyName: key.name))
     }
 
-    /// Refuses a batch insert by a key with a write rule on `entity`: its rows are not checked against it yet.
-    private static func refuseWriteScoped(_ method: String, entity: String, context: RequestContext) throws(RPCError) {
-        if let key = context.key, key.scope?.write(entity) != nil { throw ScopeGuard.unsupported(method, key: key) }
+    /// The requesting key's write scope, `nil` when it has none.
+    private static func writeScope(_ context: RequestContext) -> WriteScope? {
+        context.key.flatMap { key in key.scope?.writeScope(keyName: key.name) }
     }
 
     /// Runs a batch insert of `count` objects with progress.

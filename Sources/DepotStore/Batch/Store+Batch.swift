@@ -7,12 +7,15 @@ extension Store {
     /// - Parameters:
     ///   - cancellation: checked every 1,000 objects; a cancelled batch commits nothing (-32800).
     ///   - progress: told how many objects were processed, every 1,000 and at the end.
+    ///   - writeScope: the requesting key's write scope: an object outside it is -32018 and nothing commits.
     public func batchInsert(
-        _ params: BatchInsert.Parameters, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil
+        _ params: BatchInsert.Parameters, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil,
+        writeScope: WriteScope? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             // Built in the write: a replica may have applied a model change at its start.
             var operation = try batchInsertOperation(params, cancellation: cancellation, progress: progress)
+            operation.writeScope = writeScope
             return try operation.run(db, objects: params.objects)
         }
     }
@@ -36,10 +39,11 @@ extension Store {
     /// its bytes, so that memory follows one object, not the batch.
     public func batchInsert(
         _ params: BatchInsert.StreamedParameters, cancellation: Cancellation? = nil,
-        progress: ((Int) -> Void)? = nil
+        progress: ((Int) -> Void)? = nil, writeScope: WriteScope? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
+            operation.writeScope = writeScope
             do {
                 try params.forEachObject { index, value in
                     guard case .object(let object) = value else {

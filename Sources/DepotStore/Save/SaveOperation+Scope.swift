@@ -50,12 +50,17 @@ public struct WriteScope: Sendable {
             guard let rule = rules[name], let entity = schema.entity(named: name) else { continue }
             let condition = try PredicateCompilation.compile(node: rule.predicate, entity: entity, schema: schema)
                 .fragment
-            // Rows are integers the save resolved, not client text.
-            let list = Set(rows).map(String.init).joined(separator: ",")
-            let sql = "SELECT t0.id FROM \(entity.table) AS t0 WHERE t0.id IN (\(list)) AND (\(condition.sql))"
-            let matching = Set(try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(condition.arguments)))
-            if let outside = rows.first(where: { !matching.contains($0) }) {
-                throw violation(ObjectID(entity: name, row: outside), rule: rule, when: when)
+            // Rows are integers the save resolved, not client text; a big batch is checked in chunks.
+            let unique = Array(Set(rows)).sorted()
+            for start in stride(from: 0, to: unique.count, by: 5000) {
+                let chunk = unique[start..<min(start + 5000, unique.count)]
+                let list = chunk.map(String.init).joined(separator: ",")
+                let sql = "SELECT t0.id FROM \(entity.table) AS t0 WHERE t0.id IN (\(list)) AND (\(condition.sql))"
+                let matching = Set(
+                    try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(condition.arguments)))
+                if let outside = chunk.first(where: { !matching.contains($0) }) {
+                    throw violation(ObjectID(entity: name, row: outside), rule: rule, when: when)
+                }
             }
         }
     }
