@@ -156,6 +156,11 @@ final class ScopeTests: XCTestCase {
         await assertServerError(.forbidden) {
             try await alice.call(StoreFetch.self, FetchRequest(entity: "Folder", predicate: "notes.@count > 0"))
         }
+        await assertServerError(.forbidden) {
+            try await alice.call(
+                StoreFetch.self,
+                FetchRequest(entity: "Folder", predicate: "SUBQUERY(notes, $n, $n.title == 'b1').@count > 0"))
+        }
         let value5 = try await alice.call(StoreFetch.self, FetchRequest(entity: "Secret")).objects
         XCTAssertEqual(value5, [])
         await assertServerError(.forbidden) { try await alice.call(StoreObserve.self, .init()) }

@@ -97,9 +97,10 @@ struct ScopeGuard: Sendable {
         switch expression {
         case .value: return
         case .keyPath(let path):
-            // A SUBQUERY's `$variable` paths start in its collection, checked with the collection.
-            guard let first = path.first, !first.hasPrefix("$") else { return }
-            try check(path: path, entity: entity, field: field)
+            // Inside a SUBQUERY (checked with `entity` its collection's destination), a
+            // `$variable` path starts at the collection's object.
+            guard let first = path.first else { return }
+            try check(path: first.hasPrefix("$") ? Array(path.dropFirst()) : path, entity: entity, field: field)
         case .list(let elements):
             for element in elements { try check(element, entity: entity, field: field) }
         case .aggregate(_, let collection, let key):
