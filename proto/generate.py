@@ -173,7 +173,10 @@ ERROR_DATA: Dict[int, Dict[str, Any]] = {
     -32014: obj({"position": NONNEG, "expected": {"type": ["string", "array"]}}, closed=False),
     -32015: obj({"id": ref("ObjectId"), "relationship": STRING, "objects": {"type": "array"}}, closed=False),
     -32016: obj({"change": STRING}, closed=False),
-    -32018: obj({"method": STRING}, {"role": STRING, "required": STRING, "key": STRING}, closed=False),
+    # A method the role may not call names the method; a row-level scope refusal
+    # (DESIGN.md §2) names the entity and the object and rule (a write) or the field (a key path).
+    -32018: obj({}, {"method": STRING, "role": STRING, "required": STRING, "key": STRING, "entity": STRING,
+                     "object": ref("ObjectId"), "rule": STRING, "field": STRING}, closed=False),
 }
 for code, schema in ERROR_DATA.items():
     SCHEMAS[f"ErrorData{-code}"] = schema
@@ -195,7 +198,8 @@ ERRORS = {
     -32015: "Delete denied by a deny rule.",
     -32016: "Migration refused: more than a lightweight migration.",
     -32017: "Overloaded: a limit of the daemon (sessions, subscriptions or requests in flight per session) is reached.",
-    -32018: "Forbidden: the client key's role does not allow the method (or the key was revoked).",
+    -32018: "Forbidden: the client key's role does not allow the method (or the key was revoked), or its row-level "
+            "scope does not allow the write, the key path or the method (data names the entity, object and rule).",
 }
 #: Errors any request may get.
 COMMON_ERRORS = [-32600, -32601, -32602, -32603, -32002, -32802, -32017, -32018]
@@ -329,7 +333,10 @@ METHODS = [
                 "sessions": {"type": "array", "items": obj(
                     {"id": STRING, "subscriptions": NONNEG, "observers": NONNEG, "inFlight": NONNEG,
                      "outboundBacklog": NONNEG, "idleSeconds": NUMBER},
-                    {"client": nullable(ref("ImplementationInfo")), "key": nullable(STRING)})},
+                    {"client": nullable(ref("ImplementationInfo")), "key": nullable(STRING),
+                     "role": nullable(STRING),
+                     "scope": nullable({"type": "object", "additionalProperties": obj(
+                         {}, {"read": STRING, "write": STRING})})})},
                 "subscriptions": {"type": "array", "items": obj(
                     {"request": {"type": "object"}, "rows": NONNEG, "sections": NONNEG,
                      "transaction": ref("Transaction"), "subscriptionIds": {"type": "array", "items": STRING},
@@ -372,7 +379,9 @@ NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
                                                         "(one transaction changed more than 10,000 objects), error "
                                                         "(the daemon could not follow a transaction; the set was "
                                                         "rebuilt, or dropped when that failed too): resync with "
-                                                        "results/snapshot"}})},
+                                                        "results/snapshot; scope (SIGHUP changed the key's "
+                                                        "row-level scope; the subscription ended): subscribe "
+                                                        "again"}})},
 }
 
 

@@ -73,7 +73,11 @@ public final class DepotServer: Sendable {
             } catch {
                 throw ConfigurationError(description: "the CURVE secret key is not a Z85 secret key: \(error)")
             }
-            let ring = KeyRing(try AuthorizedKeys(contentsOf: keysFile))
+            let policy = try configuration.policyFile.map { (path) throws(ConfigurationError) in
+                try AccessPolicy(contentsOf: path)
+            }
+            let ring = KeyRing(
+                try AuthorizedKeys(contentsOf: keysFile, policy: policy ?? AccessPolicy(), schema: store.schema))
             security = TransportSecurity(secretKey: secretKey, keys: ring)
             logger.info("CURVE on tcp endpoints: \(ring.count) authorized key(s) from \(keysFile)")
         }
@@ -124,9 +128,10 @@ public final class DepotServer: Sendable {
         logger.info("stopped")
     }
 
-    /// Re-reads the authorized-keys file (SIGHUP) and closes at once every
-    /// session whose key is no longer listed; a file that does not parse leaves
-    /// the keys in force unchanged.
+    /// Re-reads the authorized-keys file and the policy (SIGHUP), closes at once
+    /// every session whose key is no longer listed, and re-scopes the sessions
+    /// of keys whose scope changed (their subscriptions are invalidated, reason
+    /// `scope`); a file that does not parse leaves the keys and policy in force unchanged.
     ///
     /// - Returns: how many sessions were closed.
     @discardableResult
@@ -134,11 +139,15 @@ public final class DepotServer: Sendable {
         guard let keys = service.keys, let path = configuration.authorizedKeysFile else {
             throw ConfigurationError(description: "no --authorized-keys file to reload")
         }
-        let fresh = try AuthorizedKeys(contentsOf: path)
-        let removed = keys.replace(with: fresh)
+        let policy = try configuration.policyFile.map { (path) throws(ConfigurationError) in
+            try AccessPolicy(contentsOf: path)
+        }
+        let fresh = try AuthorizedKeys(contentsOf: path, policy: policy ?? AccessPolicy(), schema: store.schema)
+        let (removed, rescoped) = keys.replace(with: fresh)
         let closed = service.closeSessions(ofKeys: removed, reason: "its key was removed from \(path)")
+        let invalidated = service.rescope(keys: rescoped)
         logger.notice(
-            "reloaded \(path): \(fresh.keys.count) key(s), \(removed.count) removed, \(closed) session(s) closed"
+            "reloaded \(path): \(fresh.keys.count) key(s), \(removed.count) removed, \(closed) session(s) closed, \(rescoped.count) key(s) re-scoped, \(invalidated) subscription(s) invalidated"
         )
         return closed
     }

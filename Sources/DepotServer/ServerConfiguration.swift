@@ -28,6 +28,9 @@ public struct ServerConfiguration: Sendable {
     /// The authorized-keys file: `<Z85 public key> <role> [name]` per line, `#` comments.
     /// Re-read by ``DepotServer/reloadAuthorizedKeys()`` (SIGHUP).
     public var authorizedKeysFile: String?
+    /// The policy file (DESIGN.md §2, Row-level scopes): roles with per-entity read
+    /// and write predicates that authorized-key lines may name. Re-read on SIGHUP.
+    public var policyFile: String?
     /// The most sessions open at once; `initialize` beyond it is -32017.
     public var maxSessions = 1024
     /// The most live subscriptions one session may hold; `results/subscribe` beyond it is -32017.
@@ -82,6 +85,11 @@ extension ServerConfiguration {
     ///
     /// A `tcp://` bind must be on loopback unless CURVE keys are configured.
     public func validate() throws(ConfigurationError) {
+        if policyFile != nil && authorizedKeysFile == nil {
+            throw ConfigurationError(
+                description:
+                    "--policy needs --authorized-keys: scopes belong to keys (the ipc:// endpoint is unscoped)")
+        }
         guard (curveSecretKey == nil) == (authorizedKeysFile == nil) else {
             throw ConfigurationError(
                 description:

@@ -38,6 +38,12 @@ struct Depotd: ParsableCommand {
     )
     var authorizedKeys: String?
 
+    @Option(
+        help:
+            "Row-level scopes: a JSON file of roles with per-entity read and write predicates ($keyName, $<attr> from the key's line). Re-read on SIGHUP."
+    )
+    var policy: String?
+
     @Option(help: "A model file ({\"entities\": [...]}) to define at start-up.")
     var model: String?
 
@@ -134,6 +140,7 @@ struct Depotd: ParsableCommand {
             }
         }
         configuration.authorizedKeysFile = authorizedKeys
+        configuration.policyFile = policy
         configuration.maxSessions = maxSessions
         configuration.maxSubscriptionsPerSession = maxSubscriptionsPerSession
         configuration.maxInFlightPerSession = maxInFlightPerSession
@@ -216,8 +223,8 @@ struct Depotd: ParsableCommand {
     }
 
     /// Serves signals on the calling (main) thread, forever: SIGTERM and SIGINT
-    /// stop the server and exit 0; SIGHUP re-reads the authorized keys (a bad
-    /// file is logged and the keys in force stay).
+    /// stop the server and exit 0; SIGHUP re-reads the authorized keys and the
+    /// policy (a bad file is logged and the keys and policy in force stay).
     static func serveSignals(_ server: DepotServer, logger: Logger) -> Never {
         var set = handledSignals
         while true {
@@ -227,7 +234,7 @@ struct Depotd: ParsableCommand {
                 do {
                     try server.reloadAuthorizedKeys()
                 } catch {
-                    logger.error("SIGHUP: \(error.description); the keys in force are unchanged")
+                    logger.error("SIGHUP: \(error.description); the keys and policy in force are unchanged")
                 }
                 continue
             }

@@ -16,6 +16,7 @@ enum BenchmarkRegistry {
         SubscriptionCostBenchmark.self,
         FanOutBenchmark.self,
         CurveBenchmark.self,
+        ScopeCostBenchmark.self,
         ClusterBenchmark.self,
     ]
 

@@ -67,6 +67,10 @@ public enum ServerStats: Method {
         public var client: ImplementationInfo?
         /// The name of the CURVE key it authenticated with (`nil` on unauthenticated endpoints).
         public var key: String?
+        /// The key's role as its line names it (a plain role or a policy role), `nil` without a key.
+        public var role: String?
+        /// The key's row-level scope: the policy's rule texts by entity, `nil` when unscoped (DESIGN.md §2).
+        public var scope: JSONValue?
         /// How many fetched-results subscriptions it holds.
         public var subscriptions: Int
         /// How many `store/observe` registrations it holds.

@@ -19,6 +19,22 @@ struct RequestContext: Sendable {
     /// The store.
     var store: Store { service.store }
 
+    /// The key's row-level scope applied to its requests, `nil` when it has none (DESIGN.md §2).
+    var scopeGuard: ScopeGuard? {
+        guard let key, let scope = key.scope else { return nil }
+        return ScopeGuard(scope: scope, keyName: key.name, schema: store.schema)
+    }
+
+    /// `request` narrowed to the key's read scope (unchanged for an unscoped key).
+    func scoped(_ request: FetchRequest, field: String) throws(RPCError) -> FetchRequest {
+        try scopeGuard?.read(request, field: field) ?? request
+    }
+
+    /// Refuses `method` for a key with a scope: a path that scopes do not cover yet.
+    func refuseScoped(_ method: String) throws(RPCError) {
+        if let key, key.scope != nil { throw ScopeGuard.unsupported(method, key: key) }
+    }
+
     /// Sends a notification to this request's session.
     func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters) {
         service.notify(method, params, to: routingID)

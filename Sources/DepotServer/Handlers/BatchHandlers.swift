@@ -11,7 +11,9 @@ extension DepotService {
             write: { (prepared, context) throws(RPCError) in
                 try batchInsert(prepared.params, count: prepared.params.objects.count, context: context) {
                     progress throws(RPCError) in
-                    try context.store.batchInsert(prepared, cancellation: context.cancellation, progress: progress)
+                    try context.store.batchInsert(
+                        prepared, cancellation: context.cancellation, progress: progress,
+                        writeScope: writeScope(context))
                 }
             },
             raw: { (raw, context) throws(RPCError) in
@@ -19,29 +21,49 @@ extension DepotService {
                 let params = try BatchInsert.StreamedParameters(bytes: raw.bytes, range: raw.range)
                 return try batchInsert(params.header, count: params.count, context: context) {
                     progress throws(RPCError) in
-                    try context.store.batchInsert(params, cancellation: context.cancellation, progress: progress)
+                    try context.store.batchInsert(
+                        params, cancellation: context.cancellation, progress: progress,
+                        writeScope: writeScope(context))
                 }
             })
         handlers.register(BatchUpdate.self, .write) { (params, context) throws(RPCError) in
+            let scope = try batchScope(params.entity, params.predicate, params.arguments, context: context)
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Updating \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
                 let (result, _) = try context.store.batchUpdate(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
-                    progress: progressCallback)
+                    progress: progressCallback, readScope: scope.read, writeScope: scope.write)
                 return (result, Int64(result.count))
             }
         }
         handlers.register(BatchDelete.self, .write) { (params, context) throws(RPCError) in
+            let scope = try batchScope(params.entity, params.predicate, params.arguments, context: context)
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Deleting \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
                 let (result, _) = try context.store.batchDelete(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
-                    progress: progressCallback)
+                    progress: progressCallback, readScope: scope.read, writeScope: scope.write)
                 return (result, Int64(result.count))
             }
         }
+    }
+
+    /// A batch update or delete's scopes: the key's read scope of `entity` and
+    /// its write scope, after refusing predicate key paths into scoped entities.
+    private static func batchScope(
+        _ entity: String, _ predicate: String?, _ arguments: JSONValue?, context: RequestContext
+    ) throws(RPCError) -> (read: PredicateNode?, write: WriteScope?) {
+        guard let scopeGuard = context.scopeGuard, let key = context.key else { return (nil, nil) }
+        let request = try scopeGuard.read(
+            FetchRequest(entity: entity, predicate: predicate, arguments: arguments), field: "params")
+        return (request.scope, key.scope?.writeScope(keyName: key.name))
+    }
+
+    /// The requesting key's write scope, `nil` when it has none.
+    private static func writeScope(_ context: RequestContext) -> WriteScope? {
+        context.key.flatMap { key in key.scope?.writeScope(keyName: key.name) }
     }
 
     /// Runs a batch insert of `count` objects with progress.

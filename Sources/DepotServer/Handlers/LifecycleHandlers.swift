@@ -40,7 +40,12 @@ extension DepotService {
     }
 
     static func registerModelHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.register(ModelGet.self, .inline) { _, context in context.store.model() }
+        handlers.register(ModelGet.self, .inline) { _, context in
+            var model = context.store.model()
+            // An entity whose read scope is FALSEPREDICATE does not exist for the key.
+            if let scope = context.key?.scope { model.entities.removeAll { scope.hides($0.name) } }
+            return model
+        }
         handlers.register(ModelDefine.self, .write) { (params, context) throws(RPCError) in
             try context.store.defineModel(params.entities, removing: params.remove ?? [])
         }

@@ -4,6 +4,9 @@ extension DepotService {
     static func registerResultsHandlers(_ handlers: inout HandlerRegistry) {
         handlers.registerOrdered(ResultsSubscribe.self, waitsForCommits: true) {
             (params, context, reply) throws(RPCError) in
+            // The effective request (request AND scope) decides membership and sharing.
+            var params = params
+            params.request = try context.scoped(params.request, field: "params.request")
             try context.service.results.subscribe(params, context: context, reply: reply)
         }
         handlers.registerOrdered(ResultsObjects.self, waitsForCommits: true) {

@@ -19,11 +19,17 @@ extension DepotService {
         }
         let sessionFigures = sessions.all
             .map { session in
-                ServerStats.Session(
-                    id: session.id, client: session.clientInfo, key: nil,
+                var figures = ServerStats.Session(
+                    id: session.id, client: session.clientInfo, key: session.keyName,
                     subscriptions: subscriptionsBySession[session.routingID] ?? 0, observers: session.observers.count,
                     inFlight: session.inFlight.count, outboundBacklog: outboundBacklog(of: session.routingID),
                     idleSeconds: Self.seconds(now - session.lastSeen))
+                // The key as the key file says now (SIGHUP may have re-scoped it).
+                if let key = session.keyID.flatMap({ keys?.key($0) }) {
+                    figures.role = key.roleName
+                    figures.scope = key.scope?.summary
+                }
+                return figures
             }
             .sorted { ($0.client?.name ?? "", $0.id) < ($1.client?.name ?? "", $1.id) }
         let shared = sets.map { set in

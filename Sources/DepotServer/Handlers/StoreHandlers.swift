@@ -4,20 +4,30 @@ import DepotStore
 extension DepotService {
     static func registerStoreHandlers(_ handlers: inout HandlerRegistry) {
         handlers.registerRaw(StoreFetch.self, .read) { (request, context) throws(RPCError) in
-            try fetch(request, context: context)
+            try fetch(context.scoped(request, field: "params"), context: context)
         }
         handlers.register(StoreCount.self, .read) { (request, context) throws(RPCError) in
-            StoreCount.Result(count: try context.store.count(request))
+            StoreCount.Result(count: try context.store.count(context.scoped(request, field: "params")))
         }
         handlers.register(StoreGet.self, .read) { (params, context) throws(RPCError) in
-            StoreGet.Result(objects: try context.store.objects(ids: params.ids, properties: params.properties))
+            let objects = try context.store.objects(ids: params.ids, properties: params.properties)
+            guard let scopeGuard = context.scopeGuard else { return StoreGet.Result(objects: objects) }
+            // An object outside the read scope does not exist for the key: null, like a missing one.
+            let visible = try scopeGuard.visible(params.ids, store: context.store)
+            return StoreGet.Result(
+                objects: zip(params.ids, objects).map { id, object in visible.contains(id) ? object : .null })
         }
         handlers.register(StoreSave.self, .write) { (params, context) throws(RPCError) in
             // What it commits reaches subscribers through the store's commit stream.
-            try context.store.save(params, in: context.writeGroup).0
+            try context.store.save(
+                params, in: context.writeGroup,
+                writeScope: context.key.flatMap { key in key.scope?.writeScope(keyName: key.name) }
+            ).0
         }
         handlers.allowGroupCommit(StoreSave.self)
         handlers.register(StoreObserve.self, .inline) { (params, context) throws(RPCError) in
+            // store/didSave would name objects outside a scope: not filtered yet.
+            try context.refuseScoped(StoreObserve.name)
             let schema = context.store.schema
             for (index, name) in (params.entities ?? []).enumerated() {
                 _ = try schema.entity(name, field: "params.entities[\(index)]")
@@ -34,6 +44,8 @@ extension DepotService {
             return Null()
         }
         handlers.register(StoreHistory.self, .read) { (params, context) throws(RPCError) in
+            // History entries would name objects outside a scope: not filtered yet.
+            try context.refuseScoped(StoreHistory.name)
             // A replica that joined its cluster from a snapshot has no history before it.
             if let begins = try context.store.historyBegins(), params.since < begins {
                 throw .invalidParams(

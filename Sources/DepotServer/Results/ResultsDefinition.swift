@@ -47,6 +47,8 @@ struct ResultsDefinition: Sendable {
             decoding: JSONWriter.encode([
                 "request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section,
                 "coalesceMs": .int(Int64(coalesceMilliseconds ?? 0)),
+                // Identical effective requests (request AND scope) share one set.
+                "scope": request.scope.map { .string(String(reflecting: $0)) } ?? .null,
             ]),
             as: UTF8.self)
         var dependencies: [ResultSet.Dependency] = []
@@ -65,7 +67,8 @@ struct ResultsDefinition: Sendable {
         }
         // Predicates that cross relationships, as the compiler reports them.
         let compiled = try PredicateCompilation.compile(
-            predicate: request.predicate, arguments: request.arguments, entity: entity, schema: schema)
+            predicate: request.predicate, arguments: request.arguments, scope: request.scope, entity: entity,
+            schema: schema)
         for dependency in compiled.dependencies {
             switch dependency {
             case .toOne(let name, let path): dependencies.append(.path(entity: name, path: path))
@@ -105,12 +108,12 @@ struct InMemoryFollow: Sendable {
         guard dependencies.isEmpty else { return nil }
         let plainKeys = Set(entity.columnKeys).union(["id", "SELF", "self"])
         guard sort.allSatisfy({ plainKeys.contains($0.key) }) else { return nil }
-        if let text = request.predicate {
-            guard let node = try? PredicateParser.parse(text, arguments: request.arguments) else { return nil }
-            predicate = node
-        } else {
-            predicate = nil
-        }
+        // The request's predicate AND the key's scope: a row leaving the scope leaves the set.
+        guard
+            let node = try? PredicateCompilation.combined(
+                predicate: request.predicate, arguments: request.arguments, scope: request.scope)
+        else { return nil }
+        predicate = node
         sortKeys = sort.map(\.key)
         equality = predicate.flatMap { Self.equality(in: $0, entity: entity) }
         var keys = Set<String>()

@@ -327,6 +327,31 @@ final class ResultsEngine: @unchecked Sendable {
         }
     }
 
+    /// Ends the subscriptions of `routingIDs` whose entity `changed` says had its
+    /// scope changed (SIGHUP re-scoped their keys, DESIGN.md §2): each gets
+    /// `results/didInvalidate {reason: "scope"}` and subscribes again to see
+    /// the new scope. Returns how many were ended.
+    func rescope(
+        _ routingIDs: [[UInt8]], changed: @escaping @Sendable ([UInt8], String) -> Bool, context: some ResultsContext
+    ) -> Int {
+        lane.perform { [self] in
+            var ended: [ResultSet] = []
+            var count = 0
+            for routingID in routingIDs {
+                for id in table.ids(of: routingID) {
+                    guard let subscription = table[id], let set = index[subscription.setKey],
+                        changed(routingID, set.plan.entity.name)
+                    else { continue }
+                    if let freed = remove(id) { ended.append(freed) }
+                    context.notify(ResultsDidInvalidate.self, .init(subscription: id, reason: "scope"), to: routingID)
+                    count += 1
+                }
+            }
+            persist(ended, context: context)
+            return count
+        }
+    }
+
     /// Removes a subscription; returns its set when that was the last subscriber.
     private func remove(_ id: String) -> ResultSet? {
         owned()

@@ -180,6 +180,20 @@ public final class DepotService: Sendable {
         for routingID in closing { closeSession(routingID, reason: reason) }
         return closing.count
     }
+
+    /// Re-scopes the sessions of keys whose scope changed (SIGHUP): their
+    /// subscriptions of an entity whose rules changed are ended with
+    /// `results/didInvalidate {reason: "scope"}`; other requests see the new
+    /// scope at once. Returns how many subscriptions were ended.
+    func rescope(keys changed: [String: Set<String>]) -> Int {
+        var ended = 0
+        for (keyID, entities) in changed where !entities.isEmpty {
+            let routingIDs = sessions.routingIDs(ofKeys: [keyID])
+            guard !routingIDs.isEmpty else { continue }
+            ended += results.rescope(routingIDs, changed: { _, entity in entities.contains(entity) }, context: self)
+        }
+        return ended
+    }
 }
 
 extension DepotService {

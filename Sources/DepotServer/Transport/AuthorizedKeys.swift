@@ -1,4 +1,5 @@
 import DepotProtocol
+import DepotStore
 import Foundation
 import Synchronization
 import ZeroMQ
@@ -54,15 +55,29 @@ public struct AuthorizedKey: Sendable, Hashable {
     public var role: Role
     /// A name for logs and `server/stats`; the key's first 8 characters when the line gives none.
     public var name: String
+    /// The role as the line names it: a plain role, or one of the policy's.
+    public var roleName: String = ""
+    /// The line's `attr=value` words, bound as `$attr` in its role's scopes.
+    public var attributes: [String: String] = [:]
+    /// The row-level scope of its policy role (DESIGN.md §2); `nil` when the role has none.
+    public var scope: KeyScope? = nil
 }
 
-/// The authorized-keys file: `<Z85 public key> <role> [name]` per line, `#` comments.
+/// The authorized-keys file: `<Z85 public key> <role> [name] [attr=value ...]` per
+/// line, `#` comments; a role is `read`, `write`, `admin` or one of the policy's roles.
 public struct AuthorizedKeys: Sendable {
     /// The keys, by public key.
     public var keys: [String: AuthorizedKey]
 
     /// Parses the file's text; throws naming the line and what is wrong with it.
-    public init(parsing text: String, source: String) throws(ConfigurationError) {
+    ///
+    /// A key whose role is one of `policy`'s gets that role's base and its
+    /// scope, bound for the key's name and attributes (and checked against
+    /// `schema` when given): a rule that does not parse, or names a variable
+    /// the line does not give, fails the whole file.
+    public init(
+        parsing text: String, source: String, policy: AccessPolicy = AccessPolicy(), schema: Schema? = nil
+    ) throws(ConfigurationError) {
         var keys: [String: AuthorizedKey] = [:]
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             // Z85 keys may contain `#`: a comment is a word that starts with `#` where no key is expected.
@@ -82,26 +97,68 @@ public struct AuthorizedKeys: Sendable {
                 throw ConfigurationError(
                     description: "\(place): '\(words[0])' is not a Z85 public key (40 characters, as in NAME.pub)")
             }
-            guard let role = Role(rawValue: words[1]) else {
+            let scoped = policy.roles[words[1]]
+            guard let role = scoped?.base ?? Role(rawValue: words[1]) else {
+                let policyRoles = policy.roles.keys.sorted()
                 throw ConfigurationError(
-                    description: "\(place): role '\(words[1])' is not one of read, write, admin")
+                    description:
+                        "\(place): role '\(words[1])' is not one of read, write, admin\(policyRoles.isEmpty ? "" : " or the policy's \(policyRoles.joined(separator: ", "))")"
+                )
             }
             guard keys[words[0]] == nil else {
                 throw ConfigurationError(description: "\(place): the key \(words[0]) is listed twice")
             }
-            let name = words.count > 2 ? words[2...].joined(separator: " ") : String(words[0].prefix(8))
-            keys[words[0]] = AuthorizedKey(publicKey: words[0], role: role, name: name)
+            // The name is the words before the first attr=value (a name may have spaces).
+            let rest = words.dropFirst(2)
+            let nameWords = rest.prefix { !$0.contains("=") }
+            var attributes: [String: String] = [:]
+            for word in rest.dropFirst(nameWords.count) {
+                let parts = word.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let attribute = String(parts[0])
+                guard parts.count == 2, Self.isAttributeName(attribute), attribute != "keyName" else {
+                    throw ConfigurationError(
+                        description:
+                            "\(place): '\(word)' is not attr=value (attr a letter then letters, digits or _, not keyName)"
+                    )
+                }
+                guard attributes[attribute] == nil else {
+                    throw ConfigurationError(description: "\(place): the attribute '\(attribute)' is given twice")
+                }
+                attributes[attribute] = String(parts[1])
+            }
+            let name = nameWords.isEmpty ? String(words[0].prefix(8)) : nameWords.joined(separator: " ")
+            var key = AuthorizedKey(publicKey: words[0], role: role, name: name)
+            key.roleName = words[1]
+            key.attributes = attributes
+            if let scoped {
+                do {
+                    let scope = try KeyScope(role: words[1], rules: scoped, keyName: name, attributes: attributes)
+                    try schema.map { (schema) throws(ConfigurationError) in try scope.validate(against: schema) }
+                    key.scope = scope
+                } catch {
+                    throw ConfigurationError(description: "\(place): \(error.description)")
+                }
+            }
+            keys[words[0]] = key
         }
         self.keys = keys
     }
 
-    /// Reads and parses `path`.
-    public init(contentsOf path: String) throws(ConfigurationError) {
+    /// Whether `name` can be a `$variable`: a letter, then letters, digits or `_`.
+    static func isAttributeName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, first.properties.isAlphabetic || first == "_" else { return false }
+        return name.unicodeScalars.allSatisfy { $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_" }
+    }
+
+    /// Reads and parses `path`, resolving its roles with `policy` (see ``init(parsing:source:policy:schema:)``).
+    public init(contentsOf path: String, policy: AccessPolicy = AccessPolicy(), schema: Schema? = nil)
+        throws(ConfigurationError)
+    {
         guard let data = FileManager.default.contents(atPath: path) else {
             let reason = access(path, R_OK) == 0 ? "not a readable file" : String(cString: strerror(errno))
             throw ConfigurationError(description: "cannot read the authorized keys file \(path): \(reason)")
         }
-        try self.init(parsing: String(decoding: data, as: UTF8.self), source: path)
+        try self.init(parsing: String(decoding: data, as: UTF8.self), source: path, policy: policy, schema: schema)
     }
 }
 
@@ -134,12 +191,20 @@ final class KeyRing: Sendable {
     /// The key, if it is authorized now.
     func key(_ publicKey: String) -> AuthorizedKey? { current.withLock { $0.keys[publicKey] } }
 
-    /// Replaces the keys; returns the public keys that were removed.
-    func replace(with keys: AuthorizedKeys) -> Set<String> {
+    /// Replaces the keys; returns the public keys that were removed, and for
+    /// each key kept whose scope changed, the entities whose rules changed.
+    func replace(with keys: AuthorizedKeys) -> (removed: Set<String>, rescoped: [String: Set<String>]) {
         current.withLock { old in
             let removed = Set(old.keys.keys).subtracting(keys.keys.keys)
+            var rescoped: [String: Set<String>] = [:]
+            for (id, key) in keys.keys {
+                guard let previous = old.keys[id], previous.scope != key.scope else { continue }
+                let before = previous.scope?.entities ?? [:]
+                let after = key.scope?.entities ?? [:]
+                rescoped[id] = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }
+            }
             old = keys
-            return removed
+            return (removed, rescoped)
         }
     }
 

@@ -20,6 +20,9 @@ struct BatchInsertOperation {
     var cancellation: Cancellation?
     var progress: ((Int) -> Void)?
     var retention: HistoryRetention = .forever
+    /// The requesting key's write scope: an object merged into must be in it
+    /// before, and every object written must be in it after (checked at the end).
+    var writeScope: WriteScope?
 
     private typealias Row = BatchRows.Row
 
@@ -39,6 +42,8 @@ struct BatchInsertOperation {
     private var written: [[DatabaseValue]: Int64] = [:]
     /// The objects checked and converted so far, their problems and the rows they reference.
     private var rows: BatchRows
+    /// Rows written (inserted or updated), checked against ``writeScope`` at the end.
+    private var writtenRows: [Int64] = []
 
     init(
         schema: Schema, statements: SaveStatements, entity: EntitySchema, onConflict: ConflictResolution,
@@ -128,6 +133,9 @@ struct BatchInsertOperation {
             case .ignore:
                 ignored += 1
             case .update:
+                try writeScope?.check(
+                    [ObjectID(entity: entity.name, row: existing)], in: db, schema: schema, when: "before the update")
+                if writeScope != nil { writtenRows.append(existing) }
                 if try update(db, row: existing, with: row, columns: columns, recorder: &recorder) {
                     updated += 1
                 } else {
@@ -149,6 +157,7 @@ struct BatchInsertOperation {
                 message: "objects[\(index)] violates a uniqueness constraint of \(entity.name): \(error.message ?? "")")
         }
         let rowID = db.lastInsertedRowID
+        if writeScope != nil { writtenRows.append(rowID) }
         recorder.insert(entity.name, rowID)
         noteInverses(of: row, columns: columns, old: nil, recorder: &recorder, row: rowID)
         for signature in signatures { written[signature] = rowID }
@@ -176,6 +185,8 @@ struct BatchInsertOperation {
                     "the batch is invalid (\(problemCount) problem\(problemCount == 1 ? "" : "s")\(problemCount > problems.count ? ", the first \(problems.count) listed" : "")): \(first)",
                 data: ["errors": .array(problems), "count": .int(Int64(problemCount))])
         }
+        try writeScope?.check(
+            writtenRows.map { ObjectID(entity: entity.name, row: $0) }, in: db, schema: schema, when: "after the batch")
         try cancellation?.check()
         progress?(count)
         let committed = try recorder.commit(

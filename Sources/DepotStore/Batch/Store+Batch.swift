@@ -7,12 +7,15 @@ extension Store {
     /// - Parameters:
     ///   - cancellation: checked every 1,000 objects; a cancelled batch commits nothing (-32800).
     ///   - progress: told how many objects were processed, every 1,000 and at the end.
+    ///   - writeScope: the requesting key's write scope: an object outside it is -32018 and nothing commits.
     public func batchInsert(
-        _ params: BatchInsert.Parameters, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil
+        _ params: BatchInsert.Parameters, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil,
+        writeScope: WriteScope? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             // Built in the write: a replica may have applied a model change at its start.
             var operation = try batchInsertOperation(params, cancellation: cancellation, progress: progress)
+            operation.writeScope = writeScope
             return try operation.run(db, objects: params.objects)
         }
     }
@@ -31,10 +34,12 @@ extension Store {
     /// the same result and errors as ``batchInsert(_:cancellation:progress:)``. If the model changed
     /// since, the objects are converted again, in the write.
     public func batchInsert(
-        _ prepared: PreparedBatchInsert, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil
+        _ prepared: PreparedBatchInsert, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil,
+        writeScope: WriteScope? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             var operation = try batchInsertOperation(prepared.params, cancellation: cancellation, progress: progress)
+            operation.writeScope = writeScope
             guard operation.schema.version == prepared.schemaVersion else {
                 return try operation.run(db, objects: prepared.params.objects)
             }
@@ -61,10 +66,11 @@ extension Store {
     /// its bytes, so that memory follows one object, not the batch.
     public func batchInsert(
         _ params: BatchInsert.StreamedParameters, cancellation: Cancellation? = nil,
-        progress: ((Int) -> Void)? = nil
+        progress: ((Int) -> Void)? = nil, writeScope: WriteScope? = nil
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
+            operation.writeScope = writeScope
             do {
                 try params.forEachObject { index, value in
                     guard case .object(let object) = value else {
@@ -86,19 +92,25 @@ extension Store {
     ///
     /// Runs as one save of all matching objects, so validation, uniqueness,
     /// relationship bookkeeping and versions are exactly a save's.
+    ///
+    /// With a `writeScope`, only objects in it (and in `readScope`) match, and
+    /// each must still be in it after the update, or nothing commits (-32018).
     public func batchUpdate(
         _ params: BatchUpdate.Parameters, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
-        progress: ((Int) -> Void)? = nil
+        progress: ((Int) -> Void)? = nil, readScope: PredicateNode? = nil, writeScope: WriteScope? = nil
     ) throws(RPCError) -> (BatchUpdate.Result, CommittedTransaction?) {
         guard !params.values.isEmpty else {
             throw .invalidParams("values must name at least one key to set", field: "params.values")
         }
-        let ids = try matchingIDs(entity: params.entity, predicate: params.predicate, arguments: params.arguments)
+        let ids = try matchingIDs(
+            entity: params.entity, predicate: params.predicate, arguments: params.arguments,
+            scope: Self.scopes(readScope, writeScope?.rules[params.entity]?.predicate))
         total?(ids.count)
         let save = StoreSave.Parameters(
             updated: ids.map { UpdatedObject(id: $0, values: params.values) }, mergePolicy: .objectTrump,
             author: params.author)
-        let (result, transaction) = try runSave(save, cancellation: cancellation, progress: progress)
+        let (result, transaction) = try runSave(
+            save, cancellation: cancellation, progress: progress, writeScope: writeScope)
         return (
             BatchUpdate.Result(
                 count: transaction?.changes[params.entity]?.updated.count ?? 0, transaction: result.transaction),
@@ -107,14 +119,20 @@ extension Store {
     }
 
     /// `store/batchDelete`: deletes every object matching the predicate, in one transaction; delete rules apply.
+    ///
+    /// With a `writeScope`, only objects in it (and in `readScope`) match; a
+    /// cascade into an object outside it is -32018 and nothing commits.
     public func batchDelete(
         _ params: BatchDelete.Parameters, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
-        progress: ((Int) -> Void)? = nil
+        progress: ((Int) -> Void)? = nil, readScope: PredicateNode? = nil, writeScope: WriteScope? = nil
     ) throws(RPCError) -> (BatchDelete.Result, CommittedTransaction?) {
-        let ids = try matchingIDs(entity: params.entity, predicate: params.predicate, arguments: params.arguments)
+        let ids = try matchingIDs(
+            entity: params.entity, predicate: params.predicate, arguments: params.arguments,
+            scope: Self.scopes(readScope, writeScope?.rules[params.entity]?.predicate))
         total?(ids.count)
         let save = StoreSave.Parameters(deleted: ids.map { DeletedObject(id: $0) }, author: params.author)
-        let (result, transaction) = try runSave(save, cancellation: cancellation, progress: progress)
+        let (result, transaction) = try runSave(
+            save, cancellation: cancellation, progress: progress, writeScope: writeScope)
         return (
             BatchDelete.Result(
                 count: transaction?.changes[params.entity]?.deleted.count ?? 0, transaction: result.transaction),
@@ -122,17 +140,30 @@ extension Store {
         )
     }
 
-    private func matchingIDs(entity: String, predicate: String?, arguments: JSONValue?) throws(RPCError) -> [String] {
+    /// The read and write scopes as one tree, `nil` when neither restricts.
+    private static func scopes(_ read: PredicateNode?, _ write: PredicateNode?) -> PredicateNode? {
+        switch (read, write) {
+        case (nil, nil): nil
+        case (let one?, nil), (nil, let one?): one
+        case (let read?, let write?): .and([read, write])
+        }
+    }
+
+    private func matchingIDs(entity: String, predicate: String?, arguments: JSONValue?, scope: PredicateNode? = nil)
+        throws(RPCError) -> [String]
+    {
         // A replica first applies what other daemons committed; one that commits between this
         // read and the write's lock can still add a match the batch misses (docs/cluster.md).
         try catchUpWithCluster()
-        let request = DepotProtocol.FetchRequest(
+        var request = DepotProtocol.FetchRequest(
             entity: entity, predicate: predicate, arguments: arguments, resultType: .ids)
+        request.scope = scope
         return try fetch(request).ids ?? []
     }
 
     private func runSave(
-        _ params: StoreSave.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?
+        _ params: StoreSave.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?,
+        writeScope: WriteScope? = nil
     ) throws(RPCError) -> (StoreSave.Result, CommittedTransaction?) {
         try reportingWrite { db in
             var operation = SaveOperation(
@@ -141,6 +172,7 @@ extension Store {
             operation.cancellation = cancellation
             operation.progress = progress
             operation.retention = historyRetention
+            operation.writeScope = writeScope
             return try operation.run(db, params: params)
         }
     }

@@ -33,7 +33,8 @@ public struct FetchPlan: Sendable {
         entity = try schema.entity(request.entity, field: "\(field).entity")
         shape = try ObjectShape(entity: entity, properties: request.properties, field: "\(field).properties")
         condition = try PredicateCompilation.whereClause(
-            predicate: request.predicate, arguments: request.arguments, entity: entity, schema: schema)
+            predicate: request.predicate, arguments: request.arguments, scope: request.scope, entity: entity,
+            schema: schema)
         var expressions: [(sql: String, type: AttributeType, ascending: Bool)] = []
         for (index, descriptor) in (request.sort ?? []).enumerated() {
             let (sql, type) = try PredicateCompilation.keyPathExpression(

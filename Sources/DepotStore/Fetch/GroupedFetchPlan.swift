@@ -46,7 +46,8 @@ public struct GroupedFetchPlan: Sendable {
         try Self.requireNotNegative(request.limit, "\(field).limit")
         try Self.requireNotNegative(request.offset, "\(field).offset")
         let condition = try PredicateCompilation.whereClause(
-            predicate: request.predicate, arguments: shape.predicateArguments, entity: entity, schema: schema)
+            predicate: request.predicate, arguments: shape.predicateArguments, scope: request.scope, entity: entity,
+            schema: schema)
         var selected: [String] = []
         var grouped: [String] = []
         for column in shape.columns {

@@ -29,22 +29,47 @@ public enum PredicateCompilation {
     ///   `$variable`, a wrong number of `%@` arguments, or a construct that
     ///   `dialect` cannot evaluate as the in-memory evaluator does (docs/cluster.md).
     public static func whereClause(
-        predicate: String?, arguments: JSONValue?, entity: EntitySchema, schema: Schema,
+        predicate: String?, arguments: JSONValue?, scope: PredicateNode? = nil, entity: EntitySchema, schema: Schema,
         dialect: SQLDialect = .sqlite
     ) throws(RPCError) -> SQLFragment {
-        try compile(predicate: predicate, arguments: arguments, entity: entity, schema: schema, dialect: dialect)
-            .fragment
+        try compile(
+            predicate: predicate, arguments: arguments, scope: scope, entity: entity, schema: schema, dialect: dialect
+        )
+        .fragment
     }
 
     /// The condition in `dialect` and the changes it depends on.
+    ///
+    /// `scope` (a key's row-level scope, DESIGN.md §2) is joined to the parsed
+    /// predicate as a tree, `predicate AND scope`: no text of the request can widen it.
     public static func compile(
-        predicate: String?, arguments: JSONValue?, entity: EntitySchema, schema: Schema,
+        predicate: String?, arguments: JSONValue?, scope: PredicateNode? = nil, entity: EntitySchema, schema: Schema,
         dialect: SQLDialect = .sqlite
     ) throws(RPCError) -> (fragment: SQLFragment, dependencies: Set<PredicateDependency>) {
-        guard let predicate, !predicate.trimmingCharacters(in: .whitespaces).isEmpty else {
-            return (SQLFragment(sql: dialect.literal(true)), [])
+        let node = try combined(predicate: predicate, arguments: arguments, scope: scope)
+        guard let node else { return (SQLFragment(sql: dialect.literal(true)), []) }
+        return try compile(node: node, entity: entity, schema: schema, dialect: dialect)
+    }
+
+    /// The request's parsed predicate AND `scope`, or `nil` when both are empty.
+    public static func combined(predicate: String?, arguments: JSONValue?, scope: PredicateNode?) throws(RPCError)
+        -> PredicateNode?
+    {
+        var parsed: PredicateNode?
+        if let predicate, !predicate.trimmingCharacters(in: .whitespaces).isEmpty {
+            parsed = try PredicateParser.parse(predicate, arguments: arguments)
         }
-        let node = try PredicateParser.parse(predicate, arguments: arguments)
+        switch (parsed, scope) {
+        case (nil, nil): return nil
+        case (let node?, nil), (nil, let node?): return node
+        case (let node?, let scope?): return .and([scope, node])
+        }
+    }
+
+    /// The condition for a parsed `node` in `dialect` and the changes it depends on.
+    public static func compile(
+        node: PredicateNode, entity: EntitySchema, schema: Schema, dialect: SQLDialect = .sqlite
+    ) throws(RPCError) -> (fragment: SQLFragment, dependencies: Set<PredicateDependency>) {
         var compiler = PredicateCompiler(schema: schema, dialect: dialect)
         let sql = try compiler.compile(node, in: .init(entity: entity, alias: "t0", pathFromRoot: []))
         try validateRegularExpressions(node)

@@ -310,9 +310,12 @@ extension Store {
     /// - Returns: the result for the client and, when anything changed, the
     ///   committed transaction for notifications.
     /// - Parameter group: a group commit to join (in a savepoint of its own); its own transaction when `nil`.
-    public func save(_ params: StoreSave.Parameters, in group: WriteGroup? = nil) throws(RPCError) -> (
-        StoreSave.Result, CommittedTransaction?
-    ) {
+    /// - Parameter writeScope: the requesting key's write scope: a save that breaks it is -32018 and commits nothing.
+    public func save(_ params: StoreSave.Parameters, in group: WriteGroup? = nil, writeScope: WriteScope? = nil)
+        throws(RPCError) -> (
+            StoreSave.Result, CommittedTransaction?
+        )
+    {
         if let saveId = params.saveId { try SaveIdLog.validate(saveId) }
         return try reportingWrite(in: group) { db in
             if let saveId = params.saveId, let answer = try SaveIdLog.answer(db, saveId: saveId) {
@@ -323,6 +326,7 @@ extension Store {
                 schema: self.schema, statements: saveStatements, policy: params.mergePolicy ?? .error,
                 author: params.author)
             operation.retention = historyRetention
+            operation.writeScope = writeScope
             let (answer, transaction) = try operation.run(db, params: params)
             if let saveId = params.saveId, transaction != nil {
                 try SaveIdLog.record(db, saveId: saveId, answer: answer)

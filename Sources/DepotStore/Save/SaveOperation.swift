@@ -71,6 +71,8 @@ struct SaveOperation {
     var retention: HistoryRetention = .forever
     /// Told how many objects were applied so far (batch operations' progress).
     var progress: ((Int) -> Void)?
+    /// The requesting key's write scope, checked before and after the writes.
+    var writeScope: WriteScope?
     private var applied = 0
 
     /// Counts one applied object; every 500 checks for cancellation and reports progress.
@@ -103,9 +105,11 @@ struct SaveOperation {
         try resolveConflicts(db)
         try resolveUniqueness(db)
         let deleteSet = try expandDeletes(db)
+        try checkScopeBefore(db, deleting: deleteSet)
         try applyDeletes(db, deleteSet)
         try applyInserts(db)
         try applyUpdates(db)
+        try checkScopeAfter(db)
         return try finish(db)
     }
 }

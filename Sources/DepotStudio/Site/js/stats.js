@@ -1,6 +1,13 @@
 // Sessions and stats (server/stats), refreshed every second.
 import { h, table, errorBox } from './dom.js';
 
+// A key's row-level scope as "Entity: read / write; …" (server/stats `scope`; empty when unscoped).
+function scopeText(scope) {
+  if (!scope) return '';
+  return Object.entries(scope).sort().map(([entity, rule]) =>
+    `${entity}: read ${rule.read ?? 'all'} / write ${rule.write ?? 'all'}`).join('; ');
+}
+
 export function mount(root, bridge) {
   const output = h('div', { id: 'stats' }, h('p.muted', {}, 'Loading…'));
   root.append(h('h2', {}, 'Sessions & stats'), output);
@@ -26,9 +33,9 @@ export function mount(root, bridge) {
             h('span', { id: 'stats-transaction' }, `transaction ${s.store.transaction}`),
             s.store.lastTransaction ? `last by ${s.store.lastTransaction.author ?? '—'} at ${s.store.lastTransaction.timestamp}` : '')),
         h('h3', {}, 'Sessions'),
-        table(['session', 'client', 'key', 'subscriptions', 'observers', 'in flight', 'backlog', 'idle'],
+        table(['session', 'client', 'key', 'role', 'scope', 'subscriptions', 'observers', 'in flight', 'backlog', 'idle'],
           s.sessions.map((x) => [x.id.slice(0, 8), x.client ? `${x.client.name} ${x.client.version}` : '', x.key ?? '',
-            x.subscriptions, x.observers, x.inFlight, x.outboundBacklog, `${x.idleSeconds.toFixed(1)} s`]), { id: 'sessions-table' }),
+            x.role ?? '', scopeText(x.scope), x.subscriptions, x.observers, x.inFlight, x.outboundBacklog, `${x.idleSeconds.toFixed(1)} s`]), { id: 'sessions-table' }),
         h('h3', {}, 'Fetched results (shared sets)'),
         table(['subscriptions', 'request', 'section', 'rows', 'sections', 'sessions', 'notifications', 'transaction'],
           s.subscriptions.map((x) => [x.subscriptionIds.join(', '), h('td', { title: JSON.stringify(x.request) }, JSON.stringify(x.request)), x.sectionKeyPath ?? '',

@@ -1,0 +1,134 @@
+import CZeroMQ
+import DepotProtocol
+import Foundation
+import ZeroMQ
+
+/// What row-level scopes cost (issue 25), against baselines in the same run:
+///
+/// - 1,000 sessions, each with its own key scoped `owner == $keyName`, all
+///   subscribed with the same request: a save by one owner, p50, against the same
+///   save with no subscriptions (target ≤ 2×); and how many result sets were
+///   notified (target: only that owner's one);
+/// - a scoped fetch of one owner's rows out of 1M (owner indexed) against an
+///   unscoped fetch with the owner condition written by hand (target ≥ 0.9×).
+struct ScopeCostBenchmark: Benchmark {
+    static let name = "scope-cost"
+    static let summary =
+        "1,000 owner-scoped sessions: save p50 vs none (≤ 2×), sets notified (1); scoped fetch over 1M rows vs hand-written owner predicate (≥ 0.9×)"
+
+    static let model = """
+        {"entities":[{"name":"Item","attributes":[
+          {"name":"owner","type":"string","indexed":true},{"name":"score","type":"integer"}]}]}
+        """
+
+    static let policy = """
+        {"roles":{"member":{"base":"write","entities":{"Item":{"read":"owner == $keyName","write":"owner == $keyName"}}}}}
+        """
+
+    func run(_ suite: SuiteRun) async throws {
+        let quick = suite.options.quick
+        let owners = quick ? 200 : 1_000
+        let rows = quick ? 100_000 : 1_000_000
+        let saves = quick ? 100 : 400
+        ProcessLimits.raiseDescriptorLimit()
+
+        let server = try CurveKeyPair.generate()
+        let admin = try CurveKeyPair.generate()
+        var members: [CurveKeyPair] = []
+        var lines = "\(admin.publicKey) admin setup\n"
+        for owner in 0..<owners {
+            let pair = try CurveKeyPair.generate()
+            members.append(pair)
+            lines += "\(pair.publicKey) member u\(owner)\n"
+        }
+        let files = (
+            key: suite.directory.appendingPathComponent("server.key"),
+            keys: suite.directory.appendingPathComponent("authorized_keys"),
+            policy: suite.directory.appendingPathComponent("policy.json")
+        )
+        try "\(server.secretKey)\n".write(to: files.key, atomically: true, encoding: .utf8)
+        try lines.write(to: files.keys, atomically: true, encoding: .utf8)
+        try Self.policy.write(to: files.policy, atomically: true, encoding: .utf8)
+        let daemon = try DaemonProcess(
+            executable: suite.options.depotd, dataDirectory: suite.directory.appendingPathComponent("depotd-scoped"),
+            transport: .tcp,
+            extraArguments: suite.options.daemonArguments + [
+                "--curve-secret-key", files.key.path, "--authorized-keys", files.keys.path, "--policy",
+                files.policy.path, "--max-sessions", "5000",
+            ])
+        defer { daemon.stop() }
+        func client(_ pair: CurveKeyPair, context: UnsafeMutableRawPointer? = nil) throws -> RawRPCClient {
+            try RawRPCClient(
+                endpoint: daemon.endpoint, curve: (server.publicKey, pair.publicKey, pair.secretKey),
+                sharedContext: context)
+        }
+        let setup = try client(admin)
+        try setup.initialize()
+        _ = try setup.call("model/define", params: Self.model)
+        for start in stride(from: 0, to: rows, by: 50_000) {
+            let seed = (start..<min(rows, start + 50_000)).map { #"{"owner":"u\#($0 % owners)","score":\#($0)}"# }
+            _ = try setup.call(
+                "store/batchInsert", params: #"{"entity":"Item","objects":[\#(seed.joined(separator: ","))]}"#)
+        }
+
+        // A scoped fetch of u0's rows vs the same rows asked for by hand, unscoped.
+        let owner = try client(members[0])
+        try owner.initialize(name: "u0")
+        let measured = try await suite.sampler.measure([
+            BenchmarkCase("scope.fetch.hand-written", unit: "fetch", daemon: daemon.pid) { iteration in
+                try setup.roundTrip(
+                    RawRPCClient.request(
+                        id: Int64(iteration) + 1_000, method: "store/fetch",
+                        params: #"{"entity":"Item","predicate":"owner == 'u0'","resultType":"ids"}"#))
+            },
+            BenchmarkCase("scope.fetch.scoped", unit: "fetch", daemon: daemon.pid) { iteration in
+                try owner.roundTrip(
+                    RawRPCClient.request(
+                        id: Int64(iteration) + 1_000, method: "store/fetch",
+                        params: #"{"entity":"Item","resultType":"ids"}"#))
+            },
+        ])
+        suite.record(measured)
+        suite.compare("scope.fetch-\(rows)-rows", measured[1], to: measured[0], target: 0.9)
+
+        // u0's saves, alone and with every owner subscribed under its scope.
+        func p50() throws -> Double {
+            var latencies: [Double] = []
+            for index in 0..<saves {
+                let start = ContinuousClock.now
+                _ = try owner.call(
+                    "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(index)}}]}"#)
+                let elapsed = ContinuousClock.now - start
+                latencies.append(
+                    Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+            }
+            return latencies.sorted()[latencies.count / 2]
+        }
+        let alone = try p50()
+        let context = zmq_ctx_new()
+        defer { zmq_ctx_term(context) }
+        var subscribers: [RawRPCClient] = []
+        for (index, pair) in members.enumerated() {
+            let subscriber = try client(pair, context: context)
+            try subscriber.initialize(name: "u\(index)")
+            _ = try subscriber.call(
+                "results/subscribe",
+                params: #"{"request":{"entity":"Item","sort":[{"key":"score"}]},"include":"none"}"#)
+            subscribers.append(subscriber)
+        }
+        let live = try p50()
+        suite.check(
+            "scope.\(owners)-owners.p50-ratio", live / alone, target: 2.0, .atMost,
+            of: "save p50 with \(owners) owner-scoped subscriptions", over: "none")
+        // Only u0's set heard of u0's saves.
+        let sets = try setup.call("server/stats")["subscriptions"]?.arrayValue ?? []
+        let notified = sets.filter { ($0["notificationsSent"]?.intValue ?? 0) > 0 }.count
+        suite.check(
+            "scope.\(owners)-owners.sets-notified", Double(notified), target: 1, .atMost,
+            of: "result sets notified of one owner's saves", over: "")
+        suite.note(
+            "\(owners)-owners",
+            ["none-p50-us": .double(alone), "live-p50-us": .double(live), "sets": .int(Int64(sets.count))])
+        withExtendedLifetime(subscribers) {}
+    }
+}

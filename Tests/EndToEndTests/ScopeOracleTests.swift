@@ -1,0 +1,225 @@
+import DepotClient
+import DepotProtocol
+import DepotTestSupport
+import Foundation
+import XCTest
+import ZeroMQ
+
+/// The scope oracle (DESIGN.md §2, Row-level scopes), over a real daemon: keys
+/// with random read and write scopes send random inserts, updates and deletes.
+/// After every step, for each key, its fetch and its subscription (deltas
+/// applied) equal the unscoped fetch filtered by its scope in memory, no delta
+/// reaches a key whose visible objects did not change, and every write outside
+/// a key's write scope is -32018 with the store unchanged. Fixed seeds.
+final class ScopeOracleTests: XCTestCase {
+    /// A scope rule: the policy's text and the same rule evaluated in memory.
+    struct Rule {
+        let text: String
+        let holds: @Sendable (_ note: JSONValue, _ key: Key) -> Bool
+    }
+
+    /// A key: its name and its `team=` attribute.
+    struct Key {
+        let name: String
+        let team: String
+    }
+
+    static let readRules: [Rule] = [
+        Rule(text: "owner == $keyName") { note, key in note["owner"]?.stringValue == key.name },
+        Rule(text: "owner == $keyName OR shared == YES") { note, key in
+            note["owner"]?.stringValue == key.name || note["shared"]?.boolValue == true
+        },
+        Rule(text: "team == $team") { note, key in note["team"]?.stringValue == key.team },
+        Rule(text: "rank >= 2") { note, _ in (note["rank"]?.intValue ?? 0) >= 2 },
+        Rule(text: "team == $team AND rank < 3") { note, key in
+            note["team"]?.stringValue == key.team && (note["rank"]?.intValue ?? 0) < 3
+        },
+        Rule(text: "TRUEPREDICATE") { _, _ in true },
+    ]
+
+    static let writeRules: [Rule] = [
+        Rule(text: "owner == $keyName") { note, key in note["owner"]?.stringValue == key.name },
+        Rule(text: "team == $team") { note, key in note["team"]?.stringValue == key.team },
+        Rule(text: "rank < 3") { note, _ in (note["rank"]?.intValue ?? 0) < 3 },
+        Rule(text: "owner == $keyName AND rank != 4") { note, key in
+            note["owner"]?.stringValue == key.name && (note["rank"]?.intValue ?? 0) != 4
+        },
+    ]
+
+    static let model = #"""
+        {"entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string"},
+          {"name": "owner", "type": "string"}, {"name": "team", "type": "string"},
+          {"name": "shared", "type": "boolean", "default": false}, {"name": "rank", "type": "integer", "default": 0}]}]}
+        """#
+
+    static let names = ["ann", "ben", "cat", "dan"]
+    static let teams = ["red", "blue"]
+
+    func testScopeOracle() async throws {
+        for seed: UInt64 in [7, 2026] { try await runOracle(seed: seed, steps: 40) }
+    }
+
+    /// The server error `body` threw, `nil` when it succeeded; other errors are rethrown.
+    static func serverError(_ body: () async throws -> Void) async throws -> RPCError? {
+        do {
+            try await body()
+            return nil
+        } catch {
+            switch error as? DepotClientError {
+            case .server(let rpcError)?: return rpcError
+            default: throw error
+            }
+        }
+    }
+
+    /// Random owner, team, shared flag and rank.
+    static func randomValues(_ random: inout SeededGenerator) -> [String: JSONValue] {
+        [
+            "owner": .string(names.randomElement(using: &random)!),
+            "team": .string(teams.randomElement(using: &random)!),
+            "shared": .bool(Bool.random(using: &random)), "rank": .int(Int64.random(in: 0...4, using: &random)),
+        ]
+    }
+
+    private func runOracle(seed: UInt64, steps: Int) async throws {
+        var random = SeededGenerator(seed: seed)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-oracle-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try CurveKeyPair.generate()
+        try server.secretKey.write(
+            to: directory.appendingPathComponent("server.key"), atomically: true, encoding: .utf8)
+        try Self.model.write(to: directory.appendingPathComponent("model.json"), atomically: true, encoding: .utf8)
+        // Each key its own role with random rules; an admin key without a scope.
+        var pairs: [String: CurveKeyPair] = [:]
+        var keys: [Key] = []
+        var reads: [Rule] = []
+        var writes: [Rule] = []
+        var keyLines = ""
+        var roles: [String: JSONValue] = [:]
+        for (index, name) in Self.names.enumerated() {
+            let pair = try CurveKeyPair.generate()
+            pairs[name] = pair
+            let key = Key(name: name, team: Self.teams[index % 2])
+            keys.append(key)
+            reads.append(Self.readRules.randomElement(using: &random)!)
+            writes.append(Self.writeRules.randomElement(using: &random)!)
+            roles["r\(index)"] = [
+                "base": "write",
+                "entities": ["Note": ["read": .string(reads[index].text), "write": .string(writes[index].text)]],
+            ]
+            keyLines += "\(pair.publicKey) r\(index) \(name) team=\(key.team)\n"
+        }
+        let adminPair = try CurveKeyPair.generate()
+        keyLines += "\(adminPair.publicKey) admin admin\n"
+        try keyLines.write(to: directory.appendingPathComponent("keys"), atomically: true, encoding: .utf8)
+        try String(decoding: JSONWriter.encode(["roles": .object(roles)]), as: UTF8.self).write(
+            to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+        let daemon = try Daemon(
+            dataDirectory: directory.appendingPathComponent("data"),
+            arguments: [
+                "--curve-secret-key", directory.appendingPathComponent("server.key").path,
+                "--authorized-keys", directory.appendingPathComponent("keys").path,
+                "--policy", directory.appendingPathComponent("policy.json").path,
+                "--model", directory.appendingPathComponent("model.json").path,
+            ])
+        defer { XCTAssertEqual(daemon.stop(), 0) }
+        func connect(_ pair: CurveKeyPair, _ name: String) async throws -> DepotConnection {
+            try await DepotConnection.connect(
+                to: daemon.endpoint, clientInfo: ImplementationInfo(name: name, version: "1"), timeout: .seconds(10),
+                keys: try ClientKeys(serverKey: server.publicKey, secretKey: pair.secretKey))
+        }
+        let admin = try await connect(adminPair, "admin")
+        var connections: [DepotConnection] = []
+        for name in Self.names { connections.append(try await connect(pairs[name]!, name)) }
+        defer { ([admin] + connections).forEach { $0.abort() } }
+
+        let request = FetchRequest(entity: "Note", sort: [SortDescriptor(key: "title")])
+        func everything() async throws -> [JSONValue] {
+            try await admin.call(StoreFetch.self, request).objects ?? []
+        }
+        func visible(_ index: Int, in all: [JSONValue]) -> [JSONValue] {
+            all.filter { reads[index].holds($0, keys[index]) }
+        }
+        var collectors: [ChangeCollector] = []
+        var mirrors: [ResultsMirror] = []
+        for connection in connections {
+            collectors.append(ChangeCollector(connection))
+            let result = try await connection.call(ResultsSubscribe.self, .init(request: request, include: .all))
+            mirrors.append(ResultsMirror(result, request: request, sectionKeyPath: nil))
+        }
+
+        var all = try await everything()
+        var counter = 0
+        var refused = 0
+        for step in 0..<steps {
+            let actor = Int.random(in: 0..<keys.count, using: &random)
+            let key = keys[actor]
+            let write = writes[actor]
+            let params: StoreSave.Parameters
+            let allowed: Bool
+            let choice = all.isEmpty ? 0 : Int.random(in: 0..<3, using: &random)
+            switch choice {
+            case 0:
+                counter += 1
+                var values = Self.randomValues(&random)
+                values["title"] = .string(String(format: "n%03d", counter))
+                params = .init(inserted: [InsertedObject(entity: "Note", values: values)])
+                allowed = write.holds(.object(values), key)
+            case 1:
+                let target = all.randomElement(using: &random)!
+                var changed = Self.randomValues(&random)
+                for name in changed.keys.shuffled(using: &random).prefix(Int.random(in: 0...3, using: &random)) {
+                    changed[name] = nil
+                }
+                var after = target.objectValue ?? [:]
+                for (name, value) in changed { after[name] = value }
+                params = .init(updated: [UpdatedObject(id: target["id"]!.stringValue!, values: changed)])
+                allowed = write.holds(target, key) && write.holds(.object(after), key)
+            default:
+                let target = all.randomElement(using: &random)!
+                params = .init(deleted: [DeletedObject(id: target["id"]!.stringValue!)])
+                allowed = write.holds(target, key)
+            }
+            let place =
+                "seed \(seed) step \(step): \(key.name) (\(write.text)) \(["insert", "update", "delete"][choice])"
+            let connection = connections[actor]
+            if let error = try await Self.serverError({ _ = try await connection.call(StoreSave.self, params) }) {
+                XCTAssertFalse(allowed, "\(place) was refused: \(error.message)")
+                XCTAssertEqual(error.code, .forbidden, "\(place): \(error.message)")
+                refused += 1
+            } else {
+                XCTAssertTrue(allowed, "\(place) committed outside the write scope")
+            }
+            let before = all
+            all = try await everything()
+            if !allowed { XCTAssertEqual(all, before, "\(place): a refused write changed the store") }
+            for index in keys.indices {
+                let expected = visible(index, in: all)
+                let fetched = try await connections[index].call(StoreFetch.self, request).objects ?? []
+                XCTAssertEqual(fetched, expected, "\(place): \(keys[index].name)'s fetch (\(reads[index].text))")
+                let count = try await connections[index].call(StoreCount.self, request).count
+                XCTAssertEqual(count, expected.count, "\(place): \(keys[index].name)'s count")
+                guard visible(index, in: before) != expected else { continue }
+                let change = try await collectors[index].expect(for: mirrors[index].subscription)
+                for object in change.objects {
+                    if let value = object.object {
+                        XCTAssertTrue(reads[index].holds(value, keys[index]), "\(place): a delta outside the scope")
+                    }
+                }
+                mirrors[index].apply(change)
+                XCTAssertEqual(
+                    mirrors[index].sections.first?.objects ?? [], expected,
+                    "\(place): \(keys[index].name)'s subscription after the deltas")
+            }
+        }
+        // No key got a notification its visible objects did not call for.
+        try await Task.sleep(for: .milliseconds(300))
+        for (index, collector) in collectors.enumerated() {
+            let extra = collector.drain().filter { $0.decode(ResultsDidChange.self) != nil }
+            XCTAssertEqual(extra.count, 0, "seed \(seed): \(keys[index].name) got deltas that changed nothing it sees")
+        }
+        XCTAssertGreaterThan(refused, 0, "seed \(seed): the walk tried writes outside the scopes")
+        XCTAssertLessThan(refused, steps, "seed \(seed): the walk committed writes")
+    }
+}
