@@ -27,6 +27,10 @@ public final class PostgresReplication: StoreReplication {
     public let pollInterval: Duration
     /// The longest a write waits for the cluster's write lock (held by another daemon's write).
     public let lockTimeout: Duration = .seconds(120)
+    /// What the log keeps, and for whom (``LogPruning``).
+    public let pruning: LogPruning
+    /// How often the follower prunes the log (when the retention prunes at all).
+    public let pruneInterval: Duration
     /// The objects as tables, written with the entries.
     private let objectTables: PostgresObjectTables
     private let configuration: PostgresConnection.Configuration
@@ -40,16 +44,23 @@ public final class PostgresReplication: StoreReplication {
 
     /// Connects to the server `url` names and creates the log's tables there if missing.
     ///
-    /// - Parameter node: this daemon's name in the log (its `author` column).
+    /// - Parameter node: this daemon's name in the log (its `author` column) and in
+    ///   ``ChangeLog/positions``: stable across restarts, one per data directory.
+    /// - Parameter logRetention: what the log keeps (`--log-retention`); `forever` never prunes.
+    /// - Parameter logGrace: how long a daemon not seen holds entries back (`--log-grace`).
     public init(
         url: PostgresURL, node: String, statementTimeout: Duration = .seconds(10),
-        pollInterval: Duration = .milliseconds(100), logger: Logger = Logger(label: "depot.cluster")
+        pollInterval: Duration = .milliseconds(100), logRetention: HistoryRetention = .forever,
+        logGrace: Duration = .seconds(600), pruneInterval: Duration = .seconds(10),
+        logger: Logger = Logger(label: "depot.cluster")
     ) throws(RPCError) {
         do {
             log = try ChangeLog(schema: url.schema)
         } catch {
             throw .invalidParams("\(error)", field: "store")
         }
+        pruning = LogPruning(log: log, retention: logRetention, grace: logGrace)
+        self.pruneInterval = pruneInterval
         objectTables = PostgresObjectTables(log: log)
         self.node = node
         self.statementTimeout = statementTimeout
@@ -297,13 +308,35 @@ public final class PostgresReplication: StoreReplication {
         }
     }
 
+    // MARK: Pruning
+
+    /// Records, on the writer's connection, that this daemon has applied every entry up to `position`.
+    public func recordPosition(_ position: Int64) throws(RPCError) {
+        try writer.run { [pruning, node, logger] connection in
+            try await pruning.record(node: node, position: position, on: connection, logger: logger)
+        }
+    }
+
+    /// Prunes the log now, on the writer's connection (the follower does it every ``pruneInterval``);
+    /// returns how many entries went.
+    @discardableResult
+    public func prune() throws(RPCError) -> Int64 {
+        try writer.run { [pruning, logger] connection in try await pruning.prune(on: connection, logger: logger) }
+    }
+
+    /// The oldest entry the log still holds (0 when it is empty).
+    public func firstEntry() throws(RPCError) -> Int64 {
+        try writer.run { [log, logger] connection in try await log.firstTransaction(on: connection, logger: logger) }
+    }
+
     // MARK: Following
 
     /// Starts the follower task: LISTEN for hints, and read the head every poll interval.
     public func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
     {
+        let applied = position
         let position = { @Sendable [self] in max(position(), lastOwnEntry.withLock { $0 }) }
-        let task = Task { [configuration, log, logger, pollInterval, statementTimeout] in
+        let task = Task { [configuration, log, logger, pollInterval, statementTimeout, pruning, pruneInterval, node] in
             var backoff = Duration.milliseconds(50)
             var attempt = 0
             while !Task.isCancelled {
@@ -332,6 +365,27 @@ public final class PostgresReplication: StoreReplication {
                                     try await log.lastTransaction(on: connection, logger: logger)
                                 }
                                 if head > position() { newEntries() }
+                            }
+                        }
+                        group.addTask {
+                            // This daemon's applied position, so that pruning keeps what it needs
+                            // (a quarter of the grace at most between two records), and pruning.
+                            let interval = min(.seconds(1), pruning.grace / 4)
+                            let clock = ContinuousClock()
+                            var pruned = clock.now - pruneInterval
+                            while !Task.isCancelled {
+                                try await withTimeout(statementTimeout) {
+                                    try await pruning.record(
+                                        node: node, position: applied(), on: connection, logger: logger)
+                                }
+                                if pruning.prunes, clock.now - pruned >= pruneInterval {
+                                    pruned = clock.now
+                                    let removed = try await withTimeout(statementTimeout) {
+                                        try await pruning.prune(on: connection, logger: logger)
+                                    }
+                                    if removed > 0 { logger.debug("pruned \(removed) entries of the cluster's log") }
+                                }
+                                try await Task.sleep(for: interval)
                             }
                         }
                         try await group.next()

@@ -69,6 +69,20 @@ struct Depotd: ParsableCommand {
     var historyRetention = "100000"
 
     @Option(
+        name: .customLong("log-retention"),
+        help:
+            "With --store postgresql://…: how much of the cluster's change log to keep once every daemon has applied it, as --history-retention says it (a count, an age, a size, several joined by commas), or forever."
+    )
+    var logRetention = "forever"
+
+    @Option(
+        name: .customLong("log-grace"),
+        help:
+            "With --store postgresql://…: how long a daemon not seen holds back the pruning of entries it has not applied (an age: 10m, 1h, 90s); one away longer rebuilds itself from a snapshot."
+    )
+    var logGrace = "10m"
+
+    @Option(
         name: .customLong("max-fetch-objects"),
         help: "The most objects a plain store/fetch returns; larger results must be paged or streamed.")
     var maxFetchObjects = 100_000
@@ -171,10 +185,20 @@ struct Depotd: ParsableCommand {
             throw StartupFailure(
                 message: "--store must not hold a password (it shows in ps): use PGPASSWORD or ~/.pgpass")
         }
+        guard let retention = HistoryRetention(parsing: logRetention) else {
+            throw StartupFailure(
+                message:
+                    "--log-retention must be a count (100000), an age (7d, 24h, 30m, 90s), a size (512MB, 2GB), several of them joined by commas (100000,512MB) or forever, got '\(logRetention)'"
+            )
+        }
+        guard case .age(let grace)? = HistoryRetention(parsing: logGrace) else {
+            throw StartupFailure(message: "--log-grace must be an age (10m, 1h, 90s), got '\(logGrace)'")
+        }
         let host = ProcessInfo.processInfo.hostName
         do {
             return try PostgresReplication(
-                url: url, node: "\(host):\(directory.path)", logger: Logger(label: "depotd.cluster"))
+                url: url, node: "\(host):\(directory.path)", logRetention: retention,
+                logGrace: .milliseconds(Int64(grace * 1000)), logger: Logger(label: "depotd.cluster"))
         } catch {
             throw StartupFailure(
                 message:

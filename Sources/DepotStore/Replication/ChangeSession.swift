@@ -51,7 +51,7 @@ final class ChangeSession {
         let code = bytes.withUnsafeMutableBytes { buffer in
             sqlite3changeset_apply(
                 connection, Int32(buffer.count), buffer.baseAddress, { _, table in isReplicatedTable(table) },
-                { _, _, _ in 2 /* SQLITE_CHANGESET_ABORT */ }, nil)
+                { _, conflict, iterator in resolveConflict(conflict, iterator) }, nil)
         }
         guard code == 0 else {
             let message = sqlite3_errmsg(connection).map { String(cString: $0) } ?? "code \(code)"
@@ -62,6 +62,26 @@ final class ChangeSession {
             }
             throw .changeset("a replicated transaction does not apply to this replica (\(message))")
         }
+    }
+}
+
+/// What to do about a conflict while applying a changeset: abort, but for the ids of saves.
+///
+/// A replica that joined or rebuilt from a snapshot lacks the ids saved before: another replica's
+/// prune of them finds none here (omitted), and one it still holds is replaced. Object rows that
+/// are not what the changeset expects are a divergence: the apply aborts.
+private func resolveConflict(_ conflict: Int32, _ iterator: OpaquePointer?) -> Int32 {
+    var table: UnsafePointer<CChar>?
+    var columns: Int32 = 0
+    var operation: Int32 = 0
+    var indirect: Int32 = 0
+    guard sqlite3changeset_op(iterator, &table, &columns, &operation, &indirect) == 0, let table,
+        String(cString: table) == SaveIdLog.table
+    else { return 2 /* SQLITE_CHANGESET_ABORT */ }
+    switch conflict {
+    case 2 /* SQLITE_CHANGESET_NOTFOUND */: return 0 /* SQLITE_CHANGESET_OMIT */
+    case 1 /* SQLITE_CHANGESET_DATA */, 3 /* SQLITE_CHANGESET_CONFLICT */: return 1 /* SQLITE_CHANGESET_REPLACE */
+    default: return 2
     }
 }
 

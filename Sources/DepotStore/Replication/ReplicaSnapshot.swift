@@ -1,6 +1,7 @@
 import DepotProtocol
 import Foundation
 import GRDB
+import Synchronization
 
 /// The cluster's objects at one position of its log, read in one snapshot of the tables that
 /// hold them (DESIGN.md section 11): what a new replica starts from instead of the whole log.
@@ -61,6 +62,64 @@ extension Store {
         }
         replaceSchema(schema)
         clusterPosition.withLock { $0 = snapshot.position }
+    }
+
+    /// Rebuilds this replica from the cluster's snapshot, in one local transaction: it can no
+    /// longer follow the log (`reason`: the log was pruned past it, a changeset did not apply,
+    /// a checksum differed). Reads are refused until it succeeds (a failure leaves them refused:
+    /// the next catch-up or write tries again); the commits not yet published
+    /// are dropped (the snapshot supersedes them) and ``takeRebuild()`` then says the subscribers
+    /// must resync. Runs on the writer, between writes.
+    func rebuildFromCluster(because reason: String) throws(RPCError) {
+        guard let replication else { return }
+        // Until it is rebuilt the replica serves no read: it is known to be behind or wrong.
+        rebuilding.store(true, ordering: .releasing)
+        guard let snapshot = try replication.snapshot() else {
+            throw .internalError(
+                "this replica cannot follow the cluster's log (\(reason)) and the cluster keeps no snapshot to rebuild it from"
+            )
+        }
+        let schema: Schema
+        do {
+            schema = try pool.write { db in
+                try Self.emptyReplica(db)
+                return try Self.bootstrap(db, from: snapshot)
+            }
+        } catch {
+            throw .internalError("this replica could not rebuild itself from the cluster's snapshot: \(error)")
+        }
+        replaceSchema(schema)
+        clusterPosition.withLock { $0 = snapshot.position }
+        divergence.withLock { $0 = nil }
+        _ = commits.take()
+        rebuilt.store(true, ordering: .releasing)
+        rebuilding.store(false, ordering: .releasing)
+    }
+
+    /// Rebuilds the replica if it is known to have diverged and a rebuild failed before.
+    func repairIfDiverged() throws(RPCError) {
+        guard let divergence = divergence.withLock({ $0 }) else { return }
+        try rebuildFromCluster(because: divergence.message)
+    }
+
+    /// Whether the replica rebuilt itself since the last call (its result sets are stale: every
+    /// subscriber must resync); clears it.
+    public func takeRebuild() -> Bool {
+        rebuilt.exchange(false, ordering: .acquiringAndReleasing)
+    }
+
+    /// Removes every object, the model, history and the results cache, for ``bootstrap(_:from:)``.
+    private static func emptyReplica(_ db: Database) throws {
+        let tables = try String.fetchAll(
+            db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'e_*' OR name GLOB 'j_*')")
+        for table in tables { try db.execute(sql: "DROP TABLE \(EntitySchema.quote(table))") }
+        try db.execute(
+            sql: """
+                DELETE FROM depot_meta WHERE key IN ('model', 'modelVersion', 'historyBegins');
+                DELETE FROM depot_transaction;
+                DELETE FROM sqlite_sequence;
+                DELETE FROM depot_results_cache;
+                """)
     }
 
     /// Fills an empty replica from `snapshot`, in one local transaction: the model (at the

@@ -25,6 +25,7 @@ extension Store {
     /// (on the writer, between writes); the commit stream (``takeCommittedTransactions()``) then has it.
     public func catchUpWithCluster() throws(RPCError) {
         guard let replication else { return }
+        try repairIfDiverged()
         var limit = Self.catchUpBatch
         while true {
             let position = clusterPosition.withLock { $0 }
@@ -80,7 +81,11 @@ extension Store {
     private func attemptWrite<T>(
         _ replication: any StoreReplication, locked: Bool, model: ModelChange?, _ body: (Database) throws -> T
     ) throws(AttemptFailure) -> T? {
-        if let divergence = divergence.withLock({ $0 }) { throw .atCommit(divergence) }
+        do {
+            try repairIfDiverged()
+        } catch {
+            throw .atCommit(error)
+        }
         var open = true
         defer { if open { replication.abandonWrite() } }
         do {
@@ -189,13 +194,19 @@ extension Store {
         while let last = complete.last, case .data(_, _, _, continued: true) = last.content { complete.removeLast() }
         let cutGroup = complete.count < entries.count
         guard !complete.isEmpty else { return cutGroup }
-        if let divergence = divergence.withLock({ $0 }) { throw divergence }
+        if divergence.withLock({ $0 }) != nil {
+            // A rebuild failed before: try again; the entries are read again from its position.
+            try repairIfDiverged()
+            return false
+        }
         do {
             try pool.write { db in
                 for entry in complete where entry.number > position {
                     guard entry.number == position + 1 else {
-                        throw ReplicationError.diverged(
-                            "the cluster's log jumps from \(position) to \(entry.number)")
+                        // The log has no holes: the entries after this replica's position were pruned.
+                        throw ReplicationError.pruned(
+                            "the cluster's log was pruned past this replica (it is at \(position), the log resumes at \(entry.number))"
+                        )
                     }
                     switch entry.content {
                     case .data(let transaction, let changes, let changeset, _):
@@ -223,13 +234,15 @@ extension Store {
         } catch ReplicationError.transient(let message) {
             throw .internalError(message)
         } catch let error as ReplicationError {
-            // Nothing of the batch stays, but the replica can never follow the log again: it
-            // refuses every write and catch-up from now on, and says why (docs/cluster.md).
+            // Nothing of the batch stays, and the replica cannot follow the log from where it is:
+            // it rebuilds itself from the cluster's snapshot (docs/cluster.md). Should that fail
+            // (PostgreSQL away), it refuses every write and catch-up until a catch-up rebuilds it.
             let refusal = RPCError.internalError(
-                "this replica diverged from the cluster's log (\(error)): start the daemon on an empty data directory to rebuild it from the log"
+                "this replica cannot follow the cluster's log (\(error)) and is rebuilding itself from the cluster's snapshot"
             )
             divergence.withLock { $0 = refusal }
-            throw refusal
+            try rebuildFromCluster(because: error.description)
+            return false
         } catch {
             throw Self.rpcError(error)
         }

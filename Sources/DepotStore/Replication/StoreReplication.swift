@@ -93,10 +93,12 @@ enum ReplicationError: Error, CustomStringConvertible {
     case diverged(String)
     /// Applying failed for a reason that may pass (disk full, I/O): not a divergence.
     case transient(String)
+    /// The log no longer holds the entries that follow this replica's position (see the message).
+    case pruned(String)
 
     var description: String {
         switch self {
-        case .changeset(let message), .diverged(let message), .transient(let message): message
+        case .changeset(let message), .diverged(let message), .transient(let message), .pruned(let message): message
         }
     }
 }
