@@ -198,7 +198,10 @@ struct Depotd: ParsableCommand {
         do {
             return try PostgresReplication(
                 url: url, node: "\(host):\(directory.path)", logRetention: retention,
-                logGrace: .milliseconds(Int64(grace * 1000)), logger: Logger(label: "depotd.cluster"))
+                logGrace: .milliseconds(Int64(grace * 1000)),
+                // Pruning as often as a daemon may go unseen, at most every 10 s.
+                pruneInterval: min(.seconds(10), .milliseconds(Int64(grace * 1000))),
+                logger: Logger(label: "depotd.cluster"))
         } catch {
             throw StartupFailure(
                 message:
