@@ -66,6 +66,9 @@ public struct ChangeLog: Sendable {
                 // The SQLite changeset that brings a replica's rows to the entry's state (docs/cluster.md).
                 try await connection.query(
                     "ALTER TABLE \(unescaped: log) ADD COLUMN IF NOT EXISTS changeset bytea", logger: logger)
+                // The checksum of the objects the entry leaves (DESIGN section 11, docs/cluster.md).
+                try await connection.query(
+                    "ALTER TABLE \(unescaped: log) ADD COLUMN IF NOT EXISTS checksum bigint", logger: logger)
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS \(unescaped: positions) (

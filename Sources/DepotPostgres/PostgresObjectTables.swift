@@ -188,9 +188,12 @@ struct PostgresObjectTables: Sendable {
             }
             tables[name] = rows
         }
+        let checksum = try await connection.query(
+            "SELECT checksum FROM \(unescaped: log.log) WHERE \"transaction\" = \(position)", logger: logger
+        ).collect().first?.decode(Int64?.self)
         return ReplicaSnapshot(
             position: position, transaction: transaction, version: version, entities: entities, tables: tables,
-            highestIDs: highestIDs)
+            highestIDs: highestIDs, checksum: checksum ?? nil)
     }
 
     /// The names of the object tables in the log's schema.

@@ -36,7 +36,8 @@ public final class PostgresReplication: StoreReplication {
     private let configuration: PostgresConnection.Configuration
     private let logger: Logger
     private let writer: BlockingConnection
-    private let follower = Mutex<Task<Void, Never>?>(nil)
+    /// The follower's task, and the one that records this daemon's position and prunes.
+    private let follower = Mutex<[Task<Void, Never>]>([])
     /// Whether the writer holds the write lock (touched on the store's writer only).
     private let holdsLock = Mutex(false)
     /// The newest entry this daemon appended: its own NOTIFY hints need no catch-up.
@@ -73,15 +74,20 @@ public final class PostgresReplication: StoreReplication {
             try await connection.withTransaction(logger: logger) { connection in
                 // Daemons starting together would collide replacing the function: one at a time.
                 try await connection.query("SELECT pg_advisory_xact_lock(\(log.lockKey))", logger: logger)
+                // Its result gained a column (the checksum): a function's result type cannot be replaced.
+                try await connection.query(
+                    "DROP FUNCTION IF EXISTS \(unescaped: Self.beginWriteFunction(log)) (bigint, bigint)",
+                    logger: logger)
                 try await connection.query(
                     """
-                    CREATE OR REPLACE FUNCTION \(unescaped: Self.beginWriteFunction(log)) (after bigint, lock_key bigint)
-                    RETURNS TABLE ("transaction" bigint, changes text, changeset bytea)
+                    CREATE FUNCTION \(unescaped: Self.beginWriteFunction(log)) (after bigint, lock_key bigint)
+                    RETURNS TABLE ("transaction" bigint, changes text, changeset bytea, checksum bigint)
                     LANGUAGE plpgsql VOLATILE AS $$
                     BEGIN
                         PERFORM pg_advisory_lock(lock_key);
                         -- A new statement in a VOLATILE function: a snapshot taken after the lock.
-                        RETURN QUERY SELECT l."transaction", l.changes::text, l.changeset FROM \(unescaped: log.log) l
+                        RETURN QUERY SELECT l."transaction", l.changes::text, l.changeset, l.checksum
+                            FROM \(unescaped: log.log) l
                             WHERE l."transaction" > after ORDER BY l."transaction";
                     END
                     $$
@@ -109,7 +115,7 @@ public final class PostgresReplication: StoreReplication {
         // write waits behind a batch on one daemon, up to a bound.
         let rows = try writer.query(
             """
-            SELECT "transaction", changes, changeset
+            SELECT "transaction", changes, changeset, checksum
             FROM \(unescaped: Self.beginWriteFunction(log))(\(position), \(log.lockKey))
             """, wait: lockTimeout)
         do {
@@ -132,7 +138,7 @@ public final class PostgresReplication: StoreReplication {
         let locked = holdsLock.withLock { $0 }
         let tables = entries.compactMap(\.tables)
         let rebuild = tables.first { $0.model != nil }
-        var bindings = PostgresBindings(capacity: entries.count * 4 + 1)
+        var bindings = PostgresBindings(capacity: entries.count * 5 + 1)
         var rows: [String] = []
         for entry in entries {
             let base = bindings.count
@@ -144,7 +150,10 @@ public final class PostgresReplication: StoreReplication {
             } else {
                 bindings.appendNull()
             }
-            rows.append("($\(base + 1)::bigint, $\(base + 2)::text, $\(base + 3)::jsonb, $\(base + 4)::bytea)")
+            if let checksum = entry.checksum { bindings.append(checksum) } else { bindings.appendNull() }
+            rows.append(
+                "($\(base + 1)::bigint, $\(base + 2)::text, $\(base + 3)::jsonb, $\(base + 4)::bytea, $\(base + 5)::bigint)"
+            )
         }
         // The rows of a data entry go in the same statement, once the entries are in.
         var mirror = ""
@@ -160,7 +169,7 @@ public final class PostgresReplication: StoreReplication {
         let append = PostgresQuery(
             unsafeSQL: """
                 WITH entry AS (
-                    INSERT INTO \(log.log) ("transaction", author, changes, changeset)
+                    INSERT INTO \(log.log) ("transaction", author, changes, changeset, checksum)
                     SELECT * FROM (VALUES \(rows.joined(separator: ", "))) AS v
                     WHERE (SELECT coalesce(max("transaction"), 0) FROM \(log.log)) = \(first.number - 1)
                         AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
@@ -230,18 +239,20 @@ public final class PostgresReplication: StoreReplication {
     public func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
         let rows = try writer.query(
             """
-            SELECT "transaction", changes::text, changeset FROM \(unescaped: log.log)
+            SELECT "transaction", changes::text, changeset, checksum FROM \(unescaped: log.log)
             WHERE "transaction" > \(position) ORDER BY "transaction" LIMIT \(Int64(limit))
             """)
         return try Self.entries(in: rows)
     }
 
-    /// The entries of rows of `("transaction", changes, changeset)`.
+    /// The entries of rows of `("transaction", changes, changeset, checksum)`.
     private static func entries(in rows: [PostgresRow]) throws(RPCError) -> [ReplicatedEntry] {
         do {
             return try rows.map { row in
-                let (number, json, changeset) = try row.decode((Int64, String, Data?).self)
-                return try decode(number: number, json: json, changeset: changeset)
+                let (number, json, changeset, checksum) = try row.decode((Int64, String, Data?, Int64?).self)
+                var entry = try decode(number: number, json: json, changeset: changeset)
+                entry.checksum = checksum
+                return entry
             }
         } catch {
             throw .internalError("the cluster's log cannot be read: \(ChangeLogError.wrapping(error))")
@@ -336,7 +347,7 @@ public final class PostgresReplication: StoreReplication {
     {
         let applied = position
         let position = { @Sendable [self] in max(position(), lastOwnEntry.withLock { $0 }) }
-        let task = Task { [configuration, log, logger, pollInterval, statementTimeout, pruning, pruneInterval, node] in
+        let task = Task { [configuration, log, logger, pollInterval, statementTimeout] in
             var backoff = Duration.milliseconds(50)
             var attempt = 0
             while !Task.isCancelled {
@@ -367,27 +378,6 @@ public final class PostgresReplication: StoreReplication {
                                 if head > position() { newEntries() }
                             }
                         }
-                        group.addTask {
-                            // This daemon's applied position, so that pruning keeps what it needs
-                            // (a quarter of the grace at most between two records), and pruning.
-                            let interval = min(.seconds(1), pruning.grace / 4)
-                            let clock = ContinuousClock()
-                            var pruned = clock.now - pruneInterval
-                            while !Task.isCancelled {
-                                try await withTimeout(statementTimeout) {
-                                    try await pruning.record(
-                                        node: node, position: applied(), on: connection, logger: logger)
-                                }
-                                if pruning.prunes, clock.now - pruned >= pruneInterval {
-                                    pruned = clock.now
-                                    let removed = try await withTimeout(statementTimeout) {
-                                        try await pruning.prune(on: connection, logger: logger)
-                                    }
-                                    if removed > 0 { logger.debug("pruned \(removed) entries of the cluster's log") }
-                                }
-                                try await Task.sleep(for: interval)
-                            }
-                        }
                         try await group.next()
                         group.cancelAll()
                     }
@@ -399,14 +389,47 @@ public final class PostgresReplication: StoreReplication {
                 backoff = min(backoff * 2, .seconds(2))
             }
         }
-        follower.withLock { $0 = task }
+        let maintenance = Task { [configuration, logger, statementTimeout, pruning, pruneInterval, node] in
+            // On a connection of its own: a long prune must not hold up the follower's reads.
+            let interval = min(.seconds(1), pruning.grace / 4)
+            let clock = ContinuousClock()
+            var pruned = clock.now - pruneInterval
+            var attempt = 0
+            while !Task.isCancelled {
+                attempt += 1
+                do {
+                    let connection = try await PostgresConnection.connect(
+                        configuration: configuration, id: attempt, logger: logger)
+                    defer { Task { try? await connection.close() } }
+                    while !Task.isCancelled {
+                        // This daemon's applied position, so that pruning keeps what it still needs.
+                        try await withTimeout(statementTimeout) {
+                            try await pruning.record(node: node, position: applied(), on: connection, logger: logger)
+                        }
+                        if pruning.prunes, clock.now - pruned >= pruneInterval {
+                            pruned = clock.now
+                            let removed = try await withTimeout(statementTimeout) {
+                                try await pruning.prune(on: connection, logger: logger)
+                            }
+                            if removed > 0 { logger.debug("pruned \(removed) entries of the cluster's log") }
+                        }
+                        try await Task.sleep(for: interval)
+                    }
+                } catch {
+                    if Task.isCancelled { return }
+                    logger.warning("cluster log upkeep failed: \(ChangeLogError.wrapping(error)); retrying")
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        follower.withLock { $0 = [task, maintenance] }
     }
 
     /// Stops the follower and closes the writer's connection.
     public func stop() {
-        follower.withLock { task in
-            task?.cancel()
-            task = nil
+        follower.withLock { tasks in
+            tasks.forEach { $0.cancel() }
+            tasks = []
         }
         writer.close()
     }

@@ -158,7 +158,74 @@ final class LogPruningTests: XCTestCase {
         XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
     }
 
+    /// A row changed in a stopped replica's file, in a column no later entry changes (no changeset
+    /// would ever conflict): the full checksum at start-up finds it, and the replica rebuilds itself.
+    func testAReplicaChangedWhileStoppedIsFoundAtStartUpAndRebuilt() throws {
+        let url = try clusterURL("startup")
+        let a = try PostgresReplication(url: url, node: "a")
+        defer { a.stop() }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        for index in 0..<5 { _ = try insertTeam(first, index) }
+        let secondPath = temporaryReplicaPath()
+        do {
+            let b = try PostgresReplication(url: url, node: "b")
+            defer { b.stop() }
+            let second = try Store(path: secondPath, replication: b)
+            XCTAssertEqual(try checksumOffset(secondPath), "0", "the snapshot's tables agree with the log")
+            _ = try second.save(update("Team/3", wins: 4))
+        }
+        try first.catchUpWithCluster()
+        try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET name = 'changed by hand' WHERE id = 2") }
+
+        let b = try PostgresReplication(url: url, node: "b")
+        defer { b.stop() }
+        let second = try Store(path: secondPath, replication: b)
+        XCTAssertTrue(second.takeRebuild(), "found at start-up")
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        // A restart with nothing changed rebuilds nothing.
+        let c = try PostgresReplication(url: url, node: "c")
+        defer { c.stop() }
+        let again = try Store(path: firstPath, replication: c)
+        XCTAssertFalse(again.takeRebuild())
+    }
+
+    /// A row changed behind a running replica's back in a column the next entry leaves alone: the
+    /// changeset applies without a conflict, but the checksum the entry carries differs from the
+    /// replica's, and the replica rebuilds itself.
+    func testAnEntryWhoseChecksumDiffersMakesTheReplicaRebuildItself() throws {
+        let url = try clusterURL("checksum")
+        let a = try PostgresReplication(url: url, node: "a")
+        let b = try PostgresReplication(url: url, node: "b")
+        defer { [a, b].forEach { $0.stop() } }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        var ids: [String] = []
+        for index in 0..<5 { ids.append(try insertTeam(first, index)) }
+        let (second, secondPath) = try newReplica(b)
+        // Entries carry the checksum of what they leave.
+        XCTAssertTrue(try a.entries(after: 0, limit: 100).allSatisfy { $0.checksum != nil })
+        try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET rating = 99.5 WHERE id = 1") }
+
+        _ = try first.save(update(ids[0], wins: 3))
+        try second.catchUpWithCluster()
+        XCTAssertTrue(second.takeRebuild())
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        // Both follow on with equal checksums: no rebuild for an ordinary entry.
+        _ = try second.save(update(ids[1], wins: 5))
+        try first.catchUpWithCluster()
+        XCTAssertFalse(first.takeRebuild())
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+    }
+
     // MARK: Helpers
+
+    /// The offset the replica at `path` recorded between its checksum and the log's (0: they agree).
+    private func checksumOffset(_ path: String) throws -> String? {
+        try DatabaseQueue(path: path).read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM depot_meta WHERE key = 'checksumOffset'")
+        }
+    }
 
     private func clusterURL(_ prefix: String) throws -> PostgresURL {
         var url = try PostgresServer.sharedOrFail().url

@@ -19,12 +19,15 @@ public struct ReplicaSnapshot: Sendable {
     public var tables: [String: [[String: JSONValue]]]
     /// For each entity table, the highest id ever given (deleted objects' ids are never reused).
     public var highestIDs: [String: Int64]
+    /// The checksum the log's entry at ``position`` carries (``ReplicaChecksum``), if it carries one.
+    public var checksum: Int64?
 
     /// A snapshot.
     public init(
         position: Int64, transaction: Int64, version: Int64, entities: [EntityDescription],
-        tables: [String: [[String: JSONValue]]], highestIDs: [String: Int64]
+        tables: [String: [[String: JSONValue]]], highestIDs: [String: Int64], checksum: Int64? = nil
     ) {
+        self.checksum = checksum
         self.position = position
         self.transaction = transaction
         self.version = version
@@ -96,6 +99,27 @@ extension Store {
         rebuilding.store(false, ordering: .releasing)
     }
 
+    /// Compares the replica's objects, read in full, with the checksum it recorded: a file changed
+    /// behind the daemon's back (or damaged) makes it rebuild itself from the snapshot. A replica
+    /// that recorded none (made before checksums) records it now.
+    func verifyChecksum() throws(RPCError) {
+        let (recorded, actual) = try Self.mapErrors {
+            try pool.write { db -> (UInt64, UInt64) in
+                let actual = try ReplicaChecksum.full(db)
+                guard let recorded = try Self.storedChecksum(db) else {
+                    try Self.saveChecksum(db, actual, offset: 0)
+                    return (actual, actual)
+                }
+                return (recorded.checksum, actual)
+            }
+        }
+        guard recorded != actual else { return }
+        let reason =
+            "its objects' checksum is \(actual), it recorded \(recorded): its file was changed behind its back"
+        divergence.withLock { $0 = .internalError("this replica diverged (\(reason)); rebuilding it") }
+        try rebuildFromCluster(because: reason)
+    }
+
     /// Rebuilds the replica if it is known to have diverged and a rebuild failed before.
     func repairIfDiverged() throws(RPCError) {
         guard let divergence = divergence.withLock({ $0 }) else { return }
@@ -148,6 +172,9 @@ extension Store {
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('historyBegins', ?)",
             arguments: [String(snapshot.transaction)])
         try saveClusterPosition(db, snapshot.position)
+        // The replica's own checksum; any offset from the log's says the tables differ from the log.
+        let checksum = try ReplicaChecksum.full(db)
+        try saveChecksum(db, checksum, offset: snapshot.checksum.map { checksum ^ UInt64(bitPattern: $0) } ?? 0)
         return schema
     }
 

@@ -145,13 +145,17 @@ extension Store {
     private func entries(
         _ db: Database, after head: Int64, latest: Int64, session: ChangeSession?, model: ModelChange?
     ) throws -> [ReplicatedEntry] {
+        let offset = try Self.storedChecksum(db)?.offset ?? 0
         if let model {
             guard model.changed else { return [] }
+            let checksum = try ReplicaChecksum.full(db)
+            try Self.saveChecksum(db, checksum)
             return [
                 ReplicatedEntry(
                     number: head + 1, author: nil, timestamp: Date.now.timeIntervalSince1970,
                     content: .model(entities: model.entities, removing: model.removing),
-                    tables: try ObjectTablesChange.everything(db, schema: ModelMigrator.loadSchema(db)))
+                    tables: try ObjectTablesChange.everything(db, schema: ModelMigrator.loadSchema(db)),
+                    checksum: Int64(bitPattern: checksum ^ offset))
             ]
         }
         let changeset = try session?.changeset() ?? []
@@ -172,6 +176,8 @@ extension Store {
             return []
         }
         let tables = try ObjectTablesChange.rows(db, changeset: changeset)
+        let checksum = try (Self.storedChecksum(db)?.checksum ?? 0) ^ ReplicaChecksum.delta(db, changeset: changeset)
+        try Self.saveChecksum(db, checksum)
         return rows.enumerated().map { index, row in
             let isLast = index == rows.count - 1
             return ReplicatedEntry(
@@ -179,7 +185,7 @@ extension Store {
                 content: .data(
                     transaction: row["id"], changes: row["changes"], changeset: isLast ? changeset : [],
                     continued: !isLast),
-                tables: isLast ? tables : nil)
+                tables: isLast ? tables : nil, checksum: isLast ? Int64(bitPattern: checksum ^ offset) : nil)
         }
     }
 
@@ -201,6 +207,9 @@ extension Store {
         }
         do {
             try pool.write { db in
+                let stored = try Self.storedChecksum(db) ?? (ReplicaChecksum.full(db), 0)
+                var checksum = stored.checksum
+                let offset = stored.offset
                 for entry in complete where entry.number > position {
                     guard entry.number == position + 1 else {
                         // The log has no holes: the entries after this replica's position were pruned.
@@ -217,6 +226,7 @@ extension Store {
                             )
                         }
                         try ChangeSession.apply(changeset, on: db.sqliteConnection!)
+                        checksum ^= try ReplicaChecksum.delta(db, changeset: changeset)
                         _ = try HistoryLog.insert(
                             db, number: transaction, timestamp: entry.timestamp, author: entry.author, text: changes,
                             retention: historyRetention)
@@ -226,10 +236,17 @@ extension Store {
                                 changes: try HistoryCoding.decode(changes)), in: db)
                     case .model(let entities, let removing):
                         (schema, _) = try ModelMigrator.migrate(db, from: schema, to: entities, removing: removing)
+                        checksum = try ReplicaChecksum.full(db)
+                    }
+                    if let expected = entry.checksum, UInt64(bitPattern: expected) != checksum ^ offset {
+                        throw ReplicationError.diverged(
+                            "after the cluster's entry \(entry.number) this replica's checksum is \(checksum ^ offset), the log's \(UInt64(bitPattern: expected))"
+                        )
                     }
                     position = entry.number
                 }
                 try Self.saveClusterPosition(db, position)
+                try Self.saveChecksum(db, checksum)
             }
         } catch ReplicationError.transient(let message) {
             throw .internalError(message)

@@ -72,16 +72,21 @@ public struct ReplicatedEntry: Sendable, Equatable {
     /// (a log that keeps the objects as tables writes them with the entry); `nil` on entries
     /// read from the log.
     public var tables: ObjectTablesChange?
+    /// The checksum of the objects the entry leaves (``ReplicaChecksum``, as a bit pattern), on the
+    /// last entry of a write; `nil` on the others, and on entries written before checksums.
+    public var checksum: Int64?
 
     /// An entry.
     public init(
-        number: Int64, author: String?, timestamp: Double, content: Content, tables: ObjectTablesChange? = nil
+        number: Int64, author: String?, timestamp: Double, content: Content, tables: ObjectTablesChange? = nil,
+        checksum: Int64? = nil
     ) {
         self.number = number
         self.author = author
         self.timestamp = timestamp
         self.content = content
         self.tables = tables
+        self.checksum = checksum
     }
 }
 

@@ -83,6 +83,7 @@ public final class Store: Sendable {
         // A new replica starts from the cluster's snapshot if it has one (the store's size, not its
         // history), then where the cluster is, in batches, before its first write takes the lock.
         try bootstrapFromCluster()
+        if replication != nil { try verifyChecksum() }
         try catchUpWithCluster()
     }
 
