@@ -79,7 +79,7 @@ extension Store {
         rebuilding.store(true, ordering: .releasing)
         guard let snapshot = try replication.snapshot() else {
             throw .internalError(
-                "this replica cannot follow the cluster's log (\(reason)) and the cluster keeps no snapshot to rebuild it from"
+                "this replica diverged from the cluster's log (\(reason)) and the cluster keeps no snapshot to rebuild it from: start the daemon on an empty data directory to rebuild it from the log"
             )
         }
         let schema: Schema
