@@ -548,6 +548,9 @@ def test_a_daemon_away_while_the_log_is_pruned_rebuilds_from_the_snapshot_and_fo
         for oracle in oracles:
             oracle.check(last)
             assert oracle.invalidations == []
+        for client in clients:
+            wait_until(lambda: client.call("store/history", {"since": latest, "limit": 1})["latest"] >= last,
+                       "every daemon to follow")
         assert (back.call("store/history", {"since": latest})["transactions"]
                 == clients[0].call("store/history", {"since": latest})["transactions"])
         # Every daemon follows: the log keeps the newest 5 (pruned at most a second apart).
@@ -582,6 +585,8 @@ def test_a_replica_changed_behind_a_running_daemon_repairs_itself_and_its_subscr
         wait_until(lambda: any(p.get("reason") == "rebuilt" for p in oracle.invalidations), "results/didInvalidate")
         last = save_at_random(clients, rng, ids, 20)
         oracle.check(last)
+        wait_until(lambda: clients[0].call("store/history", {"since": 0, "limit": 1})["latest"] >= last,
+                   "the first daemon to follow")
         served = clients[1].fetch(REQUEST)["objects"]
         assert served == clients[0].fetch(REQUEST)["objects"]
         assert all(o["teamName"] != "changed by hand" for o in served)
