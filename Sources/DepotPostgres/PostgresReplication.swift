@@ -31,6 +31,8 @@ public final class PostgresReplication: StoreReplication {
     public let pruning: LogPruning
     /// How often the follower prunes the log (when the retention prunes at all).
     public let pruneInterval: Duration
+    /// The rows of an object table one round trip of a snapshot reads (memory holds one batch).
+    public let snapshotBatch: Int
     /// The objects as tables, written with the entries.
     private let objectTables: PostgresObjectTables
     private let configuration: PostgresConnection.Configuration
@@ -52,9 +54,10 @@ public final class PostgresReplication: StoreReplication {
     public init(
         url: PostgresURL, node: String, statementTimeout: Duration = .seconds(10),
         pollInterval: Duration = .milliseconds(100), logRetention: HistoryRetention = .forever,
-        logGrace: Duration = .seconds(600), pruneInterval: Duration = .seconds(10),
+        logGrace: Duration = .seconds(600), pruneInterval: Duration = .seconds(10), snapshotBatch: Int = 10_000,
         logger: Logger = Logger(label: "depot.cluster")
     ) throws(RPCError) {
+        self.snapshotBatch = max(1, snapshotBatch)
         do {
             log = try ChangeLog(schema: url.schema)
         } catch {
@@ -214,14 +217,45 @@ public final class PostgresReplication: StoreReplication {
         }
     }
 
-    /// The objects and the log position they reflect, read in one REPEATABLE READ snapshot.
-    public func snapshot() throws(RPCError) -> ReplicaSnapshot? {
-        try writer.run(wait: lockTimeout) { [objectTables, logger] connection in
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-            let snapshot = try await objectTables.snapshot(on: connection, logger: logger)
-            try await connection.query("COMMIT", logger: logger)
-            return snapshot
+    /// The objects and the log position they reflect, read in one REPEATABLE READ transaction on
+    /// the writer's connection: the header first, then each table through a cursor,
+    /// ``snapshotBatch`` rows a round trip, handed to `rows` as they come.
+    public func readSnapshot(
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+    ) throws -> Bool {
+        try writer.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", wait: lockTimeout)
+        var open = true
+        // A failure of the writer's connection drops it, which ends the transaction; any other, this.
+        defer { if open { writer.send("ROLLBACK") } }
+        let header = try writer.run(wait: lockTimeout) { [objectTables, logger] connection in
+            try await objectTables.snapshot(on: connection, logger: logger)
         }
+        guard let (snapshot, tables) = header else {
+            try writer.query("COMMIT")
+            open = false
+            return false
+        }
+        try begin(snapshot)
+        for table in tables {
+            try writer.query(objectTables.snapshotCursor(table))
+            while true {
+                let fetched = try writer.query(
+                    PostgresQuery(unsafeSQL: "FETCH \(snapshotBatch) FROM depot_snapshot"), wait: lockTimeout)
+                guard !fetched.isEmpty else { break }
+                var batch: [[String: JSONValue]] = []
+                batch.reserveCapacity(fetched.count)
+                for row in fetched {
+                    if case .object(let values) = try JSONParser.parse(try row.decode(String.self)) {
+                        batch.append(values)
+                    }
+                }
+                try rows(table, batch)
+            }
+            try writer.query("CLOSE depot_snapshot")
+        }
+        try writer.query("COMMIT")
+        open = false
+        return true
     }
 
     /// Releases the lock if held, without waiting.

@@ -39,7 +39,9 @@ public struct ReplicaSnapshot: Sendable {
 
 extension StoreReplication {
     /// No snapshot: a replica replays the log from its start.
-    public func snapshot() throws(RPCError) -> ReplicaSnapshot? { nil }
+    public func readSnapshot(
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+    ) throws -> Bool { false }
 }
 
 extension Store {
@@ -54,17 +56,16 @@ extension Store {
     /// Starts a new, empty replica from the cluster's snapshot, when the cluster has one past
     /// the start of its log; does nothing otherwise.
     func bootstrapFromCluster() throws(RPCError) {
-        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty,
-            let snapshot = try replication.snapshot(), snapshot.position > 0
-        else { return }
-        let schema: Schema
+        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty else { return }
+        let loaded: (schema: Schema, position: Int64)?
         do {
-            schema = try pool.write { db in try Self.bootstrap(db, from: snapshot) }
+            loaded = try pool.write { db in try Self.load(db, from: replication) }
         } catch {
             throw .internalError("this replica could not start from the cluster's snapshot: \(error)")
         }
-        replaceSchema(schema)
-        clusterPosition.withLock { $0 = snapshot.position }
+        guard let loaded else { return }
+        replaceSchema(loaded.schema)
+        clusterPosition.withLock { $0 = loaded.position }
     }
 
     /// Rebuilds this replica from the cluster's snapshot, in one local transaction: it can no
@@ -77,22 +78,23 @@ extension Store {
         guard let replication else { return }
         // Until it is rebuilt the replica serves no read: it is known to be behind or wrong.
         rebuilding.store(true, ordering: .releasing)
-        guard let snapshot = try replication.snapshot() else {
+        let loaded: (schema: Schema, position: Int64)
+        do {
+            loaded = try pool.write { db in
+                try Self.emptyReplica(db)
+                // Nothing to rebuild from: the transaction rolls back, the replica stays as it was.
+                guard let loaded = try Self.load(db, from: replication) else { throw NoSnapshot() }
+                return loaded
+            }
+        } catch is NoSnapshot {
             throw .internalError(
                 "this replica diverged from the cluster's log (\(reason)) and the cluster keeps no snapshot to rebuild it from: start the daemon on an empty data directory to rebuild it from the log"
             )
-        }
-        let schema: Schema
-        do {
-            schema = try pool.write { db in
-                try Self.emptyReplica(db)
-                return try Self.bootstrap(db, from: snapshot)
-            }
         } catch {
             throw .internalError("this replica could not rebuild itself from the cluster's snapshot: \(error)")
         }
-        replaceSchema(schema)
-        clusterPosition.withLock { $0 = snapshot.position }
+        replaceSchema(loaded.schema)
+        clusterPosition.withLock { $0 = loaded.position }
         divergence.withLock { $0 = nil }
         _ = commits.take()
         rebuilt.store(true, ordering: .releasing)
@@ -132,7 +134,7 @@ extension Store {
         rebuilt.exchange(false, ordering: .acquiringAndReleasing)
     }
 
-    /// Removes every object, the model, history and the results cache, for ``bootstrap(_:from:)``.
+    /// Removes every object, the model, history and the results cache, for ``load(_:from:)``.
     private static func emptyReplica(_ db: Database) throws {
         let tables = try String.fetchAll(
             db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'e_*' OR name GLOB 'j_*')")
@@ -146,22 +148,36 @@ extension Store {
                 """)
     }
 
-    /// Fills an empty replica from `snapshot`, in one local transaction: the model (at the
-    /// cluster's version), every row, the ids already given, the history number, the position.
-    static func bootstrap(_ db: Database, from snapshot: ReplicaSnapshot) throws -> Schema {
-        var (schema, _) = try ModelMigrator.migrate(db, from: .empty, to: snapshot.entities)
-        schema = Schema(version: snapshot.version, entities: schema.entities)
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)",
-            arguments: [String(snapshot.version)])
-        for entity in schema.entities {
-            try insert(db, table: entity.tableName, rows: snapshot.tables[entity.tableName] ?? []) { column in
-                entity.attributes[column]?.type
-            }
-            for join in entity.joins.values where join.isFirstSide {
-                try insert(db, table: join.name, rows: snapshot.tables[join.name] ?? []) { _ in nil }
-            }
-        }
+    /// Fills the empty replica `db` from the cluster's snapshot, read as it goes (one batch of rows
+    /// in memory), inside the caller's local transaction: the model (at the cluster's version),
+    /// every row, the ids already given, the history number, the position, the checksum. Returns
+    /// the model and the position, nil when the cluster keeps no snapshot.
+    static func load(_ db: Database, from replication: any StoreReplication) throws -> (
+        schema: Schema, position: Int64
+    )? {
+        var started: (schema: Schema, snapshot: ReplicaSnapshot)?
+        let found = try replication.readSnapshot(
+            begin: { snapshot in
+                var (schema, _) = try ModelMigrator.migrate(db, from: .empty, to: snapshot.entities)
+                schema = Schema(version: snapshot.version, entities: schema.entities)
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)",
+                    arguments: [String(snapshot.version)])
+                started = (schema, snapshot)
+            },
+            rows: { table, batch in
+                guard let schema = started?.schema else { return }
+                if let entity = schema.entities.first(where: { $0.tableName == table }) {
+                    try insert(db, table: table, rows: batch) { column in entity.attributes[column]?.type }
+                } else if schema.entities.contains(where: {
+                    $0.joins.values.contains { $0.isFirstSide && $0.name == table }
+                }) {
+                    try insert(db, table: table, rows: batch) { _ in nil }
+                }
+                // A table the model does not have (left in PostgreSQL by hand) is not loaded.
+            })
+        guard found, let started, started.snapshot.position > 0 else { return nil }
+        let (schema, snapshot) = started
         var sequences = snapshot.highestIDs
         sequences["depot_transaction"] = snapshot.transaction
         for (table, highest) in sequences where highest > 0 {
@@ -175,7 +191,7 @@ extension Store {
         // The replica's own checksum; any offset from the log's says the tables differ from the log.
         let checksum = try ReplicaChecksum.full(db)
         try saveChecksum(db, checksum, offset: snapshot.checksum.map { checksum ^ UInt64(bitPattern: $0) } ?? 0)
-        return schema
+        return (schema, snapshot.position)
     }
 
     /// Inserts `rows` into `table`, each value stored as the store stores a value of its column's type.
@@ -212,3 +228,6 @@ extension Store {
         }
     }
 }
+
+/// The cluster keeps no snapshot to rebuild a replica from.
+private struct NoSnapshot: Error {}

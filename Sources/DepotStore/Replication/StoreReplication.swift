@@ -37,9 +37,14 @@ public protocol StoreReplication: AnyObject, Sendable {
     /// ``entries(after:limit:)``), and after every reconnection.
     func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
 
-    /// The cluster's objects at one position, read in one snapshot, for a new replica to start
-    /// from; nil when the cluster keeps none (the replica then replays the log).
-    func snapshot() throws(RPCError) -> ReplicaSnapshot?
+    /// Reads the cluster's objects at one position in one snapshot, for a replica to start from:
+    /// `begin` gets the position, model, ids and checksum (``ReplicaSnapshot/tables`` empty), then
+    /// `rows` gets every object table's rows, a batch at a time, while the snapshot stays open;
+    /// memory holds one batch. Returns false, calling neither, when the cluster keeps no snapshot
+    /// (a new replica then replays the log). Called on the store's writer, inside its transaction.
+    func readSnapshot(
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+    ) throws -> Bool
 
     /// Stops following and closes the connections.
     func stop()
