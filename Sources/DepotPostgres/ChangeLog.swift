@@ -20,6 +20,10 @@ public struct ChangeLog: Sendable {
     /// The log table's qualified name.
     var log: String { "\"\(schema)\".change_log" }
 
+    /// The table of the `saveId`s of committed saves and their answers, as every replica holds them
+    /// (`depot_save_id`), for a replica that starts from a snapshot.
+    var saveIDs: String { "\"\(schema)\".save_ids" }
+
     /// The table where each daemon records the newest entry it applied and when it last said so:
     /// pruning keeps what a daemon seen within the grace period still needs.
     var positions: String { "\"\(schema)\".daemon_positions" }
@@ -69,6 +73,14 @@ public struct ChangeLog: Sendable {
                 // The checksum of the objects the entry leaves (DESIGN section 11, docs/cluster.md).
                 try await connection.query(
                     "ALTER TABLE \(unescaped: log) ADD COLUMN IF NOT EXISTS checksum bigint", logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS \(unescaped: saveIDs) (
+                                save_id text PRIMARY KEY,
+                                transaction_id bigint NOT NULL,
+                                answer text NOT NULL
+                    )
+                    """, logger: logger)
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS \(unescaped: positions) (

@@ -187,13 +187,12 @@ struct PostgresObjectTables: Sendable {
         return (snapshot, try await tableNames(on: connection, logger: logger))
     }
 
-    /// Declares the cursor `depot_snapshot` over every row of object table `name`, as JSON.
+    /// Declares the cursor `depot_snapshot` over every row of object table `name`, as JSON
+    /// (`depot_save_id`: of ``ChangeLog/saveIDs``).
     func snapshotCursor(_ name: String) -> PostgresQuery {
-        PostgresQuery(
-            unsafeSQL: """
-                DECLARE depot_snapshot NO SCROLL CURSOR FOR
-                SELECT to_jsonb(t)::text FROM "\(log.schema)".\(EntitySchema.quote(name)) t
-                """)
+        let table = name == ReplicaSnapshot.saveIDsTable ? log.saveIDs : "\"\(log.schema)\".\(EntitySchema.quote(name))"
+        return PostgresQuery(
+            unsafeSQL: "DECLARE depot_snapshot NO SCROLL CURSOR FOR SELECT to_jsonb(t)::text FROM \(table) t")
     }
 
     /// The names of the object tables in the log's schema.

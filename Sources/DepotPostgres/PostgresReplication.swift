@@ -169,6 +169,31 @@ public final class PostgresReplication: StoreReplication {
                     WHERE EXISTS (SELECT 1 FROM entry))
                 """
         }
+        // So are the ids of the saves (a snapshot carries them to a new replica).
+        let saved = tables.flatMap(\.savedIDs)
+        let forgotten = tables.flatMap(\.forgottenIDs)
+        if !saved.isEmpty {
+            // Encoded as one table's written rows (values as PostgreSQL reads them from JSON).
+            bindings.append(
+                PostgresObjectTables.json([ObjectTablesChange.Table(name: "", written: saved, deleted: [])]))
+            mirror += """
+                , saved AS (
+                    INSERT INTO \(log.saveIDs) (save_id, transaction_id, answer)
+                    SELECT r->>'save_id', (r->>'transaction_id')::bigint, r->>'answer'
+                    FROM jsonb_array_elements($\(bindings.count)::jsonb->0->'written') r
+                    WHERE EXISTS (SELECT 1 FROM entry)
+                    ON CONFLICT (save_id) DO UPDATE SET transaction_id = excluded.transaction_id, answer = excluded.answer)
+                """
+        }
+        if !forgotten.isEmpty {
+            bindings.append(String(decoding: JSONWriter.encode(.array(forgotten.map(JSONValue.string))), as: UTF8.self))
+            mirror += """
+                , forgotten AS (
+                    DELETE FROM \(log.saveIDs)
+                    WHERE save_id IN (SELECT jsonb_array_elements_text($\(bindings.count)::jsonb))
+                        AND EXISTS (SELECT 1 FROM entry))
+                """
+        }
         let append = PostgresQuery(
             unsafeSQL: """
                 WITH entry AS (
@@ -236,7 +261,8 @@ public final class PostgresReplication: StoreReplication {
             return false
         }
         try begin(snapshot)
-        for table in tables {
+        // The ids of committed saves last, loaded like a table of the replica's.
+        for table in tables + [ReplicaSnapshot.saveIDsTable] {
             try writer.query(objectTables.snapshotCursor(table))
             while true {
                 let fetched = try writer.query(

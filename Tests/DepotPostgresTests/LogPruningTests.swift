@@ -221,6 +221,38 @@ final class LogPruningTests: XCTestCase {
         XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
     }
 
+    /// The ids of committed saves travel to PostgreSQL with their entries and come with the
+    /// snapshot: a save resent with its `saveId` to a daemon that joined after it committed is
+    /// answered as before and appends nothing; so it is after a rebuild.
+    func testADaemonFromASnapshotRecognizesASaveResentWithItsSaveId() throws {
+        let url = try clusterURL("saveids")
+        let a = try PostgresReplication(url: url, node: "a")
+        defer { a.stop() }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        let save = StoreSave.Parameters(
+            inserted: [InsertedObject(entity: "Team", tempId: "t", values: ["name": "resent"])], saveId: "resent-1")
+        let (answer, _) = try first.save(save)
+        _ = try insertTeam(first, 1)
+
+        let b = try PostgresReplication(url: url, node: "b")
+        defer { b.stop() }
+        let (joined, joinedPath) = try newReplica(b)
+        let head = try XCTUnwrap(a.entries(after: 0, limit: 100).last?.number)
+        let (again, transaction) = try joined.save(save)
+        XCTAssertEqual(again, answer, "answered as before")
+        XCTAssertNil(transaction)
+        XCTAssertEqual(try a.entries(after: 0, limit: 100).last?.number, head, "nothing appended")
+
+        // Rebuilt from the snapshot (a row changed behind its back), it still knows the id.
+        try edit(joinedPath) { db in try db.execute(sql: "UPDATE e_Team SET wins = 7 WHERE id = 1") }
+        _ = try first.save(update("Team/1", wins: 8))
+        try joined.catchUpWithCluster()
+        XCTAssertTrue(joined.takeRebuild())
+        XCTAssertEqual(try joined.save(save).0, answer)
+        XCTAssertEqual(try objectTables(joinedPath), try objectTables(firstPath))
+    }
+
     // MARK: Helpers
 
     /// The offset the replica at `path` recorded between its checksum and the log's (0: they agree).

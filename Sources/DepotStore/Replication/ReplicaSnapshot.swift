@@ -22,6 +22,10 @@ public struct ReplicaSnapshot: Sendable {
     /// The checksum the log's entry at ``position`` carries (``ReplicaChecksum``), if it carries one.
     public var checksum: Int64?
 
+    /// The name under which a snapshot hands over the ids of committed saves, with their answers
+    /// (`save_id`, `transaction_id`, `answer`), after the object tables.
+    public static let saveIDsTable = SaveIdLog.table
+
     /// A snapshot.
     public init(
         position: Int64, transaction: Int64, version: Int64, entities: [EntityDescription],
@@ -134,7 +138,7 @@ extension Store {
         rebuilt.exchange(false, ordering: .acquiringAndReleasing)
     }
 
-    /// Removes every object, the model, history and the results cache, for ``load(_:from:)``.
+    /// Removes every object, the model, history, the ids of saves and the results cache, for ``load(_:from:)``.
     private static func emptyReplica(_ db: Database) throws {
         let tables = try String.fetchAll(
             db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'e_*' OR name GLOB 'j_*')")
@@ -145,6 +149,7 @@ extension Store {
                 DELETE FROM depot_transaction;
                 DELETE FROM sqlite_sequence;
                 DELETE FROM depot_results_cache;
+                DELETE FROM depot_save_id;
                 """)
     }
 
@@ -169,6 +174,8 @@ extension Store {
                 guard let schema = started?.schema else { return }
                 if let entity = schema.entities.first(where: { $0.tableName == table }) {
                     try insert(db, table: table, rows: batch) { column in entity.attributes[column]?.type }
+                } else if table == SaveIdLog.table {
+                    try insert(db, table: table, rows: batch) { _ in nil }
                 } else if schema.entities.contains(where: {
                     $0.joins.values.contains { $0.isFirstSide && $0.name == table }
                 }) {
