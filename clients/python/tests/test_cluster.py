@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import closing
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
@@ -529,7 +530,7 @@ def test_a_daemon_away_while_the_log_is_pruned_rebuilds_from_the_snapshot_and_fo
                                              f"WHERE node LIKE '{node}'") == "1", "the daemon's position")
         clients.pop().close()
         daemons[1].stop(keep_data=True)
-        with sqlite3.connect(os.path.join(daemons[1].data_dir, "depot.sqlite")) as db:
+        with closing(sqlite3.connect(os.path.join(daemons[1].data_dir, "depot.sqlite"))) as db:
             away = int(db.execute("SELECT value FROM depot_meta WHERE key = 'clusterPosition'").fetchone()[0])
         latest = save_at_random(clients, rng, ids, 40)
         wait_until(lambda: int(psql_value(store, 'SELECT min("transaction") FROM {schema}.change_log')) > away + 1,
@@ -577,8 +578,9 @@ def test_a_replica_changed_behind_a_running_daemon_repairs_itself_and_its_subscr
                    "the second daemon to follow")
         oracle = ResyncingOracle(clients[1])
         target = ids[0]
-        with sqlite3.connect(os.path.join(daemons[1].data_dir, "depot.sqlite")) as db:
-            db.execute('UPDATE "e_Team" SET "teamName" = ? WHERE id = ?', ("changed by hand", int(target.split("/")[1])))
+        with closing(sqlite3.connect(os.path.join(daemons[1].data_dir, "depot.sqlite"))) as db, db:
+            db.execute('UPDATE "e_Team" SET "teamName" = ? WHERE id = ?',
+                       ("changed by hand", int(target.split("/")[1])))
         assert any(o["teamName"] == "changed by hand" for o in clients[1].fetch(REQUEST)["objects"])
 
         clients[0].call("store/save", {"updated": [{"id": target, "values": {"wins": 42}}]})
