@@ -130,6 +130,15 @@ struct Depotd: ParsableCommand {
                 "--history-retention must be a count (100000), an age (7d, 24h, 30m, 90s), a size (512MB, 2GB), several of them joined by commas (100000,512MB) or forever, got '\(historyRetention)'"
             )
         }
+        // Checked on every store, so that a typo never waits for the day the daemon joins a cluster.
+        guard let logRetention = HistoryRetention(parsing: logRetention) else {
+            throw ValidationError(
+                "--log-retention must be a count (100000), an age (7d, 24h, 30m, 90s), a size (512MB, 2GB), several of them joined by commas (100000,512MB) or forever, got '\(self.logRetention)'"
+            )
+        }
+        guard case .age(let logGrace)? = HistoryRetention(parsing: logGrace) else {
+            throw ValidationError("--log-grace must be an age (10m, 1h, 90s), got '\(self.logGrace)'")
+        }
         let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL
         var configuration = ServerConfiguration(
             dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval,
@@ -153,7 +162,9 @@ struct Depotd: ParsableCommand {
         configuration.maxInFlightPerSession = maxInFlightPerSession
         configuration.maxQuerySeconds = maxQuerySeconds
         if store != "sqlite" {
-            configuration.replication = try joinCluster(directory: directory, logger: logger)
+            configuration.replication = try joinCluster(
+                directory: directory, retention: logRetention, grace: .milliseconds(Int64(logGrace * 1000)),
+                logger: logger)
         }
         let server: DepotServer
         do {
@@ -171,7 +182,9 @@ struct Depotd: ParsableCommand {
     }
 
     /// Connects to the cluster `--store` names; any problem stops the daemon before anything is opened.
-    private func joinCluster(directory: URL, logger: Logger) throws -> PostgresReplication {
+    private func joinCluster(directory: URL, retention: HistoryRetention, grace: Duration, logger: Logger) throws
+        -> PostgresReplication
+    {
         let environment = ProcessInfo.processInfo.environment
         var url: PostgresURL
         do {
@@ -185,22 +198,12 @@ struct Depotd: ParsableCommand {
             throw StartupFailure(
                 message: "--store must not hold a password (it shows in ps): use PGPASSWORD or ~/.pgpass")
         }
-        guard let retention = HistoryRetention(parsing: logRetention) else {
-            throw StartupFailure(
-                message:
-                    "--log-retention must be a count (100000), an age (7d, 24h, 30m, 90s), a size (512MB, 2GB), several of them joined by commas (100000,512MB) or forever, got '\(logRetention)'"
-            )
-        }
-        guard case .age(let grace)? = HistoryRetention(parsing: logGrace) else {
-            throw StartupFailure(message: "--log-grace must be an age (10m, 1h, 90s), got '\(logGrace)'")
-        }
         let host = ProcessInfo.processInfo.hostName
         do {
             return try PostgresReplication(
-                url: url, node: "\(host):\(directory.path)", logRetention: retention,
-                logGrace: .milliseconds(Int64(grace * 1000)),
+                url: url, node: "\(host):\(directory.path)", logRetention: retention, logGrace: grace,
                 // Pruning as often as a daemon may go unseen, at most every 10 s.
-                pruneInterval: min(.seconds(10), .milliseconds(Int64(grace * 1000))),
+                pruneInterval: min(.seconds(10), grace),
                 logger: Logger(label: "depotd.cluster"))
         } catch {
             throw StartupFailure(
