@@ -378,9 +378,11 @@ NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
                                                         "overflow (the session's queue overflowed), largeTransaction "
                                                         "(one transaction changed more than 10,000 objects), error "
                                                         "(the daemon could not follow a transaction; the set was "
-                                                        "rebuilt, or dropped when that failed too): resync with "
-                                                        "results/snapshot; scope (SIGHUP changed the key's "
-                                                        "row-level scope; the subscription ended): subscribe "
+                                                        "rebuilt, or dropped when that failed too), rebuilt (a "
+                                                        "cluster daemon rebuilt its replica from the cluster's "
+                                                        "snapshot: its log was pruned past it, or it diverged): "
+                                                        "resync with results/snapshot; scope (SIGHUP changed the "
+                                                        "key's row-level scope; the subscription ended): subscribe "
                                                         "again"}})},
 }
 

@@ -27,6 +27,11 @@ int sqlite3changeset_old(sqlite3_changeset_iter *pIter, int iVal, struct sqlite3
 int sqlite3changeset_new(sqlite3_changeset_iter *pIter, int iVal, struct sqlite3_value **ppValue);
 int sqlite3changeset_finalize(sqlite3_changeset_iter *pIter);
 long long sqlite3_value_int64(struct sqlite3_value *pValue);
+double sqlite3_value_double(struct sqlite3_value *pValue);
+int sqlite3_value_type(struct sqlite3_value *pValue);
+int sqlite3_value_bytes(struct sqlite3_value *pValue);
+const unsigned char *sqlite3_value_text(struct sqlite3_value *pValue);
+const void *sqlite3_value_blob(struct sqlite3_value *pValue);
 void sqlite3_free(void *p);
 const char *sqlite3_errmsg(sqlite3 *db);
 

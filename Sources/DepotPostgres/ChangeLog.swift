@@ -20,6 +20,14 @@ public struct ChangeLog: Sendable {
     /// The log table's qualified name.
     var log: String { "\"\(schema)\".change_log" }
 
+    /// The table of the `saveId`s of committed saves and their answers, as every replica holds them
+    /// (`depot_save_id`), for a replica that starts from a snapshot.
+    var saveIDs: String { "\"\(schema)\".save_ids" }
+
+    /// The table where each daemon records the newest entry it applied and when it last said so:
+    /// pruning keeps what a daemon seen within the grace period still needs.
+    var positions: String { "\"\(schema)\".daemon_positions" }
+
     /// A log in `schema` (a lowercase SQL identifier).
     public init(schema: String = "depot") throws(ChangeLogError) {
         guard Self.isPlainIdentifier(schema) else { throw .invalidSchemaName(schema) }
@@ -62,7 +70,37 @@ public struct ChangeLog: Sendable {
                 // The SQLite changeset that brings a replica's rows to the entry's state (docs/cluster.md).
                 try await connection.query(
                     "ALTER TABLE \(unescaped: log) ADD COLUMN IF NOT EXISTS changeset bytea", logger: logger)
+                // The checksum of the objects the entry leaves (DESIGN section 11, docs/cluster.md).
+                try await connection.query(
+                    "ALTER TABLE \(unescaped: log) ADD COLUMN IF NOT EXISTS checksum bigint", logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS \(unescaped: saveIDs) (
+                                save_id text PRIMARY KEY,
+                                transaction_id bigint NOT NULL,
+                                answer text NOT NULL
+                    )
+                    """, logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS \(unescaped: positions) (
+                                node text PRIMARY KEY,
+                                "position" bigint NOT NULL,
+                                seen_at timestamptz NOT NULL
+                    )
+                    """, logger: logger)
             }
+        }
+    }
+
+    /// The lowest number the log still holds (0 for an empty log): pruning removed those before it.
+    public func firstTransaction(on connection: PostgresConnection, logger: Logger) async throws(ChangeLogError)
+        -> Int64
+    {
+        try await mappingErrors {
+            let rows = try await connection.query(
+                "SELECT coalesce(min(\"transaction\"), 0) FROM \(unescaped: log)", logger: logger)
+            return try await rows.collect().first?.decode(Int64.self) ?? 0
         }
     }
 

@@ -148,9 +148,11 @@ struct PostgresObjectTables: Sendable {
         }
     }
 
-    /// The objects at the log's head, read inside the caller's open REPEATABLE READ transaction
-    /// on `connection` (one snapshot); nil when the cluster keeps no tables or its log is empty.
-    func snapshot(on connection: PostgresConnection, logger: Logger) async throws -> ReplicaSnapshot? {
+    /// Where the objects are at the log's head, read inside the caller's open REPEATABLE READ
+    /// transaction on `connection` (one snapshot): the position, model, ids and checksum (no rows),
+    /// and the object tables to read the rows from (``snapshotCursor(_:)``, in the same
+    /// transaction); nil when the cluster keeps no tables or its log is empty.
+    func snapshot(on connection: PostgresConnection, logger: Logger) async throws -> (ReplicaSnapshot, [String])? {
         let kept = try await connection.query("SELECT to_regclass(\(modelTable))::text", logger: logger)
             .collect().first?.decode(String?.self)
         guard kept != nil else { return nil }
@@ -176,21 +178,21 @@ struct PostgresObjectTables: Sendable {
         ).decode((String, Int64).self) {
             highestIDs[table] = highest
         }
-        var tables: [String: [[String: JSONValue]]] = [:]
-        for name in try await tableNames(on: connection, logger: logger) {
-            var rows: [[String: JSONValue]] = []
-            let result = try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: "SELECT to_jsonb(t)::text FROM \"\(log.schema)\".\(EntitySchema.quote(name)) t"),
-                logger: logger)
-            for try await json in result.decode(String.self) {
-                if case .object(let row) = try JSONParser.parse(json) { rows.append(row) }
-            }
-            tables[name] = rows
-        }
-        return ReplicaSnapshot(
-            position: position, transaction: transaction, version: version, entities: entities, tables: tables,
-            highestIDs: highestIDs)
+        let checksum = try await connection.query(
+            "SELECT checksum FROM \(unescaped: log.log) WHERE \"transaction\" = \(position)", logger: logger
+        ).collect().first?.decode(Int64?.self)
+        let snapshot = ReplicaSnapshot(
+            position: position, transaction: transaction, version: version, entities: entities, tables: [:],
+            highestIDs: highestIDs, checksum: checksum ?? nil)
+        return (snapshot, try await tableNames(on: connection, logger: logger))
+    }
+
+    /// Declares the cursor `depot_snapshot` over every row of object table `name`, as JSON
+    /// (`depot_save_id`: of ``ChangeLog/saveIDs``).
+    func snapshotCursor(_ name: String) -> PostgresQuery {
+        let table = name == ReplicaSnapshot.saveIDsTable ? log.saveIDs : "\"\(log.schema)\".\(EntitySchema.quote(name))"
+        return PostgresQuery(
+            unsafeSQL: "DECLARE depot_snapshot NO SCROLL CURSOR FOR SELECT to_jsonb(t)::text FROM \(table) t")
     }
 
     /// The names of the object tables in the log's schema.

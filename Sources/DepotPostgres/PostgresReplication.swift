@@ -27,12 +27,19 @@ public final class PostgresReplication: StoreReplication {
     public let pollInterval: Duration
     /// The longest a write waits for the cluster's write lock (held by another daemon's write).
     public let lockTimeout: Duration = .seconds(120)
+    /// What the log keeps, and for whom (``LogPruning``).
+    public let pruning: LogPruning
+    /// How often the follower prunes the log (when the retention prunes at all).
+    public let pruneInterval: Duration
+    /// The rows of an object table one round trip of a snapshot reads (memory holds one batch).
+    public let snapshotBatch: Int
     /// The objects as tables, written with the entries.
     private let objectTables: PostgresObjectTables
     private let configuration: PostgresConnection.Configuration
     private let logger: Logger
     private let writer: BlockingConnection
-    private let follower = Mutex<Task<Void, Never>?>(nil)
+    /// The follower's task, and the one that records this daemon's position and prunes.
+    private let follower = Mutex<[Task<Void, Never>]>([])
     /// Whether the writer holds the write lock (touched on the store's writer only).
     private let holdsLock = Mutex(false)
     /// The newest entry this daemon appended: its own NOTIFY hints need no catch-up.
@@ -40,16 +47,24 @@ public final class PostgresReplication: StoreReplication {
 
     /// Connects to the server `url` names and creates the log's tables there if missing.
     ///
-    /// - Parameter node: this daemon's name in the log (its `author` column).
+    /// - Parameter node: this daemon's name in the log (its `author` column) and in
+    ///   ``ChangeLog/positions``: stable across restarts, one per data directory.
+    /// - Parameter logRetention: what the log keeps (`--log-retention`); `forever` never prunes.
+    /// - Parameter logGrace: how long a daemon not seen holds entries back (`--log-grace`).
     public init(
         url: PostgresURL, node: String, statementTimeout: Duration = .seconds(10),
-        pollInterval: Duration = .milliseconds(100), logger: Logger = Logger(label: "depot.cluster")
+        pollInterval: Duration = .milliseconds(100), logRetention: HistoryRetention = .forever,
+        logGrace: Duration = .seconds(600), pruneInterval: Duration = .seconds(10), snapshotBatch: Int = 10_000,
+        logger: Logger = Logger(label: "depot.cluster")
     ) throws(RPCError) {
+        self.snapshotBatch = max(1, snapshotBatch)
         do {
             log = try ChangeLog(schema: url.schema)
         } catch {
             throw .invalidParams("\(error)", field: "store")
         }
+        pruning = LogPruning(log: log, retention: logRetention, grace: logGrace)
+        self.pruneInterval = pruneInterval
         objectTables = PostgresObjectTables(log: log)
         self.node = node
         self.statementTimeout = statementTimeout
@@ -62,15 +77,20 @@ public final class PostgresReplication: StoreReplication {
             try await connection.withTransaction(logger: logger) { connection in
                 // Daemons starting together would collide replacing the function: one at a time.
                 try await connection.query("SELECT pg_advisory_xact_lock(\(log.lockKey))", logger: logger)
+                // Its result gained a column (the checksum): a function's result type cannot be replaced.
+                try await connection.query(
+                    "DROP FUNCTION IF EXISTS \(unescaped: Self.beginWriteFunction(log)) (bigint, bigint)",
+                    logger: logger)
                 try await connection.query(
                     """
-                    CREATE OR REPLACE FUNCTION \(unescaped: Self.beginWriteFunction(log)) (after bigint, lock_key bigint)
-                    RETURNS TABLE ("transaction" bigint, changes text, changeset bytea)
+                    CREATE FUNCTION \(unescaped: Self.beginWriteFunction(log)) (after bigint, lock_key bigint)
+                    RETURNS TABLE ("transaction" bigint, changes text, changeset bytea, checksum bigint)
                     LANGUAGE plpgsql VOLATILE AS $$
                     BEGIN
                         PERFORM pg_advisory_lock(lock_key);
                         -- A new statement in a VOLATILE function: a snapshot taken after the lock.
-                        RETURN QUERY SELECT l."transaction", l.changes::text, l.changeset FROM \(unescaped: log.log) l
+                        RETURN QUERY SELECT l."transaction", l.changes::text, l.changeset, l.checksum
+                            FROM \(unescaped: log.log) l
                             WHERE l."transaction" > after ORDER BY l."transaction";
                     END
                     $$
@@ -98,7 +118,7 @@ public final class PostgresReplication: StoreReplication {
         // write waits behind a batch on one daemon, up to a bound.
         let rows = try writer.query(
             """
-            SELECT "transaction", changes, changeset
+            SELECT "transaction", changes, changeset, checksum
             FROM \(unescaped: Self.beginWriteFunction(log))(\(position), \(log.lockKey))
             """, wait: lockTimeout)
         do {
@@ -121,7 +141,7 @@ public final class PostgresReplication: StoreReplication {
         let locked = holdsLock.withLock { $0 }
         let tables = entries.compactMap(\.tables)
         let rebuild = tables.first { $0.model != nil }
-        var bindings = PostgresBindings(capacity: entries.count * 4 + 1)
+        var bindings = PostgresBindings(capacity: entries.count * 5 + 1)
         var rows: [String] = []
         for entry in entries {
             let base = bindings.count
@@ -133,7 +153,10 @@ public final class PostgresReplication: StoreReplication {
             } else {
                 bindings.appendNull()
             }
-            rows.append("($\(base + 1)::bigint, $\(base + 2)::text, $\(base + 3)::jsonb, $\(base + 4)::bytea)")
+            if let checksum = entry.checksum { bindings.append(checksum) } else { bindings.appendNull() }
+            rows.append(
+                "($\(base + 1)::bigint, $\(base + 2)::text, $\(base + 3)::jsonb, $\(base + 4)::bytea, $\(base + 5)::bigint)"
+            )
         }
         // The rows of a data entry go in the same statement, once the entries are in.
         var mirror = ""
@@ -146,10 +169,35 @@ public final class PostgresReplication: StoreReplication {
                     WHERE EXISTS (SELECT 1 FROM entry))
                 """
         }
+        // So are the ids of the saves (a snapshot carries them to a new replica).
+        let saved = tables.flatMap(\.savedIDs)
+        let forgotten = tables.flatMap(\.forgottenIDs)
+        if !saved.isEmpty {
+            // Encoded as one table's written rows (values as PostgreSQL reads them from JSON).
+            bindings.append(
+                PostgresObjectTables.json([ObjectTablesChange.Table(name: "", written: saved, deleted: [])]))
+            mirror += """
+                , saved AS (
+                    INSERT INTO \(log.saveIDs) (save_id, transaction_id, answer)
+                    SELECT r->>'save_id', (r->>'transaction_id')::bigint, r->>'answer'
+                    FROM jsonb_array_elements($\(bindings.count)::jsonb->0->'written') r
+                    WHERE EXISTS (SELECT 1 FROM entry)
+                    ON CONFLICT (save_id) DO UPDATE SET transaction_id = excluded.transaction_id, answer = excluded.answer)
+                """
+        }
+        if !forgotten.isEmpty {
+            bindings.append(String(decoding: JSONWriter.encode(.array(forgotten.map(JSONValue.string))), as: UTF8.self))
+            mirror += """
+                , forgotten AS (
+                    DELETE FROM \(log.saveIDs)
+                    WHERE save_id IN (SELECT jsonb_array_elements_text($\(bindings.count)::jsonb))
+                        AND EXISTS (SELECT 1 FROM entry))
+                """
+        }
         let append = PostgresQuery(
             unsafeSQL: """
                 WITH entry AS (
-                    INSERT INTO \(log.log) ("transaction", author, changes, changeset)
+                    INSERT INTO \(log.log) ("transaction", author, changes, changeset, checksum)
                     SELECT * FROM (VALUES \(rows.joined(separator: ", "))) AS v
                     WHERE (SELECT coalesce(max("transaction"), 0) FROM \(log.log)) = \(first.number - 1)
                         AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
@@ -194,14 +242,46 @@ public final class PostgresReplication: StoreReplication {
         }
     }
 
-    /// The objects and the log position they reflect, read in one REPEATABLE READ snapshot.
-    public func snapshot() throws(RPCError) -> ReplicaSnapshot? {
-        try writer.run(wait: lockTimeout) { [objectTables, logger] connection in
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-            let snapshot = try await objectTables.snapshot(on: connection, logger: logger)
-            try await connection.query("COMMIT", logger: logger)
-            return snapshot
+    /// The objects and the log position they reflect, read in one REPEATABLE READ transaction on
+    /// the writer's connection: the header first, then each table through a cursor,
+    /// ``snapshotBatch`` rows a round trip, handed to `rows` as they come.
+    public func readSnapshot(
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+    ) throws -> Bool {
+        try writer.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", wait: lockTimeout)
+        var open = true
+        // A failure of the writer's connection drops it, which ends the transaction; any other, this.
+        defer { if open { writer.send("ROLLBACK") } }
+        let header = try writer.run(wait: lockTimeout) { [objectTables, logger] connection in
+            try await objectTables.snapshot(on: connection, logger: logger)
         }
+        guard let (snapshot, tables) = header else {
+            try writer.query("COMMIT")
+            open = false
+            return false
+        }
+        try begin(snapshot)
+        // The ids of committed saves last, loaded like a table of the replica's.
+        for table in tables + [ReplicaSnapshot.saveIDsTable] {
+            try writer.query(objectTables.snapshotCursor(table))
+            while true {
+                let fetched = try writer.query(
+                    PostgresQuery(unsafeSQL: "FETCH \(snapshotBatch) FROM depot_snapshot"), wait: lockTimeout)
+                guard !fetched.isEmpty else { break }
+                var batch: [[String: JSONValue]] = []
+                batch.reserveCapacity(fetched.count)
+                for row in fetched {
+                    if case .object(let values) = try JSONParser.parse(try row.decode(String.self)) {
+                        batch.append(values)
+                    }
+                }
+                try rows(table, batch)
+            }
+            try writer.query("CLOSE depot_snapshot")
+        }
+        try writer.query("COMMIT")
+        open = false
+        return true
     }
 
     /// Releases the lock if held, without waiting.
@@ -219,18 +299,20 @@ public final class PostgresReplication: StoreReplication {
     public func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
         let rows = try writer.query(
             """
-            SELECT "transaction", changes::text, changeset FROM \(unescaped: log.log)
+            SELECT "transaction", changes::text, changeset, checksum FROM \(unescaped: log.log)
             WHERE "transaction" > \(position) ORDER BY "transaction" LIMIT \(Int64(limit))
             """)
         return try Self.entries(in: rows)
     }
 
-    /// The entries of rows of `("transaction", changes, changeset)`.
+    /// The entries of rows of `("transaction", changes, changeset, checksum)`.
     private static func entries(in rows: [PostgresRow]) throws(RPCError) -> [ReplicatedEntry] {
         do {
             return try rows.map { row in
-                let (number, json, changeset) = try row.decode((Int64, String, Data?).self)
-                return try decode(number: number, json: json, changeset: changeset)
+                let (number, json, changeset, checksum) = try row.decode((Int64, String, Data?, Int64?).self)
+                var entry = try decode(number: number, json: json, changeset: changeset)
+                entry.checksum = checksum
+                return entry
             }
         } catch {
             throw .internalError("the cluster's log cannot be read: \(ChangeLogError.wrapping(error))")
@@ -297,11 +379,33 @@ public final class PostgresReplication: StoreReplication {
         }
     }
 
+    // MARK: Pruning
+
+    /// Records, on the writer's connection, that this daemon has applied every entry up to `position`.
+    public func recordPosition(_ position: Int64) throws(RPCError) {
+        try writer.run { [pruning, node, logger] connection in
+            try await pruning.record(node: node, position: position, on: connection, logger: logger)
+        }
+    }
+
+    /// Prunes the log now, on the writer's connection (the follower does it every ``pruneInterval``);
+    /// returns how many entries went.
+    @discardableResult
+    public func prune() throws(RPCError) -> Int64 {
+        try writer.run { [pruning, logger] connection in try await pruning.prune(on: connection, logger: logger) }
+    }
+
+    /// The oldest entry the log still holds (0 when it is empty).
+    public func firstEntry() throws(RPCError) -> Int64 {
+        try writer.run { [log, logger] connection in try await log.firstTransaction(on: connection, logger: logger) }
+    }
+
     // MARK: Following
 
     /// Starts the follower task: LISTEN for hints, and read the head every poll interval.
     public func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
     {
+        let applied = position
         let position = { @Sendable [self] in max(position(), lastOwnEntry.withLock { $0 }) }
         let task = Task { [configuration, log, logger, pollInterval, statementTimeout] in
             var backoff = Duration.milliseconds(50)
@@ -345,14 +449,47 @@ public final class PostgresReplication: StoreReplication {
                 backoff = min(backoff * 2, .seconds(2))
             }
         }
-        follower.withLock { $0 = task }
+        let maintenance = Task { [configuration, logger, statementTimeout, pruning, pruneInterval, node] in
+            // On a connection of its own: a long prune must not hold up the follower's reads.
+            let interval = min(.seconds(1), pruning.grace / 4)
+            let clock = ContinuousClock()
+            var pruned = clock.now - pruneInterval
+            var attempt = 0
+            while !Task.isCancelled {
+                attempt += 1
+                do {
+                    let connection = try await PostgresConnection.connect(
+                        configuration: configuration, id: attempt, logger: logger)
+                    defer { Task { try? await connection.close() } }
+                    while !Task.isCancelled {
+                        // This daemon's applied position, so that pruning keeps what it still needs.
+                        try await withTimeout(statementTimeout) {
+                            try await pruning.record(node: node, position: applied(), on: connection, logger: logger)
+                        }
+                        if pruning.prunes, clock.now - pruned >= pruneInterval {
+                            pruned = clock.now
+                            let removed = try await withTimeout(statementTimeout) {
+                                try await pruning.prune(on: connection, logger: logger)
+                            }
+                            if removed > 0 { logger.debug("pruned \(removed) entries of the cluster's log") }
+                        }
+                        try await Task.sleep(for: interval)
+                    }
+                } catch {
+                    if Task.isCancelled { return }
+                    logger.warning("cluster log upkeep failed: \(ChangeLogError.wrapping(error)); retrying")
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        follower.withLock { $0 = [task, maintenance] }
     }
 
     /// Stops the follower and closes the writer's connection.
     public func stop() {
-        follower.withLock { task in
-            task?.cancel()
-            task = nil
+        follower.withLock { tasks in
+            tasks.forEach { $0.cancel() }
+            tasks = []
         }
         writer.close()
     }

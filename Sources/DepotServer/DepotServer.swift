@@ -98,6 +98,7 @@ public final class DepotServer: Sendable {
         transport.delegate = self
         // What the replica applied while opening went to no one: nobody was subscribed yet.
         _ = store.takeCommittedTransactions()
+        _ = store.takeRebuild()
     }
 
     /// The endpoint last bound, with the chosen port for `tcp://…:*`.

@@ -75,6 +75,20 @@ struct Depotd: ParsableCommand {
     var historyRetention = "100000"
 
     @Option(
+        name: .customLong("log-retention"),
+        help:
+            "With --store postgresql://…: how much of the cluster's change log to keep once every daemon has applied it, as --history-retention says it (a count, an age, a size, several joined by commas), or forever."
+    )
+    var logRetention = "forever"
+
+    @Option(
+        name: .customLong("log-grace"),
+        help:
+            "With --store postgresql://…: how long a daemon not seen holds back the pruning of entries it has not applied (an age: 10m, 1h, 90s); one away longer rebuilds itself from a snapshot."
+    )
+    var logGrace = "10m"
+
+    @Option(
         name: .customLong("max-fetch-objects"),
         help: "The most objects a plain store/fetch returns; larger results must be paged or streamed.")
     var maxFetchObjects = 100_000
@@ -122,6 +136,15 @@ struct Depotd: ParsableCommand {
                 "--history-retention must be a count (100000), an age (7d, 24h, 30m, 90s), a size (512MB, 2GB), several of them joined by commas (100000,512MB) or forever, got '\(historyRetention)'"
             )
         }
+        // Checked on every store, so that a typo never waits for the day the daemon joins a cluster.
+        guard let logRetention = HistoryRetention(parsing: logRetention) else {
+            throw ValidationError(
+                "--log-retention must be a count (100000), an age (7d, 24h, 30m, 90s), a size (512MB, 2GB), several of them joined by commas (100000,512MB) or forever, got '\(self.logRetention)'"
+            )
+        }
+        guard case .age(let logGrace)? = HistoryRetention(parsing: logGrace) else {
+            throw ValidationError("--log-grace must be an age (10m, 1h, 90s), got '\(self.logGrace)'")
+        }
         let directory = URL(fileURLWithPath: dataDirectory, isDirectory: true).standardizedFileURL
         var configuration = ServerConfiguration(
             dataDirectory: directory, endpoints: endpoints, heartbeatInterval: heartbeatInterval,
@@ -146,7 +169,9 @@ struct Depotd: ParsableCommand {
         configuration.maxInFlightPerSession = maxInFlightPerSession
         configuration.maxQuerySeconds = maxQuerySeconds
         if store != "sqlite" {
-            configuration.replication = try joinCluster(directory: directory, logger: logger)
+            configuration.replication = try joinCluster(
+                directory: directory, retention: logRetention, grace: .milliseconds(Int64(logGrace * 1000)),
+                logger: logger)
         }
         let server: DepotServer
         do {
@@ -164,7 +189,9 @@ struct Depotd: ParsableCommand {
     }
 
     /// Connects to the cluster `--store` names; any problem stops the daemon before anything is opened.
-    private func joinCluster(directory: URL, logger: Logger) throws -> PostgresReplication {
+    private func joinCluster(directory: URL, retention: HistoryRetention, grace: Duration, logger: Logger) throws
+        -> PostgresReplication
+    {
         let environment = ProcessInfo.processInfo.environment
         var url: PostgresURL
         do {
@@ -181,7 +208,10 @@ struct Depotd: ParsableCommand {
         let host = ProcessInfo.processInfo.hostName
         do {
             return try PostgresReplication(
-                url: url, node: "\(host):\(directory.path)", logger: Logger(label: "depotd.cluster"))
+                url: url, node: "\(host):\(directory.path)", logRetention: retention, logGrace: grace,
+                // Pruning as often as a daemon may go unseen, at most every 10 s.
+                pruneInterval: min(.seconds(10), grace),
+                logger: Logger(label: "depotd.cluster"))
         } catch {
             throw StartupFailure(
                 message:

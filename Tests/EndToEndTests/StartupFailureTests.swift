@@ -92,6 +92,16 @@ final class StartupFailureTests: XCTestCase {
         XCTAssertTrue(result.errors.contains("not JSON"), result.errors)
     }
 
+    /// A `--log-retention` or `--log-grace` that does not parse stops the daemon, naming the flag,
+    /// whatever the store (SQLite here).
+    func testBadLogRetentionAndGrace() throws {
+        for arguments in [["--log-retention", "lots"], ["--log-grace", "100000"], ["--log-grace", "1GB"]] {
+            let result = try run(["--data-dir", scratch.appendingPathComponent("d").path] + arguments)
+            XCTAssertNotEqual(result.status, 0, "\(arguments)")
+            XCTAssertTrue(result.errors.contains(arguments[0]), "\(arguments): \(result.errors)")
+        }
+    }
+
     func testBadListenEndpoints() throws {
         for endpoint in ["tcp://127.0.0.1:notaport", "tcp://127.0.0.1:99999", "carrier-pigeon://x"] {
             let result = try run(["--data-dir", scratch.appendingPathComponent("d").path, "--listen", endpoint])

@@ -276,7 +276,8 @@ public enum ResultsDidInvalidate: NotificationMethod {
     public struct Parameters: Codable, Hashable, Sendable {
         /// The subscription.
         public var subscription: String
-        /// `overflow` when the session's queue overflowed.
+        /// `overflow` when the session's queue overflowed, `largeTransaction`, `error`, or `rebuilt`
+        /// when a cluster daemon rebuilt its replica from the cluster's snapshot.
         public var reason: String
 
         /// Creates the params.

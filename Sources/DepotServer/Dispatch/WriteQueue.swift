@@ -13,6 +13,10 @@ protocol CommitSubscriber: AnyObject, Sendable {
     /// whole group, for a group commit), or says why no snapshot could be
     /// taken; `nil` when ``publishingReads`` said no.
     func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?)
+
+    /// Tells every subscriber to resync (in the publish lane, in commit order): the store, a
+    /// cluster's replica, rebuilt itself from the cluster's snapshot. `store` reads the rebuilt state.
+    func storeWasRebuilt(_ store: Result<Store, RPCError>)
 }
 
 /// The single writer, in arrival order, with group commit; what follows each
@@ -175,6 +179,9 @@ final class WriteQueue: Sendable {
         // Everything the write committed, in commit order: its own transactions and what a replica
         // applied of other daemons' commits before or inside it (the cluster numbers them in one order).
         let transactions = store.takeCommittedTransactions()
+        // A replica that rebuilt itself from the cluster's snapshot (its log was pruned past it, or
+        // it diverged): its result sets are stale, every subscriber resyncs first.
+        if store.takeRebuild() { lane.enqueueReading { store in subscriber.storeWasRebuilt(store) } }
         // The lane's job: publish what the write committed, in order, then answer.
         let publishThenAnswer: @Sendable (Result<Store, RPCError>?) -> Void = { store in
             for transaction in transactions { subscriber.publish(transaction, store: store) }

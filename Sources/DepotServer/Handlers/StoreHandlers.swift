@@ -49,7 +49,7 @@ extension DepotService {
             // A replica that joined its cluster from a snapshot has no history before it.
             if let begins = try context.store.historyBegins(), params.since < begins {
                 throw .invalidParams(
-                    "this daemon's history begins after transaction \(begins) (it joined the cluster from a snapshot): ask for since >= \(begins), or ask a daemon that has it",
+                    "this daemon's history begins after transaction \(begins) (it started from the cluster's snapshot, joining or rebuilding itself): ask for since >= \(begins), or ask a daemon that has it",
                     field: "since")
             }
             return try context.store.history(since: params.since, limit: params.limit)

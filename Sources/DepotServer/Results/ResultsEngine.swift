@@ -644,8 +644,13 @@ final class ResultsEngine: @unchecked Sendable {
     /// Drops every result set and tells each subscriber to resync (`results/didInvalidate`):
     /// the store can no longer follow its commits (a cluster replica that diverged).
     func invalidateAll(reason: String, context: some ResultsContext) {
-        lane.enqueue { [self] in
-            for set in Array(index.sets.values) { invalidate(set, reason: reason, store: nil, context: context) }
-        }
+        lane.enqueue { [self] in resyncAll(reason: reason, store: nil, context: context) }
+    }
+
+    /// In a lane job: rebuilds every result set from `store` (drops them all if `store` is nil or
+    /// a rebuild fails) and tells each subscriber to resync (`results/didInvalidate`).
+    func resyncAll(reason: String, store: Store?, context: some ResultsContext) {
+        owned()
+        for set in Array(index.sets.values) { invalidate(set, reason: reason, store: store, context: context) }
     }
 }

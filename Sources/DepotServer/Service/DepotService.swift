@@ -227,4 +227,10 @@ extension DepotService {
 
 extension DepotService: CommitSubscriber {
     var publishingReads: Bool { results.mayHaveSets || sessions.mayHaveObservers }
+
+    func storeWasRebuilt(_ store: Result<Store, RPCError>) {
+        logger.warning("the replica rebuilt itself from the cluster's snapshot: every subscription resyncs")
+        results.resyncAll(reason: "rebuilt", store: try? store.get(), context: self)
+        divergenceReported.store(false, ordering: .relaxed)
+    }
 }

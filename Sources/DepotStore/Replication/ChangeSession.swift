@@ -1,4 +1,6 @@
 import CSQLiteSession
+import Foundation
+import GRDB
 
 /// Records what one write transaction changes in the object tables, as an
 /// SQLite changeset that another replica applies to reach the same rows
@@ -51,7 +53,7 @@ final class ChangeSession {
         let code = bytes.withUnsafeMutableBytes { buffer in
             sqlite3changeset_apply(
                 connection, Int32(buffer.count), buffer.baseAddress, { _, table in isReplicatedTable(table) },
-                { _, _, _ in 2 /* SQLITE_CHANGESET_ABORT */ }, nil)
+                { _, conflict, iterator in resolveConflict(conflict, iterator) }, nil)
         }
         guard code == 0 else {
             let message = sqlite3_errmsg(connection).map { String(cString: $0) } ?? "code \(code)"
@@ -62,6 +64,26 @@ final class ChangeSession {
             }
             throw .changeset("a replicated transaction does not apply to this replica (\(message))")
         }
+    }
+}
+
+/// What to do about a conflict while applying a changeset: abort, but for the ids of saves.
+///
+/// A replica that joined or rebuilt from a snapshot lacks the ids saved before: another replica's
+/// prune of them finds none here (omitted), and one it still holds is replaced. Object rows that
+/// are not what the changeset expects are a divergence: the apply aborts.
+private func resolveConflict(_ conflict: Int32, _ iterator: OpaquePointer?) -> Int32 {
+    var table: UnsafePointer<CChar>?
+    var columns: Int32 = 0
+    var operation: Int32 = 0
+    var indirect: Int32 = 0
+    guard sqlite3changeset_op(iterator, &table, &columns, &operation, &indirect) == 0, let table,
+        String(cString: table) == SaveIdLog.table
+    else { return 2 /* SQLITE_CHANGESET_ABORT */ }
+    switch conflict {
+    case 2 /* SQLITE_CHANGESET_NOTFOUND */: return 0 /* SQLITE_CHANGESET_OMIT */
+    case 1 /* SQLITE_CHANGESET_DATA */, 3 /* SQLITE_CHANGESET_CONFLICT */: return 1 /* SQLITE_CHANGESET_REPLACE */
+    default: return 2
     }
 }
 
@@ -128,5 +150,88 @@ extension ChangeSession {
             }
         }
         return tables
+    }
+}
+
+/// One row a changeset changes: its table, what happened, and the values it carries.
+struct ChangedRow {
+    /// The row was inserted, updated or deleted.
+    enum Operation { case insert, update, delete }
+
+    /// The table's name.
+    var table: String
+    /// What happened to the row.
+    var operation: Operation
+    /// Whether each column is part of the primary key.
+    var primaryKey: [Bool]
+    /// The values before, by column (nil: not in the changeset; an update carries the key and the changed columns).
+    var old: [DatabaseValue?]
+    /// The values after, by column (nil: not in the changeset; an update carries the changed columns).
+    var new: [DatabaseValue?]
+}
+
+extension ChangeSession {
+    /// Every row `changeset` changes, in its order, with the values it carries.
+    static func changedRows(_ changeset: [UInt8]) throws(ReplicationError) -> [ChangedRow] {
+        guard !changeset.isEmpty else { return [] }
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: changeset.count, alignment: 1)
+        defer { bytes.deallocate() }
+        bytes.copyBytes(from: changeset)
+        var iterator: OpaquePointer?
+        guard sqlite3changeset_start(&iterator, Int32(bytes.count), bytes.baseAddress) == 0, let iterator else {
+            throw .changeset("cannot read a changeset")
+        }
+        defer { sqlite3changeset_finalize(iterator) }
+        var rows: [ChangedRow] = []
+        while sqlite3changeset_next(iterator) == 100 /* SQLITE_ROW */ {
+            var name: UnsafePointer<CChar>?
+            var columns: Int32 = 0
+            var code: Int32 = 0
+            var indirect: Int32 = 0
+            var primaryKey: UnsafeMutablePointer<UInt8>?
+            var keyColumns: Int32 = 0
+            guard sqlite3changeset_op(iterator, &name, &columns, &code, &indirect) == 0, let name,
+                sqlite3changeset_pk(iterator, &primaryKey, &keyColumns) == 0, let primaryKey
+            else { throw .changeset("cannot read a change of a changeset") }
+            let operation: ChangedRow.Operation =
+                switch code {
+                case 18 /* SQLITE_INSERT */: .insert
+                case 9 /* SQLITE_DELETE */: .delete
+                default: .update
+                }
+            func values(_ read: (OpaquePointer, Int32, UnsafeMutablePointer<OpaquePointer?>) -> Int32)
+                -> [DatabaseValue?]
+            {
+                (0..<columns).map { column -> DatabaseValue? in
+                    var value: OpaquePointer?
+                    guard read(iterator, column, &value) == 0, let value else { return nil }
+                    return databaseValue(value)
+                }
+            }
+            rows.append(
+                ChangedRow(
+                    table: String(cString: name), operation: operation,
+                    primaryKey: (0..<Int(columns)).map { primaryKey[$0] != 0 },
+                    old: operation == .insert ? [] : values(sqlite3changeset_old),
+                    new: operation == .delete ? [] : values(sqlite3changeset_new)))
+        }
+        return rows
+    }
+}
+
+/// A changeset's value as GRDB holds one.
+private func databaseValue(_ value: OpaquePointer) -> DatabaseValue {
+    switch sqlite3_value_type(value) {
+    case 1 /* SQLITE_INTEGER */: return sqlite3_value_int64(value).databaseValue
+    case 2 /* SQLITE_FLOAT */: return sqlite3_value_double(value).databaseValue
+    case 3 /* SQLITE_TEXT */:
+        let count = Int(sqlite3_value_bytes(value))
+        guard let text = sqlite3_value_text(value) else { return "".databaseValue }
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self).databaseValue
+    case 4 /* SQLITE_BLOB */:
+        let count = Int(sqlite3_value_bytes(value))
+        guard let bytes = sqlite3_value_blob(value) else { return Data().databaseValue }
+        return Data(bytes: bytes, count: count).databaseValue
+    default: return .null
     }
 }

@@ -30,6 +30,11 @@ public struct ObjectTablesChange: Sendable, Equatable {
     public var tables: [Table]
     /// With a model change: for each entity table, the highest id it ever gave.
     public var highestIDs: [String: Int64]
+    /// The ids of committed saves the write recorded (`save_id`, `transaction_id`, `answer`): a
+    /// replica that starts from a snapshot recognizes a save resent with its `saveId`.
+    public var savedIDs: [[String: DatabaseValue]] = []
+    /// The ids of saves the write forgot (history retention pruned their transactions).
+    public var forgottenIDs: [String] = []
 
     /// The change of a write.
     public init(model: Schema? = nil, tables: [Table], highestIDs: [String: Int64] = [:]) {
@@ -41,7 +46,8 @@ public struct ObjectTablesChange: Sendable, Equatable {
     /// Equal tables, and the same model (by its entities and version).
     public static func == (lhs: ObjectTablesChange, rhs: ObjectTablesChange) -> Bool {
         lhs.tables == rhs.tables && lhs.highestIDs == rhs.highestIDs && lhs.model?.version == rhs.model?.version
-            && lhs.model?.descriptions == rhs.model?.descriptions
+            && lhs.model?.descriptions == rhs.model?.descriptions && lhs.savedIDs == rhs.savedIDs
+            && lhs.forgottenIDs == rhs.forgottenIDs
     }
 
     /// The rows `changeset` touched, read whole from `db` (the write's own open transaction).
@@ -66,7 +72,25 @@ public struct ObjectTablesChange: Sendable, Equatable {
             }
             tables.append(Table(name: name, written: rows, deleted: deleted))
         }
-        return ObjectTablesChange(tables: tables)
+        var change = ObjectTablesChange(tables: tables)
+        let names = try db.columns(in: SaveIdLog.table).map(\.name)
+        for row in try ChangeSession.changedRows(changeset) where row.table == SaveIdLog.table {
+            switch row.operation {
+            case .insert, .update:
+                // An update carries only what changed: the row is read whole, as the write left it.
+                let key = (row.operation == .insert ? row.new : row.old).first ?? nil
+                if let saved = try Row.fetchOne(
+                    db, sql: "SELECT * FROM depot_save_id WHERE save_id = ?", arguments: [key ?? .null])
+                {
+                    change.savedIDs.append(Self.columns(saved))
+                }
+            case .delete:
+                if let index = names.firstIndex(of: "save_id"), case .string(let id)? = row.old[index]?.storage {
+                    change.forgottenIDs.append(id)
+                }
+            }
+        }
+        return change
     }
 
     /// Every row of every table of `schema`, as `db` holds them.

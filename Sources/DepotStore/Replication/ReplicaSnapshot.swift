@@ -1,6 +1,7 @@
 import DepotProtocol
 import Foundation
 import GRDB
+import Synchronization
 
 /// The cluster's objects at one position of its log, read in one snapshot of the tables that
 /// hold them (DESIGN.md section 11): what a new replica starts from instead of the whole log.
@@ -18,12 +19,19 @@ public struct ReplicaSnapshot: Sendable {
     public var tables: [String: [[String: JSONValue]]]
     /// For each entity table, the highest id ever given (deleted objects' ids are never reused).
     public var highestIDs: [String: Int64]
+    /// The checksum the log's entry at ``position`` carries (``ReplicaChecksum``), if it carries one.
+    public var checksum: Int64?
+
+    /// The name under which a snapshot hands over the ids of committed saves, with their answers
+    /// (`save_id`, `transaction_id`, `answer`), after the object tables.
+    public static let saveIDsTable = SaveIdLog.table
 
     /// A snapshot.
     public init(
         position: Int64, transaction: Int64, version: Int64, entities: [EntityDescription],
-        tables: [String: [[String: JSONValue]]], highestIDs: [String: Int64]
+        tables: [String: [[String: JSONValue]]], highestIDs: [String: Int64], checksum: Int64? = nil
     ) {
+        self.checksum = checksum
         self.position = position
         self.transaction = transaction
         self.version = version
@@ -35,7 +43,9 @@ public struct ReplicaSnapshot: Sendable {
 
 extension StoreReplication {
     /// No snapshot: a replica replays the log from its start.
-    public func snapshot() throws(RPCError) -> ReplicaSnapshot? { nil }
+    public func readSnapshot(
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+    ) throws -> Bool { false }
 }
 
 extension Store {
@@ -50,35 +60,131 @@ extension Store {
     /// Starts a new, empty replica from the cluster's snapshot, when the cluster has one past
     /// the start of its log; does nothing otherwise.
     func bootstrapFromCluster() throws(RPCError) {
-        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty,
-            let snapshot = try replication.snapshot(), snapshot.position > 0
-        else { return }
-        let schema: Schema
+        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty else { return }
+        let loaded: (schema: Schema, position: Int64)?
         do {
-            schema = try pool.write { db in try Self.bootstrap(db, from: snapshot) }
+            loaded = try pool.write { db in try Self.load(db, from: replication) }
         } catch {
             throw .internalError("this replica could not start from the cluster's snapshot: \(error)")
         }
-        replaceSchema(schema)
-        clusterPosition.withLock { $0 = snapshot.position }
+        guard let loaded else { return }
+        replaceSchema(loaded.schema)
+        clusterPosition.withLock { $0 = loaded.position }
     }
 
-    /// Fills an empty replica from `snapshot`, in one local transaction: the model (at the
-    /// cluster's version), every row, the ids already given, the history number, the position.
-    static func bootstrap(_ db: Database, from snapshot: ReplicaSnapshot) throws -> Schema {
-        var (schema, _) = try ModelMigrator.migrate(db, from: .empty, to: snapshot.entities)
-        schema = Schema(version: snapshot.version, entities: schema.entities)
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)",
-            arguments: [String(snapshot.version)])
-        for entity in schema.entities {
-            try insert(db, table: entity.tableName, rows: snapshot.tables[entity.tableName] ?? []) { column in
-                entity.attributes[column]?.type
+    /// Rebuilds this replica from the cluster's snapshot, in one local transaction: it can no
+    /// longer follow the log (`reason`: the log was pruned past it, a changeset did not apply,
+    /// a checksum differed). Reads are refused until it succeeds (a failure leaves them refused:
+    /// the next catch-up or write tries again); the commits not yet published
+    /// are dropped (the snapshot supersedes them) and ``takeRebuild()`` then says the subscribers
+    /// must resync. Runs on the writer, between writes.
+    func rebuildFromCluster(because reason: String) throws(RPCError) {
+        guard let replication else { return }
+        // Until it is rebuilt the replica serves no read: it is known to be behind or wrong.
+        rebuilding.store(true, ordering: .releasing)
+        let loaded: (schema: Schema, position: Int64)
+        do {
+            loaded = try pool.write { db in
+                try Self.emptyReplica(db)
+                // Nothing to rebuild from: the transaction rolls back, the replica stays as it was.
+                guard let loaded = try Self.load(db, from: replication) else { throw NoSnapshot() }
+                return loaded
             }
-            for join in entity.joins.values where join.isFirstSide {
-                try insert(db, table: join.name, rows: snapshot.tables[join.name] ?? []) { _ in nil }
+        } catch is NoSnapshot {
+            throw .internalError(
+                "this replica diverged from the cluster's log (\(reason)) and the cluster keeps no snapshot to rebuild it from: start the daemon on an empty data directory to rebuild it from the log"
+            )
+        } catch {
+            throw .internalError("this replica could not rebuild itself from the cluster's snapshot: \(error)")
+        }
+        replaceSchema(loaded.schema)
+        clusterPosition.withLock { $0 = loaded.position }
+        divergence.withLock { $0 = nil }
+        _ = commits.take()
+        rebuilt.store(true, ordering: .releasing)
+        rebuilding.store(false, ordering: .releasing)
+    }
+
+    /// Compares the replica's objects, read in full, with the checksum it recorded: a file changed
+    /// behind the daemon's back (or damaged) makes it rebuild itself from the snapshot. A replica
+    /// that recorded none (made before checksums) records it now.
+    func verifyChecksum() throws(RPCError) {
+        let (recorded, actual) = try Self.mapErrors {
+            try pool.write { db -> (UInt64, UInt64) in
+                let actual = try ReplicaChecksum.full(db)
+                guard let recorded = try Self.storedChecksum(db) else {
+                    try Self.saveChecksum(db, actual, offset: 0)
+                    return (actual, actual)
+                }
+                return (recorded.checksum, actual)
             }
         }
+        guard recorded != actual else { return }
+        let reason =
+            "its objects' checksum is \(actual), it recorded \(recorded): its file was changed behind its back"
+        divergence.withLock { $0 = .internalError("this replica diverged (\(reason)); rebuilding it") }
+        try rebuildFromCluster(because: reason)
+    }
+
+    /// Rebuilds the replica if it is known to have diverged and a rebuild failed before.
+    func repairIfDiverged() throws(RPCError) {
+        guard let divergence = divergence.withLock({ $0 }) else { return }
+        try rebuildFromCluster(because: divergence.message)
+    }
+
+    /// Whether the replica rebuilt itself since the last call (its result sets are stale: every
+    /// subscriber must resync); clears it.
+    public func takeRebuild() -> Bool {
+        rebuilt.exchange(false, ordering: .acquiringAndReleasing)
+    }
+
+    /// Removes every object, the model, history, the ids of saves and the results cache, for ``load(_:from:)``.
+    private static func emptyReplica(_ db: Database) throws {
+        let tables = try String.fetchAll(
+            db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'e_*' OR name GLOB 'j_*')")
+        for table in tables { try db.execute(sql: "DROP TABLE \(EntitySchema.quote(table))") }
+        try db.execute(
+            sql: """
+                DELETE FROM depot_meta WHERE key IN ('model', 'modelVersion', 'historyBegins');
+                DELETE FROM depot_transaction;
+                DELETE FROM sqlite_sequence;
+                DELETE FROM depot_results_cache;
+                DELETE FROM depot_save_id;
+                """)
+    }
+
+    /// Fills the empty replica `db` from the cluster's snapshot, read as it goes (one batch of rows
+    /// in memory), inside the caller's local transaction: the model (at the cluster's version),
+    /// every row, the ids already given, the history number, the position, the checksum. Returns
+    /// the model and the position, nil when the cluster keeps no snapshot.
+    static func load(_ db: Database, from replication: any StoreReplication) throws -> (
+        schema: Schema, position: Int64
+    )? {
+        var started: (schema: Schema, snapshot: ReplicaSnapshot)?
+        let found = try replication.readSnapshot(
+            begin: { snapshot in
+                var (schema, _) = try ModelMigrator.migrate(db, from: .empty, to: snapshot.entities)
+                schema = Schema(version: snapshot.version, entities: schema.entities)
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)",
+                    arguments: [String(snapshot.version)])
+                started = (schema, snapshot)
+            },
+            rows: { table, batch in
+                guard let schema = started?.schema else { return }
+                if let entity = schema.entities.first(where: { $0.tableName == table }) {
+                    try insert(db, table: table, rows: batch) { column in entity.attributes[column]?.type }
+                } else if table == SaveIdLog.table {
+                    try insert(db, table: table, rows: batch) { _ in nil }
+                } else if schema.entities.contains(where: {
+                    $0.joins.values.contains { $0.isFirstSide && $0.name == table }
+                }) {
+                    try insert(db, table: table, rows: batch) { _ in nil }
+                }
+                // A table the model does not have (left in PostgreSQL by hand) is not loaded.
+            })
+        guard found, let started, started.snapshot.position > 0 else { return nil }
+        let (schema, snapshot) = started
         var sequences = snapshot.highestIDs
         sequences["depot_transaction"] = snapshot.transaction
         for (table, highest) in sequences where highest > 0 {
@@ -89,7 +195,10 @@ extension Store {
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('historyBegins', ?)",
             arguments: [String(snapshot.transaction)])
         try saveClusterPosition(db, snapshot.position)
-        return schema
+        // The replica's own checksum; any offset from the log's says the tables differ from the log.
+        let checksum = try ReplicaChecksum.full(db)
+        try saveChecksum(db, checksum, offset: snapshot.checksum.map { checksum ^ UInt64(bitPattern: $0) } ?? 0)
+        return (schema, snapshot.position)
     }
 
     /// Inserts `rows` into `table`, each value stored as the store stores a value of its column's type.
@@ -126,3 +235,6 @@ extension Store {
         }
     }
 }
+
+/// The cluster keeps no snapshot to rebuild a replica from.
+private struct NoSnapshot: Error {}

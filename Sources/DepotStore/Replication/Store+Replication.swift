@@ -25,6 +25,7 @@ extension Store {
     /// (on the writer, between writes); the commit stream (``takeCommittedTransactions()``) then has it.
     public func catchUpWithCluster() throws(RPCError) {
         guard let replication else { return }
+        try repairIfDiverged()
         var limit = Self.catchUpBatch
         while true {
             let position = clusterPosition.withLock { $0 }
@@ -80,7 +81,11 @@ extension Store {
     private func attemptWrite<T>(
         _ replication: any StoreReplication, locked: Bool, model: ModelChange?, _ body: (Database) throws -> T
     ) throws(AttemptFailure) -> T? {
-        if let divergence = divergence.withLock({ $0 }) { throw .atCommit(divergence) }
+        do {
+            try repairIfDiverged()
+        } catch {
+            throw .atCommit(error)
+        }
         var open = true
         defer { if open { replication.abandonWrite() } }
         do {
@@ -140,13 +145,17 @@ extension Store {
     private func entries(
         _ db: Database, after head: Int64, latest: Int64, session: ChangeSession?, model: ModelChange?
     ) throws -> [ReplicatedEntry] {
+        let offset = try Self.storedChecksum(db)?.offset ?? 0
         if let model {
             guard model.changed else { return [] }
+            let checksum = try ReplicaChecksum.full(db)
+            try Self.saveChecksum(db, checksum)
             return [
                 ReplicatedEntry(
                     number: head + 1, author: nil, timestamp: Date.now.timeIntervalSince1970,
                     content: .model(entities: model.entities, removing: model.removing),
-                    tables: try ObjectTablesChange.everything(db, schema: ModelMigrator.loadSchema(db)))
+                    tables: try ObjectTablesChange.everything(db, schema: ModelMigrator.loadSchema(db)),
+                    checksum: Int64(bitPattern: checksum ^ offset))
             ]
         }
         let changeset = try session?.changeset() ?? []
@@ -167,6 +176,8 @@ extension Store {
             return []
         }
         let tables = try ObjectTablesChange.rows(db, changeset: changeset)
+        let checksum = try (Self.storedChecksum(db)?.checksum ?? 0) ^ ReplicaChecksum.delta(db, changeset: changeset)
+        try Self.saveChecksum(db, checksum)
         return rows.enumerated().map { index, row in
             let isLast = index == rows.count - 1
             return ReplicatedEntry(
@@ -174,7 +185,7 @@ extension Store {
                 content: .data(
                     transaction: row["id"], changes: row["changes"], changeset: isLast ? changeset : [],
                     continued: !isLast),
-                tables: isLast ? tables : nil)
+                tables: isLast ? tables : nil, checksum: isLast ? Int64(bitPattern: checksum ^ offset) : nil)
         }
     }
 
@@ -189,13 +200,22 @@ extension Store {
         while let last = complete.last, case .data(_, _, _, continued: true) = last.content { complete.removeLast() }
         let cutGroup = complete.count < entries.count
         guard !complete.isEmpty else { return cutGroup }
-        if let divergence = divergence.withLock({ $0 }) { throw divergence }
+        if divergence.withLock({ $0 }) != nil {
+            // A rebuild failed before: try again; the entries are read again from its position.
+            try repairIfDiverged()
+            return false
+        }
         do {
             try pool.write { db in
+                let stored = try Self.storedChecksum(db) ?? (ReplicaChecksum.full(db), 0)
+                var checksum = stored.checksum
+                let offset = stored.offset
                 for entry in complete where entry.number > position {
                     guard entry.number == position + 1 else {
-                        throw ReplicationError.diverged(
-                            "the cluster's log jumps from \(position) to \(entry.number)")
+                        // The log has no holes: the entries after this replica's position were pruned.
+                        throw ReplicationError.pruned(
+                            "the cluster's log was pruned past this replica (it is at \(position), the log resumes at \(entry.number))"
+                        )
                     }
                     switch entry.content {
                     case .data(let transaction, let changes, let changeset, _):
@@ -206,6 +226,7 @@ extension Store {
                             )
                         }
                         try ChangeSession.apply(changeset, on: db.sqliteConnection!)
+                        checksum ^= try ReplicaChecksum.delta(db, changeset: changeset)
                         _ = try HistoryLog.insert(
                             db, number: transaction, timestamp: entry.timestamp, author: entry.author, text: changes,
                             retention: historyRetention)
@@ -215,21 +236,30 @@ extension Store {
                                 changes: try HistoryCoding.decode(changes)), in: db)
                     case .model(let entities, let removing):
                         (schema, _) = try ModelMigrator.migrate(db, from: schema, to: entities, removing: removing)
+                        checksum = try ReplicaChecksum.full(db)
+                    }
+                    if let expected = entry.checksum, UInt64(bitPattern: expected) != checksum ^ offset {
+                        throw ReplicationError.diverged(
+                            "after the cluster's entry \(entry.number) this replica's checksum is \(checksum ^ offset), the log's \(UInt64(bitPattern: expected))"
+                        )
                     }
                     position = entry.number
                 }
                 try Self.saveClusterPosition(db, position)
+                try Self.saveChecksum(db, checksum)
             }
         } catch ReplicationError.transient(let message) {
             throw .internalError(message)
         } catch let error as ReplicationError {
-            // Nothing of the batch stays, but the replica can never follow the log again: it
-            // refuses every write and catch-up from now on, and says why (docs/cluster.md).
+            // Nothing of the batch stays, and the replica cannot follow the log from where it is:
+            // it rebuilds itself from the cluster's snapshot (docs/cluster.md). Should that fail
+            // (PostgreSQL away), it refuses every write and catch-up until a catch-up rebuilds it.
             let refusal = RPCError.internalError(
-                "this replica diverged from the cluster's log (\(error)): start the daemon on an empty data directory to rebuild it from the log"
+                "this replica cannot follow the cluster's log (\(error)) and is rebuilding itself from the cluster's snapshot"
             )
             divergence.withLock { $0 = refusal }
-            throw refusal
+            try rebuildFromCluster(because: error.description)
+            return false
         } catch {
             throw Self.rpcError(error)
         }

@@ -37,9 +37,14 @@ public protocol StoreReplication: AnyObject, Sendable {
     /// ``entries(after:limit:)``), and after every reconnection.
     func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
 
-    /// The cluster's objects at one position, read in one snapshot, for a new replica to start
-    /// from; nil when the cluster keeps none (the replica then replays the log).
-    func snapshot() throws(RPCError) -> ReplicaSnapshot?
+    /// Reads the cluster's objects at one position in one snapshot, for a replica to start from:
+    /// `begin` gets the position, model, ids and checksum (``ReplicaSnapshot/tables`` empty), then
+    /// `rows` gets every object table's rows, a batch at a time, while the snapshot stays open;
+    /// memory holds one batch. Returns false, calling neither, when the cluster keeps no snapshot
+    /// (a new replica then replays the log). Called on the store's writer, inside its transaction.
+    func readSnapshot(
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+    ) throws -> Bool
 
     /// Stops following and closes the connections.
     func stop()
@@ -72,16 +77,21 @@ public struct ReplicatedEntry: Sendable, Equatable {
     /// (a log that keeps the objects as tables writes them with the entry); `nil` on entries
     /// read from the log.
     public var tables: ObjectTablesChange?
+    /// The checksum of the objects the entry leaves (``ReplicaChecksum``, as a bit pattern), on the
+    /// last entry of a write; `nil` on the others, and on entries written before checksums.
+    public var checksum: Int64?
 
     /// An entry.
     public init(
-        number: Int64, author: String?, timestamp: Double, content: Content, tables: ObjectTablesChange? = nil
+        number: Int64, author: String?, timestamp: Double, content: Content, tables: ObjectTablesChange? = nil,
+        checksum: Int64? = nil
     ) {
         self.number = number
         self.author = author
         self.timestamp = timestamp
         self.content = content
         self.tables = tables
+        self.checksum = checksum
     }
 }
 
@@ -93,10 +103,12 @@ enum ReplicationError: Error, CustomStringConvertible {
     case diverged(String)
     /// Applying failed for a reason that may pass (disk full, I/O): not a divergence.
     case transient(String)
+    /// The log no longer holds the entries that follow this replica's position (see the message).
+    case pruned(String)
 
     var description: String {
         switch self {
-        case .changeset(let message), .diverged(let message), .transient(let message): message
+        case .changeset(let message), .diverged(let message), .transient(let message), .pruned(let message): message
         }
     }
 }

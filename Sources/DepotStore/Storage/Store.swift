@@ -28,6 +28,10 @@ public final class Store: Sendable {
     let commits: CommitStream
     /// Set once the replica cannot follow the log (``divergenceError``).
     let divergence = Mutex<RPCError?>(nil)
+    /// Set while the replica rebuilds itself from the cluster's snapshot: reads are refused meanwhile.
+    let rebuilding = Atomic<Bool>(false)
+    /// Set when the replica rebuilt itself, until ``takeRebuild()``: its subscribers must resync.
+    let rebuilt = Atomic<Bool>(false)
     /// The save's statements, prepared on the writer's connection by entity and shape.
     let saveStatements = SaveStatements()
 
@@ -79,6 +83,7 @@ public final class Store: Sendable {
         // A new replica starts from the cluster's snapshot if it has one (the store's size, not its
         // history), then where the cluster is, in batches, before its first write takes the lock.
         try bootstrapFromCluster()
+        if replication != nil { try verifyChecksum() }
         try catchUpWithCluster()
     }
 
@@ -154,6 +159,11 @@ public final class Store: Sendable {
     /// Runs `body` in a read-only snapshot, mapping errors to ``RPCError``.
     public func read<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
         if let snapshot { return try Self.mapErrors { try watched(snapshot.db, body) } }
+        // A replica being rebuilt holds a state the cluster left behind: no read is served from it.
+        if rebuilding.load(ordering: .acquiring) {
+            throw .internalError(
+                "this daemon's replica is rebuilding itself from the cluster's snapshot: try again in a moment")
+        }
         return try Self.mapErrors { try pool.read { db in try watched(db, body) } }
     }
 

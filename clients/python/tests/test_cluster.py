@@ -11,11 +11,13 @@ import json
 import os
 import pathlib
 import random
+import sqlite3
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
+from contextlib import closing
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
@@ -451,6 +453,145 @@ def test_a_daemon_that_joins_later_starts_from_the_tables_and_follows_with_exact
         saved = joined.call("store/save", {"inserted": [{"entity": "Team", "values": {
             "teamName": "joined", "qualifyingZone": "Asia", "wins": 1}}]})
         assert saved["transaction"] == last + 1
+    finally:
+        for client in clients:
+            client.close()
+        for running in daemons:
+            running.stop()
+
+
+def psql_value(store: str, sql: str) -> str:
+    """One value of ``sql`` (``{schema}`` stands for the cluster's schema), read with ``psql``."""
+    url, schema = store.split("?schema=")
+    return subprocess.run(["psql", url, "-X", "-At", "-c", sql.format(schema=f'"{schema}"')],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+class ResyncingOracle:
+    """A subscription's mirror that may be told to resync: after a reload (``results/didInvalidate``
+    then ``results/snapshot``) it starts again from the reloaded state, and every delta after that
+    must apply strictly in seq order and give a fresh fetch."""
+
+    def __init__(self, client: depot.Client) -> None:
+        self.client = client
+        self.invalidations: List[Any] = []
+        self.failures: List[str] = []
+        self.seqs: List[int] = []
+        client.on_notification("results/didInvalidate", lambda m, p: self.invalidations.append(p))
+        self.results = client.subscribe(REQUEST, section_key_path="qualifyingZone", include="all")
+        self.state = self.results.state
+        self.results.on_change(self._changed)
+
+    def _changed(self, results: Any, change: Any) -> None:
+        if change is None:
+            self.state = results.state
+            self.seqs = []
+            return
+        self.seqs.append(change["seq"])
+        try:
+            self.state = self.state.applying(change)
+        except Exception as error:  # The oracle's own apply must never fail.
+            self.failures.append(f"delta {change['seq']} does not apply: {error}")
+
+    def check(self, transaction: int) -> None:
+        assert self.results.wait_for_transaction(transaction, timeout=20), f"no delta for transaction {transaction}"
+        assert not self.failures, self.failures
+        if self.seqs:
+            assert self.seqs == list(range(self.seqs[0], self.seqs[0] + len(self.seqs))), "seq without gaps"
+        fresh = self.client.fetch(REQUEST)["objects"]
+        assert [self.state.values[i] for i in self.state.ids] == fresh, "deltas applied == a fresh fetch"
+
+
+def wait_until(condition: Any, what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_daemon_away_while_the_log_is_pruned_rebuilds_from_the_snapshot_and_follows_exactly() -> None:
+    """With --log-retention 5 and --log-grace 1s, a daemon stopped while the others write is pruned
+    past; started again on its data directory it rebuilds itself from the snapshot (its history begins
+    there, -32602 says where), serves what the others serve, and its subscribers get exact deltas. The
+    log stays at the retention while every daemon follows."""
+    store = f"{STORE}?schema=c_{uuid.uuid4().hex[:12]}"
+    retention = ("--log-retention", "5", "--log-grace", "1s")
+    daemons = [Daemon(*retention, store=store)]
+    with daemons[0].client() as client:
+        client.call("model/define", TEST_MODEL)
+    daemons.append(Daemon(*retention, store=store))
+    clients = [d.client() for d in daemons]
+    try:
+        rng = random.Random(29)
+        ids: List[str] = []
+        save_at_random(clients, rng, ids, 20)
+        node = f"%:{os.path.abspath(daemons[1].data_dir)}"
+        wait_until(lambda: psql_value(store, f"SELECT count(*) FROM {{schema}}.daemon_positions "
+                                             f"WHERE node LIKE '{node}'") == "1", "the daemon's position")
+        clients.pop().close()
+        daemons[1].stop(keep_data=True)
+        with closing(sqlite3.connect(os.path.join(daemons[1].data_dir, "depot.sqlite"))) as db:
+            away = int(db.execute("SELECT value FROM depot_meta WHERE key = 'clusterPosition'").fetchone()[0])
+        latest = save_at_random(clients, rng, ids, 40)
+        wait_until(lambda: int(psql_value(store, 'SELECT min("transaction") FROM {schema}.change_log')) > away + 1,
+                   "the log pruned past the daemon away")
+
+        daemons[1] = Daemon(*retention, store=store, data_dir=daemons[1].data_dir)
+        back = daemons[1].client()
+        clients.append(back)
+        with pytest.raises(depot.DepotError) as refused:
+            back.call("store/history", {"since": 0})
+        assert refused.value.code == -32602 and f"begins after transaction {latest}" in str(refused.value)
+        assert back.fetch(REQUEST)["objects"] == clients[0].fetch(REQUEST)["objects"]
+
+        oracles = [ResyncingOracle(client) for client in clients]
+        last = save_at_random(clients, rng, ids, 30)
+        for oracle in oracles:
+            oracle.check(last)
+            assert oracle.invalidations == []
+        for client in clients:
+            wait_until(lambda: client.call("store/history", {"since": latest, "limit": 1})["latest"] >= last,
+                       "every daemon to follow")
+        assert (back.call("store/history", {"since": latest})["transactions"]
+                == clients[0].call("store/history", {"since": latest})["transactions"])
+        # Every daemon follows: the log keeps the newest 5 (pruned at most a second apart).
+        wait_until(lambda: int(psql_value(store, "SELECT count(*) FROM {schema}.change_log")) <= 5,
+                   "the log at its retention")
+    finally:
+        for client in clients:
+            client.close()
+        for running in daemons:
+            running.stop()
+
+
+def test_a_replica_changed_behind_a_running_daemon_repairs_itself_and_its_subscribers_resync() -> None:
+    """A row changed with sqlite3 in a running daemon's file: the next entry that touches the row
+    carries a checksum the replica does not reach, so it rebuilds itself from the snapshot; its
+    subscribers get results/didInvalidate (reason rebuilt), resync, and get exact deltas after."""
+    store, daemons = start_cluster(2)
+    clients = [d.client() for d in daemons]
+    try:
+        rng = random.Random(31)
+        ids: List[str] = []
+        last = save_at_random(clients, rng, ids, 30)
+        wait_until(lambda: clients[1].call("store/history", {"since": 0, "limit": 1})["latest"] >= last,
+                   "the second daemon to follow")
+        oracle = ResyncingOracle(clients[1])
+        target = ids[0]
+        with closing(sqlite3.connect(os.path.join(daemons[1].data_dir, "depot.sqlite"))) as db, db:
+            db.execute('UPDATE "e_Team" SET "teamName" = ? WHERE id = ?',
+                       ("changed by hand", int(target.split("/")[1])))
+        assert any(o["teamName"] == "changed by hand" for o in clients[1].fetch(REQUEST)["objects"])
+
+        clients[0].call("store/save", {"updated": [{"id": target, "values": {"wins": 42}}]})
+        wait_until(lambda: any(p.get("reason") == "rebuilt" for p in oracle.invalidations), "results/didInvalidate")
+        last = save_at_random(clients, rng, ids, 20)
+        oracle.check(last)
+        wait_until(lambda: clients[0].call("store/history", {"since": 0, "limit": 1})["latest"] >= last,
+                   "the first daemon to follow")
+        served = clients[1].fetch(REQUEST)["objects"]
+        assert served == clients[0].fetch(REQUEST)["objects"]
+        assert all(o["teamName"] != "changed by hand" for o in served)
     finally:
         for client in clients:
             client.close()

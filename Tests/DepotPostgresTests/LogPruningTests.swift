@@ -1,0 +1,327 @@
+import DepotPostgres
+import DepotProtocol
+import DepotStore
+import Foundation
+import GRDB
+import XCTest
+
+/// The cluster's log pruned (DESIGN.md section 11) and replicas that rebuild themselves from the
+/// snapshot, against a real PostgreSQL and real replicas: pruning never removes what a daemon
+/// seen within the grace still needs; a replica the log was pruned past, or whose file was changed
+/// behind its back, comes back to exactly what the others hold.
+final class LogPruningTests: XCTestCase {
+    private static let team = EntityDescription(
+        name: "Team",
+        attributes: [
+            AttributeDescription(name: "name", type: .string),
+            AttributeDescription(name: "wins", type: .integer, defaultValue: 0),
+            AttributeDescription(name: "active", type: .boolean, defaultValue: true),
+            AttributeDescription(name: "rating", type: .double, defaultValue: 0),
+            AttributeDescription(name: "logo", type: .binary, optional: true),
+        ],
+        relationships: [RelationshipDescription(name: "tags", destination: "Tag", toMany: true, inverse: "teams")])
+    private static let tag = EntityDescription(
+        name: "Tag", attributes: [AttributeDescription(name: "label", type: .string)],
+        relationships: [RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "tags")])
+
+    /// Entries go up to the oldest position of the daemons seen within the grace, never past it:
+    /// the daemon behind catches up from the log without a rebuild. Once it has moved on, the
+    /// retention decides (the newest 5); a size bound combined with others keeps the newest entry.
+    func testPruningKeepsWhatEveryDaemonSeenWithinTheGraceStillNeeds() throws {
+        let url = try clusterURL("pruning")
+        let a = try PostgresReplication(url: url, node: "a", logRetention: .count(5), logGrace: .seconds(60))
+        let b = try PostgresReplication(url: url, node: "b", logRetention: .count(5), logGrace: .seconds(60))
+        defer { [a, b].forEach { $0.stop() } }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        let (second, secondPath) = try newReplica(b)
+        var ids: [String] = []
+        for index in 0..<10 { ids.append(try insertTeam(first, index)) }
+        try second.catchUpWithCluster()
+        let behind = second.replicaPosition
+        try b.recordPosition(behind)
+        for index in 10..<30 { _ = try first.save(update(ids[index % ids.count], wins: index)) }
+        try a.recordPosition(first.replicaPosition)
+
+        XCTAssertEqual(try a.prune(), behind, "everything the daemon behind has applied, nothing more")
+        XCTAssertEqual(try a.firstEntry(), behind + 1)
+        try second.catchUpWithCluster()
+        XCTAssertFalse(second.takeRebuild(), "the log still had what it needed")
+        XCTAssertEqual(second.replicaPosition, first.replicaPosition)
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(
+            try second.history(since: 0, limit: nil).transactions, try first.history(since: 0, limit: nil).transactions)
+
+        // Both at the head: the retention keeps the newest 5.
+        let head = first.replicaPosition
+        try b.recordPosition(second.replicaPosition)
+        try a.prune()
+        XCTAssertEqual(try a.firstEntry(), head - 4)
+        XCTAssertEqual(try a.entries(after: 0, limit: 100).map(\.number), Array((head - 4)...head))
+
+        // Whichever bound keeps less: a size of one byte leaves only the newest entry.
+        let c = try PostgresReplication(
+            url: url, node: "c", logRetention: .all([.count(1000), .age(3600), .size(1)]), logGrace: .seconds(60))
+        defer { c.stop() }
+        try c.prune()
+        XCTAssertEqual(try c.entries(after: 0, limit: 100).map(\.number), [head])
+        // The log goes on from there.
+        _ = try second.save(update(ids[0], wins: 100))
+        try first.catchUpWithCluster()
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+    }
+
+    /// A daemon away longer than the grace holds nothing back: the log is pruned past it, and when
+    /// it comes back on its data directory it rebuilds itself from the snapshot (its history
+    /// begins there, and it reads the snapshot a few rows at a time), then follows and writes
+    /// like the others.
+    func testADaemonAwayPastThePrunedPointRebuildsFromTheSnapshotAndFollows() throws {
+        let url = try clusterURL("away")
+        let grace = Duration.milliseconds(300)
+        let a = try PostgresReplication(url: url, node: "a", logRetention: .count(3), logGrace: grace)
+        defer { a.stop() }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        var ids: [String] = []
+        for index in 0..<10 { ids.append(try insertTeam(first, index)) }
+        let secondPath = temporaryReplicaPath()
+        let away: Int64
+        do {
+            let b = try PostgresReplication(url: url, node: "b", logRetention: .count(3), logGrace: grace)
+            defer { b.stop() }
+            let second = try Store(path: secondPath, replication: b)
+            away = second.replicaPosition
+            try b.recordPosition(away)
+        }
+        // Updates, deletes and new objects while it is away.
+        for index in 0..<12 { _ = try first.save(update(ids[index % 8], wins: 50 + index)) }
+        _ = try first.save(StoreSave.Parameters(deleted: [DeletedObject(id: ids[9])]))
+        ids.append(try insertTeam(first, 10))
+        Thread.sleep(forTimeInterval: 0.5)
+        try a.recordPosition(first.replicaPosition)
+        XCTAssertGreaterThan(try a.prune(), 0)
+        XCTAssertGreaterThan(try a.firstEntry(), away + 1, "pruned past the daemon away")
+
+        // Three rows a round trip: the snapshot is read in many batches.
+        let b = try PostgresReplication(
+            url: url, node: "b", logRetention: .count(3), logGrace: grace, snapshotBatch: 3)
+        defer { b.stop() }
+        let second = try Store(path: secondPath, replication: b)
+        XCTAssertTrue(second.takeRebuild(), "rebuilt from the snapshot")
+        XCTAssertNil(second.divergenceError)
+        XCTAssertEqual(second.replicaPosition, first.replicaPosition)
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        let begins = try XCTUnwrap(second.historyBegins())
+        XCTAssertEqual(begins, try first.latestTransaction())
+        XCTAssertEqual(try second.latestTransaction(), try first.latestTransaction())
+
+        // It follows and writes from there; history agrees over the range both hold.
+        _ = try first.save(update(ids[0], wins: 1))
+        try second.catchUpWithCluster()
+        let (saved, transaction) = try second.save(
+            StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", tempId: "n", values: ["name": "back"])]))
+        XCTAssertEqual(saved.ids["n"], "Team/12", "ids given before the rebuild are not given again")
+        XCTAssertEqual(transaction?.number, begins + 2)
+        try first.catchUpWithCluster()
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(
+            try second.history(since: begins, limit: nil).transactions,
+            try first.history(since: begins, limit: nil).transactions)
+    }
+
+    /// Rows changed and deleted in a replica's file behind its back: the next entry that touches
+    /// them does not apply (a changeset conflict), and the replica rebuilds itself from the
+    /// snapshot instead of refusing to follow; it then holds exactly what the others hold.
+    func testAReplicaChangedBehindItsBackRepairsItselfWhenAnEntryConflicts() throws {
+        let url = try clusterURL("conflict")
+        let a = try PostgresReplication(url: url, node: "a")
+        let b = try PostgresReplication(url: url, node: "b")
+        defer { [a, b].forEach { $0.stop() } }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        var ids: [String] = []
+        for index in 0..<6 { ids.append(try insertTeam(first, index)) }
+        let (second, secondPath) = try newReplica(b)
+        try edit(secondPath) { db in
+            try db.execute(sql: "UPDATE e_Team SET wins = 999 WHERE id = 1")
+            try db.execute(sql: "DELETE FROM e_Team WHERE id = 2")
+        }
+        XCTAssertNotEqual(try objectTables(secondPath), try objectTables(firstPath))
+
+        _ = try first.save(update(ids[0], wins: 7))
+        _ = try first.save(update(ids[1], wins: 8))
+        try second.catchUpWithCluster()
+        XCTAssertTrue(second.takeRebuild())
+        XCTAssertNil(second.divergenceError)
+        XCTAssertEqual(second.replicaPosition, first.replicaPosition)
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        // And it writes again.
+        _ = try second.save(update(ids[2], wins: 9))
+        try first.catchUpWithCluster()
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+    }
+
+    /// A row changed in a stopped replica's file, in a column no later entry changes (no changeset
+    /// would ever conflict): the full checksum at start-up finds it, and the replica rebuilds itself.
+    func testAReplicaChangedWhileStoppedIsFoundAtStartUpAndRebuilt() throws {
+        let url = try clusterURL("startup")
+        let a = try PostgresReplication(url: url, node: "a")
+        defer { a.stop() }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        for index in 0..<5 { _ = try insertTeam(first, index) }
+        let secondPath = temporaryReplicaPath()
+        do {
+            let b = try PostgresReplication(url: url, node: "b")
+            defer { b.stop() }
+            let second = try Store(path: secondPath, replication: b)
+            XCTAssertEqual(try checksumOffset(secondPath), "0", "the snapshot's tables agree with the log")
+            _ = try second.save(update("Team/3", wins: 4))
+        }
+        try first.catchUpWithCluster()
+        try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET name = 'changed by hand' WHERE id = 2") }
+
+        let b = try PostgresReplication(url: url, node: "b")
+        defer { b.stop() }
+        let second = try Store(path: secondPath, replication: b)
+        XCTAssertTrue(second.takeRebuild(), "found at start-up")
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        // A restart with nothing changed rebuilds nothing.
+        let c = try PostgresReplication(url: url, node: "c")
+        defer { c.stop() }
+        let again = try Store(path: firstPath, replication: c)
+        XCTAssertFalse(again.takeRebuild())
+    }
+
+    /// A row changed behind a running replica's back in a column the next entry leaves alone: the
+    /// changeset applies without a conflict, but the checksum the entry carries differs from the
+    /// replica's, and the replica rebuilds itself.
+    func testAnEntryWhoseChecksumDiffersMakesTheReplicaRebuildItself() throws {
+        let url = try clusterURL("checksum")
+        let a = try PostgresReplication(url: url, node: "a")
+        let b = try PostgresReplication(url: url, node: "b")
+        defer { [a, b].forEach { $0.stop() } }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        var ids: [String] = []
+        for index in 0..<5 { ids.append(try insertTeam(first, index)) }
+        let (second, secondPath) = try newReplica(b)
+        // Entries carry the checksum of what they leave.
+        XCTAssertTrue(try a.entries(after: 0, limit: 100).allSatisfy { $0.checksum != nil })
+        try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET rating = 99.5 WHERE id = 1") }
+
+        _ = try first.save(update(ids[0], wins: 3))
+        try second.catchUpWithCluster()
+        XCTAssertTrue(second.takeRebuild())
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        // Both follow on with equal checksums: no rebuild for an ordinary entry.
+        _ = try second.save(update(ids[1], wins: 5))
+        try first.catchUpWithCluster()
+        XCTAssertFalse(first.takeRebuild())
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+    }
+
+    /// The ids of committed saves travel to PostgreSQL with their entries and come with the
+    /// snapshot: a save resent with its `saveId` to a daemon that joined after it committed is
+    /// answered as before and appends nothing; so it is after a rebuild.
+    func testADaemonFromASnapshotRecognizesASaveResentWithItsSaveId() throws {
+        let url = try clusterURL("saveids")
+        let a = try PostgresReplication(url: url, node: "a")
+        defer { a.stop() }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        let save = StoreSave.Parameters(
+            inserted: [InsertedObject(entity: "Team", tempId: "t", values: ["name": "resent"])], saveId: "resent-1")
+        let (answer, _) = try first.save(save)
+        _ = try insertTeam(first, 1)
+
+        let b = try PostgresReplication(url: url, node: "b")
+        defer { b.stop() }
+        let (joined, joinedPath) = try newReplica(b)
+        let head = try XCTUnwrap(a.entries(after: 0, limit: 100).last?.number)
+        let (again, transaction) = try joined.save(save)
+        XCTAssertEqual(again, answer, "answered as before")
+        XCTAssertNil(transaction)
+        XCTAssertEqual(try a.entries(after: 0, limit: 100).last?.number, head, "nothing appended")
+
+        // Rebuilt from the snapshot (a row changed behind its back), it still knows the id.
+        try edit(joinedPath) { db in try db.execute(sql: "UPDATE e_Team SET wins = 7 WHERE id = 1") }
+        _ = try first.save(update("Team/1", wins: 8))
+        try joined.catchUpWithCluster()
+        XCTAssertTrue(joined.takeRebuild())
+        XCTAssertEqual(try joined.save(save).0, answer)
+        XCTAssertEqual(try objectTables(joinedPath), try objectTables(firstPath))
+    }
+
+    // MARK: Helpers
+
+    /// The offset the replica at `path` recorded between its checksum and the log's (0: they agree).
+    private func checksumOffset(_ path: String) throws -> String? {
+        try DatabaseQueue(path: path).read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM depot_meta WHERE key = 'checksumOffset'")
+        }
+    }
+
+    private func clusterURL(_ prefix: String) throws -> PostgresURL {
+        var url = try PostgresServer.sharedOrFail().url
+        url.schema = uniqueSchema(prefix)
+        return url
+    }
+
+    private func newReplica(_ replication: PostgresReplication) throws -> (Store, String) {
+        let path = temporaryReplicaPath()
+        return (try Store(path: path, replication: replication), path)
+    }
+
+    private func temporaryReplicaPath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
+    }
+
+    /// Inserts a team with a tag of its own, both related; returns the team's id.
+    private func insertTeam(_ store: Store, _ index: Int) throws -> String {
+        let saved = try store.save(
+            StoreSave.Parameters(inserted: [
+                InsertedObject(
+                    entity: "Team", tempId: "t",
+                    values: [
+                        "name": .string("team \(index)"), "active": .bool(index % 2 == 0),
+                        "rating": .double(Double(index) / 4),
+                        "logo": .string(Data([UInt8(index), 0xff]).base64EncodedString()),
+                        "tags": [.string("g")],
+                    ]),
+                InsertedObject(entity: "Tag", tempId: "g", values: ["label": .string("tag \(index)")]),
+            ])
+        ).0.ids
+        return saved["t"]!
+    }
+
+    private func update(_ id: String, wins: Int) -> StoreSave.Parameters {
+        StoreSave.Parameters(updated: [UpdatedObject(id: id, values: ["wins": .int(Int64(wins))])])
+    }
+
+    /// Changes the replica's file with a connection of its own, as sqlite3 would.
+    private func edit(_ path: String, _ body: (Database) throws -> Void) throws {
+        let queue = try DatabaseQueue(path: path)
+        try queue.write(body)
+    }
+
+    /// Every row of every object table of the replica at `path`, by table, in key order.
+    private func objectTables(_ path: String) throws -> [String: [[String: DatabaseValue]]] {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        return try queue.read { db in
+            var tables: [String: [[String: DatabaseValue]]] = [:]
+            let names = try String.fetchAll(
+                db,
+                sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'e_*' OR name GLOB 'j_*')")
+            for name in names {
+                let order = name.hasPrefix("j_") ? "a, b" : "id"
+                tables[name] = try Row.fetchAll(db, sql: "SELECT * FROM \"\(name)\" ORDER BY \(order)").map { row in
+                    Dictionary(row.map { ($0, $1) }, uniquingKeysWith: { first, _ in first })
+                }
+            }
+            return tables
+        }
+    }
+}
