@@ -14,6 +14,7 @@ final class WriteQueueOrderTests: XCTestCase {
     private final class Silent: CommitSubscriber {
         var publishingReads: Bool { false }
         func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?) {}
+        func storeWasRebuilt(_ store: Result<Store, RPCError>) {}
     }
 
     func testWritesOfOtherSessionsOvertakeAWriteStillBeingPrepared() throws {
