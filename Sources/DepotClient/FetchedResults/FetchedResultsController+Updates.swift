@@ -82,7 +82,7 @@ extension FetchedResultsController {
     /// Installs the new layout and tells the delegate and the change streams (on the main actor,
     /// where the delegate lives).
     @MainActor
-    private func commit(_ change: ResultsDidChange.Parameters, layout: ResultsLayout) {
+    func commit(_ change: ResultsDidChange.Parameters, layout: ResultsLayout) {
         let delegate = self.delegate
         delegate?.controllerWillChangeContent(self)
         var deleted: [String: Entry] = [:]
@@ -143,6 +143,8 @@ extension FetchedResultsController {
     func resync(resubscribe: Bool) async {
         let (oldSubscription, waiting) = state.withLock { ($0.subscription, $0.subscribesOnReconnect) }
         guard oldSubscription != nil || waiting else { return }
+        // Stored results shown while the daemon was away: catch up from them when history allows.
+        if oldSubscription == nil, waiting, (try? await catchUp()) == true { return }
         var fetched: Fetched?
         if !resubscribe, let oldSubscription,
             let snapshot = try? await connection.call(ResultsSnapshot.self, .init(subscription: oldSubscription)),
@@ -179,6 +181,7 @@ extension FetchedResultsController {
             }
         }
         let result = fetched
+        if oldSubscription == nil { recordResync(result) }
         await reload(result, replacing: oldSubscription)
         persist()
     }

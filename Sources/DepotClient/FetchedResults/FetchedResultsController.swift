@@ -65,6 +65,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         /// Showing a persistent store's results because the daemon was out of reach at
         /// ``performFetch()``: the next new session subscribes.
         var subscribesOnReconnect = false
+        /// How the stored results were last brought up to date.
+        var lastCatchUp: FetchedResultsCatchUp?
     }
 
     /// The connection the results come through.
@@ -140,11 +142,15 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// results for the request: those are shown at once, before the daemon
     /// answers, and reported as a reload
     /// (``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)`` and a
-    /// ``changes()`` element with `isReload`), then the daemon's results replace
-    /// them, reported as a reload again. Should the daemon be out of reach (the
-    /// call times out or the link drops), the stored results stay and this
-    /// returns: the controller subscribes as soon as the connection opens a new
-    /// session, reported as a reload (``subscription`` is `nil` until then).
+    /// ``changes()`` element with `isReload`); then the controller catches up:
+    /// it asks for the current ids, reads `store/history` since the stored
+    /// transaction, fetches only the objects that changed, and reports the
+    /// difference as one ordinary change (``lastCatchUp`` says what it did).
+    /// Where history no longer reaches back, the daemon's results replace the
+    /// stored ones in full, reported as a reload again. Should the daemon be out
+    /// of reach (the call times out or the link drops), the stored results stay
+    /// and this returns: the controller catches up as soon as the connection
+    /// opens a new session (``subscription`` is `nil` until then).
     public func performFetch() async throws(DepotClientError) {
         let old = state.withLock { state in
             defer {
@@ -160,7 +166,12 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         let showedStored = try await showStoredResults()
         let fetched: Fetched
         do throws(DepotClientError) {
+            if showedStored, try await catchUp() {
+                listen(to: inputs)
+                return
+            }
             fetched = try await subscribe()
+            if showedStored { recordResync(fetched) }
         } catch  where showedStored && error.leftTheDaemonUnreached {
             // Offline: the stored results stay; the first new session subscribes (`resync`).
             state.withLock { $0.subscribesOnReconnect = true }
