@@ -122,6 +122,64 @@ final class ClientPersistentStoreTests: XCTestCase {
         XCTAssertEqual(offline.lastCatchUp?.objectsFetched, 1, "only Japan was fetched")
     }
 
+    /// A cold start with the daemon down: `DepotConnection.open` returns at once, `performFetch()`
+    /// serves the stored results without waiting, and once the daemon starts the connection opens
+    /// its session by itself and the controller catches up.
+    func testAColdStartWithTheDaemonDownServesTheFileThenCatchesUpWhenItStarts() async throws {
+        let endpoint = "tcp://127.0.0.1:\(try ClientSupport.freePort())"
+        let first = try Daemon(heartbeat: 1, listen: endpoint)
+        let ids: [String: String]
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite")
+        let request = ClientFetchedResultsTests.teamsRequest()
+        let storedIDs: [String]
+        do {
+            let connection = try await DepotConnection.connect(to: first.endpoint, timeout: .seconds(2))
+            try await ClientSupport.requireFetchedResults(connection)
+            ids = try await connection.loadWorldCup()
+            let before = FetchedResultsController<DepotObject>(
+                fetchRequest: request, connection: connection, persistentStore: file)
+            try await before.performFetch()
+            storedIDs = before.fetchedIDs
+            await before.unsubscribe()
+            await connection.close()
+        }
+        XCTAssertEqual(first.stop(), 0)
+
+        // A new process, in effect: a new connection and controller, the daemon down.
+        let connection = try DepotConnection.open(to: endpoint, timeout: .seconds(5))
+        XCTAssertEqual(connection.state, .reconnecting, "no session yet")
+        let states = connection.connectionStates()
+        let controller = FetchedResultsController<DepotObject>(
+            fetchRequest: request, connection: connection, persistentStore: file)
+        let changes = controller.changes()
+        let started = ContinuousClock.now
+        try await controller.performFetch()
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(2), "served from the file without waiting")
+        XCTAssertNil(controller.subscription)
+        XCTAssertEqual(controller.fetchedIDs, storedIDs)
+        XCTAssertEqual(controller.fetchedObjects?.count, 32)
+
+        let second = try Daemon(dataDirectory: first.dataDirectory, heartbeat: 1, listen: endpoint)
+        defer {
+            second.stop()
+            second.removeData()
+        }
+        let connected = await ClientSupport.first(states, timeout: .seconds(30)) { $0 == .connected }
+        XCTAssertEqual(connected, .connected, "the session opened by itself")
+        let other = try await second.connect(name: "other")
+        _ = try await other.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["Mexico"]!, values: ["wins": 7])]))
+        let fresh = try await other.call(StoreFetch.self, request)
+        let live = await ClientSupport.wait(on: changes, timeout: .seconds(30)) {
+            controller.subscription != nil
+                && controller.fetchedIDs == fresh.objects?.compactMap { $0["id"]?.stringValue }
+        }
+        XCTAssertTrue(live, "caught up and live, Mexico's new wins included")
+        XCTAssertEqual(controller.lastCatchUp?.resynced, false)
+        let mexico = try XCTUnwrap(controller.indexPath(forID: ids["Mexico"]!))
+        XCTAssertEqual(controller.object(at: mexico).int("wins"), 7)
+    }
+
     /// 1,000 remote transactions while the controller was away, a few of them to its results: the
     /// next `performFetch()` fetches only the objects that changed, and its one ordinary change takes
     /// the stored results exactly to a fresh fetch (the delta oracle).

@@ -166,6 +166,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         let showedStored = try await showStoredResults()
         let fetched: Fetched
         do throws(DepotClientError) {
+            // No session (a cold start with the daemon down, a dropped link): serve the stored results.
+            if showedStored, connection.state != .connected { throw .connectionLost(method: ResultsSubscribe.name) }
             if showedStored, try await catchUp() {
                 listen(to: inputs)
                 return
