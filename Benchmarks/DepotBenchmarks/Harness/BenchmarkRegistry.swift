@@ -17,6 +17,7 @@ enum BenchmarkRegistry {
         FanOutBenchmark.self,
         CurveBenchmark.self,
         ClusterBenchmark.self,
+        ReplicaBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

@@ -225,6 +225,10 @@ public final class DepotConnection: Sendable {
     /// Whether the connection was closed (``close()`` or ``abort()``); calls then fail with ``DepotClientError/closed``.
     public var isClosed: Bool { transport.isStopped }
 
+    /// The bytes of every message received from the daemon so far (answers and notifications):
+    /// what a sync cost on the wire (a catch-up against a full subscribe, say).
+    public var bytesReceived: Int64 { transport.bytesReceived.load(ordering: .relaxed) }
+
     /// Sends `disconnect` and closes the socket.
     public func close() async {
         _ = try? await Self.call(transport, method: Disconnect.name, params: nil, timeout: .seconds(2))
