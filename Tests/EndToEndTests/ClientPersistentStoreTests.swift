@@ -279,6 +279,17 @@ final class ClientPersistentStoreTests: XCTestCase {
             layout.sections.map(\.name), ["Africa", "Asia", "Europe", "North America", "Oceania", "South America"])
         XCTAssertEqual(layout.ids.map { values[$0] }, freshObjects.map { Optional($0) })
         XCTAssertEqual(after.fetchedObjects, freshObjects)
+
+        // What the catch-up wrote back (only what changed) is what a later start reads, daemon or not.
+        await after.unsubscribe()
+        let nowhere = try DepotConnection.open(to: "tcp://127.0.0.1:\(try ClientSupport.freePort())")
+        let offline = FetchedResultsController<DepotObject>(
+            fetchRequest: request, connection: nowhere, sectionNameKeyPath: "qualifyingZone", persistentStore: file)
+        try await offline.performFetch()
+        XCTAssertNil(offline.subscription)
+        XCTAssertEqual(offline.layout?.sections, layout.sections)
+        XCTAssertEqual(offline.fetchedObjects, freshObjects)
+        nowhere.abort()
     }
 
     /// History pruned past the stored transaction: the controller resyncs in full, reported as a reload.

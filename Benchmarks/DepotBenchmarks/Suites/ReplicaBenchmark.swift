@@ -39,8 +39,9 @@ struct ReplicaBenchmark: Benchmark {
             return (elapsed, received)
         }
         // Depot: a controller with the file; first content when the stored results are announced.
-        func fromFile() async throws -> (firstContent: Double, total: Double, bytes: Int64, catchUp: FetchedResultsCatchUp?)
-        {
+        func fromFile() async throws -> (
+            firstContent: Double, total: Double, bytes: Int64, catchUp: FetchedResultsCatchUp?
+        ) {
             let controller = FetchedResultsController<DepotObject>(
                 fetchRequest: request, connection: connection, persistentStore: file)
             let changes = controller.changes()

@@ -43,7 +43,7 @@ extension FetchedResultsController {
     /// - Returns: `false`, having left no subscription behind, when it cannot catch up (no stored
     ///   results, a grouped request, history that does not reach back): then resync in full.
     func catchUp() async throws(DepotClientError) -> Bool {
-        let (stored, storedTransaction, request, entries) = state.withLock {
+        var (stored, storedTransaction, request, entries) = state.withLock {
             ($0.layout, $0.transaction, $0.fetchRequest, $0.entries)
         }
         guard let stored, let since = storedTransaction, !request.isGrouped else { return false }
@@ -81,9 +81,19 @@ extension FetchedResultsController {
             return false
         }
 
-        // The values to fetch: changed objects that were loaded, and (unbatched) objects not held.
+        // The values to fetch: changed objects held (in memory or in the file), and (unbatched)
+        // objects not held.
+        var held = Set(entries.keys)
+        if let (file, key) = state.withLock({ $0.replica }) {
+            do throws(DepotClientError) {
+                held.formUnion(try file.storedIDs(key: key))
+            } catch {
+                await abandon()
+                throw error
+            }
+        }
         let unbatched = request.fetchBatchSize == 0
-        let wanted = layout.ids.filter { entries[$0] == nil ? unbatched : history.changed.contains($0) }
+        let wanted = layout.ids.filter { held.contains($0) ? history.changed.contains($0) : unbatched }
         var fetched: [String: DepotObject] = [:]
         var start = 0
         while start < wanted.count {
@@ -104,7 +114,13 @@ extension FetchedResultsController {
         }
 
         let difference = ResultsDifference(
-            from: stored, to: layout, changed: Set(fetched.keys).filter { entries[$0] != nil })
+            from: stored, to: layout, changed: Set(fetched.keys).filter { held.contains($0) })
+        // Moved objects that did not change keep their values: from memory, or else from the file.
+        let unloaded = difference.objects.filter { $0.type == .move && fetched[$0.id] == nil && entries[$0.id] == nil }
+        if !unloaded.isEmpty {
+            fillFromPersistentStore(ids: unloaded.map(\.id))
+            entries = state.withLock { $0.entries }
+        }
         let change = ResultsDidChange.Parameters(
             subscription: subscription, seq: layout.seq, transaction: snapshot.transaction,
             transactions: [min(since + 1, snapshot.transaction), snapshot.transaction],

@@ -67,6 +67,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         var subscribesOnReconnect = false
         /// How the stored results were last brought up to date.
         var lastCatchUp: FetchedResultsCatchUp?
+        /// What the persistent store lacks since its last write.
+        var replicaWrites = ReplicaWrites()
     }
 
     /// The connection the results come through.
@@ -185,6 +187,7 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
             state.subscription = fetched.subscription
             state.transaction = fetched.transaction
             state.entries = fetched.entries
+            state.replicaWrites.all = true
             state.indexPaths = nil
         }
         if showedStored { await announceReload(layout: fetched.layout, transaction: fetched.transaction) }
@@ -293,7 +296,11 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// not loaded yet are loaded first (blocking); with a large batched result prefer ``object(at:)``.
     public var fetchedObjects: [Object]? {
         guard let layout else { return nil }
-        let missing = state.withLock { state in layout.ids.filter { state.entries[$0] == nil } }
+        var missing = state.withLock { state in layout.ids.filter { state.entries[$0] == nil } }
+        if !missing.isEmpty {
+            fillFromPersistentStore(ids: missing)
+            missing = state.withLock { state in missing.filter { state.entries[$0] == nil } }
+        }
         if !missing.isEmpty { try? loadBlocking(ids: missing) }
         return layout.sections.indices.flatMap { section in
             layout.sections[section].ids.indices.map { object(at: IndexPath(indexes: [section, $0])) }
@@ -326,6 +333,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         case .outOfRange:
             preconditionFailure("no object at \(Array(indexPath)) in \(layout?.sections.map(\.ids.count) ?? [])")
         case .fault:
+            fillFromPersistentStore(ids: batchIDs(around: indexPath))
+            if case .object(let object) = lookup(at: indexPath) { return object }
             do {
                 try loadBatchBlocking(around: indexPath)
             } catch {
