@@ -121,14 +121,16 @@ extension ObjectContext {
             let result: StoreSave.Result
             do throws(DepotClientError) {
                 result = try await connection.call(StoreSave.self, pending.params)
-            } catch .server(let error) {
+            } catch .server(let error) where !Self.transientCodes.contains(error.code) {
                 // Refused (conflict, constraint, validation, scope): reported, kept until dismissed.
                 record { () throws(DepotClientError) in try replica.fail(pending, error: error) }
                 failureBroadcaster.yield(FailedSave(number: pending.number, change: pending.params, error: error))
                 continue
             } catch {
-                // Out of reach (or an answer that could not be read): it stays queued, resent with
-                // the same saveId at the next session, so it applies at most once.
+                // Out of reach, a transient error, or an answer that could not be read: it stays
+                // queued, resent with the same saveId (so it applies at most once) at the next session,
+                // or, the session still open, in a second.
+                if case .server = error { retryLater() }
                 return
             }
             let rest = queue[index...].map { Self.rebase($0, after: pending.params, result: result) }
@@ -149,6 +151,21 @@ extension ObjectContext {
         persistObjects(ids: [], removing: refused)
         try? await refreshAllObjects()
     }
+
+    /// Replays again in a second (after a transient error, the session still open).
+    private func retryLater() {
+        Task { [weak self] in
+            try? await Task.sleep(for: .seconds(1))
+            guard let self, self.connection.state == .connected else { return }
+            await self.replayPendingSaves()
+        }
+    }
+
+    /// Errors that say nothing of the save itself (a session lost, a daemon busy or failing, a
+    /// cancellation): the save stays queued and replays at the next session.
+    static let transientCodes: Set<ErrorCode> = [
+        .serverNotInitialized, .requestCancelled, .serverCancelled, .overloaded, .internalError,
+    ]
 
     /// Moves the objects a replayed save inserted to their permanent ids, with the new versions.
     private func adopt(_ result: StoreSave.Result, of params: StoreSave.Parameters) {
