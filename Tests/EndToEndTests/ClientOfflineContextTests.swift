@@ -138,9 +138,15 @@ final class ClientOfflineContextTests: XCTestCase {
         let lostAnswer = try await context.save(mergePolicy: .objectTrump)
         context.insert(entity: "Team", values: ["teamName": "Samoa", "qualifyingZone": "Oceania"])
         let upsert = try await context.save(mergePolicy: .objectTrump)
-        for save in [conflict, duplicate, objectTrump, storeTrump, lostAnswer, upsert] { XCTAssertTrue(save.isPending) }
+        try await edit("Chile", ["wins": 6])
+        let rollback = try await context.save(mergePolicy: .rollback)
+        try await edit("Ghana", ["wins": 7])
+        let overwrite = try await context.save(mergePolicy: .overwrite)
+        for save in [conflict, duplicate, objectTrump, storeTrump, lostAnswer, upsert, rollback, overwrite] {
+            XCTAssertTrue(save.isPending)
+        }
         let queued = try context.pendingSaves()
-        XCTAssertEqual(queued.count, 6)
+        XCTAssertEqual(queued.count, 8)
 
         // Meanwhile another client changes the same objects (a daemon on another endpoint, same data),
         // and the `lostAnswer` save reaches the store without the context hearing back.
@@ -153,7 +159,9 @@ final class ClientOfflineContextTests: XCTestCase {
                     inserted: [
                         InsertedObject(entity: "Team", values: ["teamName": "Samoa", "qualifyingZone": "Oceania"])
                     ],
-                    updated: ["Japan", "Iran", "Mexico"].map { UpdatedObject(id: ids[$0]!, values: ["wins": 9]) }))
+                    updated: ["Japan", "Iran", "Mexico", "Chile", "Ghana"].map {
+                        UpdatedObject(id: ids[$0]!, values: ["wins": 9])
+                    }))
             _ = try await other.call(StoreSave.self, queued[4])
             await other.close()
             XCTAssertEqual(elsewhere.stop(), 0)
@@ -184,6 +192,8 @@ final class ClientOfflineContextTests: XCTestCase {
         XCTAssertEqual(wins("Japan"), 9, "the refused save changed nothing")
         XCTAssertEqual(wins("Iran"), 3, "objectTrump: the save's value won")
         XCTAssertEqual(wins("Mexico"), 9, "storeTrump: the store's changed value won")
+        XCTAssertEqual(wins("Chile"), 9, "rollback: the conflicting change was dropped")
+        XCTAssertEqual(wins("Ghana"), 7, "overwrite: the save's object won")
         XCTAssertEqual(teams.filter { $0["teamName"]?.stringValue == "Fiji" }.count, 1, "applied once")
         XCTAssertEqual(teams.filter { $0["teamName"]?.stringValue == "Samoa" }.count, 1, "merged into the existing one")
         XCTAssertEqual(teams.filter { $0["teamName"]?.stringValue == "Brazil" }.count, 1)
