@@ -106,9 +106,14 @@ extension FetchedResultsController {
                 throw error
             }
             // A null is an object deleted since the snapshot: the delete is on its way.
-            for json in loaded.objects where !json.isNull {
-                let raw = try DepotObject(json: json)
-                fetched[raw.id] = raw
+            do throws(DepotClientError) {
+                for json in loaded.objects where !json.isNull {
+                    let raw = try DepotObject(json: json)
+                    fetched[raw.id] = raw
+                }
+            } catch {
+                await abandon()
+                throw error
             }
             start += ids.count
         }

@@ -61,7 +61,7 @@ extension FetchedResultsController {
                 for object in change.objects {
                     if object.type == .delete {
                         state.entries[object.id] = nil
-                        state.replicaWrites.remove(object.id)
+                        if state.replica != nil { state.replicaWrites.remove(object.id) }
                     } else if let json = object.object, let raw = try? DepotObject(json: json) {
                         Self.store(raw, in: &state, onlyIfNewer: false)
                     }
@@ -95,7 +95,7 @@ extension FetchedResultsController {
             for object in change.objects {
                 if object.type == .delete {
                     deleted[object.id] = state.entries.removeValue(forKey: object.id)
-                    state.replicaWrites.remove(object.id)
+                    if state.replica != nil { state.replicaWrites.remove(object.id) }
                 } else if let json = object.object, let raw = try? DepotObject(json: json) {
                     Self.store(raw, in: &state, onlyIfNewer: false)
                 }
@@ -230,7 +230,7 @@ extension FetchedResultsController {
             }
         }
         state.entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
-        state.replicaWrites.change(raw.id)
+        if state.replica != nil { state.replicaWrites.change(raw.id) }
     }
 
     /// The ids of the batch (`fetchBatchSize`, at least 256) around `indexPath`.
