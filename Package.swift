@@ -86,6 +86,11 @@ let package = Package(
             path: "Examples/WorldCup"
         ),
         .executableTarget(
+            name: "OfflineExample",
+            dependencies: ["DepotClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/Offline"
+        ),
+        .executableTarget(
             name: "DepotBenchmarks",
             dependencies: [
                 "DepotClient", "DepotProtocol", "DepotStore", "DepotTestSupport", "DepotPostgres", "ZeroMQ", "CZeroMQ",

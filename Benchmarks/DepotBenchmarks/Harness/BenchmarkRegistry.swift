@@ -18,6 +18,7 @@ enum BenchmarkRegistry {
         CurveBenchmark.self,
         ScopeCostBenchmark.self,
         ClusterBenchmark.self,
+        ReplicaBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

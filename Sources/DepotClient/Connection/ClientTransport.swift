@@ -44,6 +44,8 @@ final class ClientTransport: @unchecked Sendable {
     /// Called on the I/O thread when the link changes; set once, before use.
     let onLinkEvent = Mutex<(@Sendable (LinkEvent) -> Void)?>(nil)
     private let lastReceived = Mutex(ContinuousClock.now)
+    /// The bytes of every frame received from the daemon so far.
+    let bytesReceived = Atomic<Int64>(0)
 
     init(endpoint: String, keys: ClientKeys? = nil) throws(ZMQError) {
         context = try Context()
@@ -195,6 +197,7 @@ final class ClientTransport: @unchecked Sendable {
     ]
 
     private func deliver(_ frame: [UInt8]) {
+        bytesReceived.add(Int64(frame.count), ordering: .relaxed)
         guard let json = try? JSONParser.parse(frame) else { return }
         let messages = json.arrayValue ?? [json]
         for element in messages {

@@ -86,6 +86,42 @@ public final class DepotConnection: Sendable {
         }
     }
 
+    /// Opens a connection to `endpoint` without waiting for the daemon: it returns at once, and the
+    /// session opens in the background as soon as the daemon answers (after a cold start with the
+    /// daemon down, say, or on a laptop off the network). Until then ``state`` is
+    /// ``ConnectionState/reconnecting`` and calls wait for the session (or time out); once it is
+    /// open, ``connectionEvents()`` reports ``ConnectionEvent/reconnected(_:)`` and ``state`` is
+    /// ``ConnectionState/connected``. A ``FetchedResultsController`` with a persistent store shows
+    /// its stored results meanwhile and catches up when the session opens.
+    ///
+    /// - Parameters: as ``connect(to:clientInfo:timeout:keys:)``.
+    /// - Throws: ``DepotClientError/transport(_:)`` when the endpoint cannot be used at all.
+    public static func open(
+        to endpoint: String, clientInfo: ImplementationInfo = ImplementationInfo(name: "DepotClient", version: "0.1.0"),
+        timeout: Duration = .seconds(30), keys: ClientKeys? = nil
+    ) throws(DepotClientError) -> DepotConnection {
+        let transport: ClientTransport
+        do {
+            transport = try ClientTransport(endpoint: endpoint, keys: keys)
+        } catch {
+            throw .transport(error)
+        }
+        let placeholder = Initialize.Result(
+            serverInfo: ImplementationInfo(name: "", version: ""), protocolVersion: depotProtocolVersion,
+            sessionId: "", heartbeatInterval: 0, capabilities: [:])
+        let connection = DepotConnection(
+            transport: transport, endpoint: endpoint, clientInfo: clientInfo, serverInfo: placeholder,
+            timeout: timeout)
+        transport.onLinkEvent.withLock {
+            $0 = { [weak connection] event in connection?.linkChanged(event) }
+        }
+        connection.session.withLock { state in
+            state.recovery = Task { await connection.reinitialize() }
+            connection.enter(.reconnecting)
+        }
+        return connection
+    }
+
     /// A connection that never sent `initialize` (to an endpoint where nothing
     /// needs to listen), for tests of the client's own logic.
     static func unconnected(to endpoint: String, timeout: Duration = .seconds(1)) throws(DepotClientError)
@@ -188,6 +224,10 @@ public final class DepotConnection: Sendable {
 
     /// Whether the connection was closed (``close()`` or ``abort()``); calls then fail with ``DepotClientError/closed``.
     public var isClosed: Bool { transport.isStopped }
+
+    /// The bytes of every message received from the daemon so far (answers and notifications):
+    /// what a sync cost on the wire (a catch-up against a full subscribe, say).
+    public var bytesReceived: Int64 { transport.bytesReceived.load(ordering: .relaxed) }
 
     /// Sends `disconnect` and closes the socket.
     public func close() async {

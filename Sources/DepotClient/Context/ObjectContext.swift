@@ -45,6 +45,14 @@ public final class ObjectContext: Sendable {
         /// The permanent id of each object inserted and saved, by its temporary id: a copy
         /// of the object made before the save still changes the right object.
         var permanentIDs: [String: String] = [:]
+        /// Replays queued saves each time the connection is up (with a persistent store).
+        var replayer: Task<Void, Never>?
+        /// The replay running now, which later callers wait for.
+        var replay: Task<Void, Never>?
+        /// Why the persistent store could not be written last time, if it could not.
+        var persistentStoreError: DepotClientError?
+        /// Whether the daemon's model was written to the persistent store (for offline predicates).
+        var modelStored = false
     }
 
     /// The connection the context saves through.
@@ -53,19 +61,53 @@ public final class ObjectContext: Sendable {
     public let mergePolicy: MergePolicy
     /// Recorded as `author` in history and `store/didSave`.
     public let author: String?
+    /// The local SQLite file the context keeps its objects and queued saves in, if any.
+    public let persistentStore: URL?
+    let replica: ContextReplicaFile?
     let state = Mutex(State())
     private let changeBroadcaster = Broadcaster<ObjectsDidChange>()
+    /// What ``failedSaves()`` streams.
+    let failureBroadcaster = Broadcaster<FailedSave>()
 
     /// Creates an empty context.
     public init(connection: DepotConnection, mergePolicy: MergePolicy = .error, author: String? = nil) {
         self.connection = connection
         self.mergePolicy = mergePolicy
         self.author = author
+        self.persistentStore = nil
+        self.replica = nil
+    }
+
+    /// Creates an empty context that keeps what it reads and saves in the local SQLite file
+    /// `persistentStore` (DESIGN.md §9), so that it keeps working with the daemon out of reach:
+    ///
+    /// - Reads (``object(withID:)``, ``fetch(_:)``) are served from the file while there is no session.
+    /// - ``save(mergePolicy:)`` with no session (or when the link drops under it) writes the change
+    ///   to the file, durably, marks it pending, and returns a ``SaveResult`` with `isPending`.
+    /// - Each time the connection opens a session, the pending saves replay in order, each with
+    ///   its own `saveId` (applied at most once, however often it is resent) and merge policy; later
+    ///   saves are rewritten with the permanent ids and versions earlier ones produced.
+    /// - A replay the daemon refuses comes out of ``failedSaves()`` with the error and the change
+    ///   (and stays in the file until ``dismissFailedSave(_:)``); nothing is dropped.
+    /// - A context opened later on the same file (after the process was killed, say) finds the
+    ///   pending saves and replays them.
+    ///
+    /// - Throws: ``DepotClientError/persistentStore(_:)`` when the file cannot be opened.
+    public init(
+        connection: DepotConnection, mergePolicy: MergePolicy = .error, author: String? = nil, persistentStore: URL
+    ) throws(DepotClientError) {
+        self.connection = connection
+        self.mergePolicy = mergePolicy
+        self.author = author
+        self.persistentStore = persistentStore
+        self.replica = try ContextReplicaFile(url: persistentStore)
+        startReplaying()
     }
 
     deinit {
-        let (listener, observer) = state.withLock { ($0.listener, $0.observer) }
+        let (listener, observer, replayer) = state.withLock { ($0.listener, $0.observer, $0.replayer) }
         listener?.cancel()
+        replayer?.cancel()
         if let observer {
             let connection = connection
             Task { _ = try? await connection.call(StoreUnobserve.self, .init(observer: observer)) }
@@ -76,6 +118,7 @@ public final class ObjectContext: Sendable {
 
     /// Fetches objects and registers them; objects with local changes keep them.
     public func fetch(_ request: FetchRequest) async throws(DepotClientError) -> [DepotObject] {
+        if let offline = try await offlineFetch(request) { return offline }
         let result = try await connection.call(StoreFetch.self, request)
         var objects: [DepotObject] = []
         for json in result.objects ?? [] { objects.append(try DepotObject(json: json)) }
@@ -103,6 +146,9 @@ public final class ObjectContext: Sendable {
     /// The object with `id`, from the context or else from the store; `nil` when it does not exist.
     public func object(withID id: String) async throws(DepotClientError) -> DepotObject? {
         if let known = registeredObject(withID: id) { return known }
+        if let replica, connection.state != .connected {
+            return try replica.object(withID: id).flatMap { register([$0]).first?.bound(to: self) }
+        }
         let result = try await connection.call(StoreGet.self, .init(ids: [id]))
         guard let json = result.objects.first, !json.isNull else { return nil }
         return register([try DepotObject(json: json)]).first?.bound(to: self)
@@ -318,6 +364,9 @@ public final class ObjectContext: Sendable {
         /// The `saveId` the save was sent with (a fresh UUID each save); `nil` when there was
         /// nothing to save. Resending `store/save` with it returns this answer without applying it again.
         public var saveId: String? = nil
+        /// Whether the save was queued in the persistent store, the daemon being out of reach: it
+        /// replays when the connection returns (then ``ids`` is empty and ``transaction`` 0).
+        public var isPending = false
     }
 
     /// Saves every change in one atomic `store/save`. Each update carries the
@@ -367,9 +416,13 @@ public final class ObjectContext: Sendable {
         guard !params.inserted.isEmpty || !params.updated.isEmpty || !params.deleted.isEmpty else {
             return SaveResult(ids: [:], transaction: 0)
         }
+        if replica != nil, await mustQueue() { return try queue(params, insertedIDs: insertedIDs) }
         let result: StoreSave.Result
         do throws(DepotClientError) {
             result = try await connection.call(StoreSave.self, params)
+        } catch  where replica != nil && error.leftTheDaemonUnreached {
+            // It may have committed: the replay resends it with the same saveId, applied at most once.
+            return try queue(params, insertedIDs: insertedIDs)
         } catch .connectionLost {
             // It may have committed: the same saveId makes the resend apply it at most once.
             result = try await connection.call(StoreSave.self, params)
@@ -413,6 +466,7 @@ public final class ObjectContext: Sendable {
                 state.registered[object.id]?.base = object
             }
         }
+        persistObjects(ids: saved, removing: params.deleted.map(\.id))
         return SaveResult(ids: result.ids, transaction: result.transaction, saveId: params.saveId)
     }
 
@@ -502,7 +556,8 @@ public final class ObjectContext: Sendable {
 
     /// Re-reads every registered object from the store (local changes are kept on top).
     public func refreshAllObjects() async throws(DepotClientError) {
-        let ids = state.withLock { Array($0.registered.keys) }
+        // Objects inserted by a save still queued have no id in the store yet.
+        let ids = state.withLock { $0.registered.keys.filter { !$0.hasPrefix("temp-") } }
         guard !ids.isEmpty else { return }
         let objects = try await connection.call(StoreGet.self, .init(ids: ids)).objects
         var refreshed: [String] = []
@@ -519,6 +574,7 @@ public final class ObjectContext: Sendable {
                 }
             }
         }
+        persistObjects(ids: refreshed, removing: deleted)
         publish(ObjectsDidChange(transaction: nil, refreshed: refreshed, deleted: deleted))
     }
 
@@ -562,6 +618,7 @@ public final class ObjectContext: Sendable {
             }
         }
         if !refreshed.isEmpty || !deleted.isEmpty {
+            persistObjects(ids: refreshed, removing: deleted)
             publish(ObjectsDidChange(transaction: didSave.transaction, refreshed: refreshed, deleted: deleted))
         }
     }
@@ -570,8 +627,8 @@ public final class ObjectContext: Sendable {
 
     // MARK: Helpers
 
-    private func register(_ objects: [DepotObject]) -> [DepotObject] {
-        state.withLock { state in
+    func register(_ objects: [DepotObject]) -> [DepotObject] {
+        let registered = state.withLock { state in
             objects.map { object in
                 if var registered = state.registered[object.id] {
                     registered.base = Self.keepingUnfetchedKeys(of: registered.base, in: object)
@@ -582,6 +639,8 @@ public final class ObjectContext: Sendable {
                 return object
             }
         }
+        persistObjects(ids: objects.map(\.id))
+        return registered
     }
 
     /// `fetched`, plus the keys it does not carry (to-many relationships a fetch
@@ -603,7 +662,7 @@ public final class ObjectContext: Sendable {
         return resolved
     }
 
-    private static func current(_ registered: Registered) -> DepotObject {
+    static func current(_ registered: Registered) -> DepotObject {
         var object = registered.base
         object.storage.merge(registered.changes) { $1 }
         for (key, change) in registered.memberChanges {

@@ -61,6 +61,7 @@ extension FetchedResultsController {
                 for object in change.objects {
                     if object.type == .delete {
                         state.entries[object.id] = nil
+                        if state.replica != nil { state.replicaWrites.remove(object.id) }
                     } else if let json = object.object, let raw = try? DepotObject(json: json) {
                         Self.store(raw, in: &state, onlyIfNewer: false)
                     }
@@ -82,7 +83,7 @@ extension FetchedResultsController {
     /// Installs the new layout and tells the delegate and the change streams (on the main actor,
     /// where the delegate lives).
     @MainActor
-    private func commit(_ change: ResultsDidChange.Parameters, layout: ResultsLayout) {
+    func commit(_ change: ResultsDidChange.Parameters, layout: ResultsLayout) {
         let delegate = self.delegate
         delegate?.controllerWillChangeContent(self)
         var deleted: [String: Entry] = [:]
@@ -94,6 +95,7 @@ extension FetchedResultsController {
             for object in change.objects {
                 if object.type == .delete {
                     deleted[object.id] = state.entries.removeValue(forKey: object.id)
+                    if state.replica != nil { state.replicaWrites.remove(object.id) }
                 } else if let json = object.object, let raw = try? DepotObject(json: json) {
                     Self.store(raw, in: &state, onlyIfNewer: false)
                 }
@@ -143,6 +145,8 @@ extension FetchedResultsController {
     func resync(resubscribe: Bool) async {
         let (oldSubscription, waiting) = state.withLock { ($0.subscription, $0.subscribesOnReconnect) }
         guard oldSubscription != nil || waiting else { return }
+        // Stored results shown while the daemon was away: catch up from them when history allows.
+        if oldSubscription == nil, waiting, (try? await catchUp()) == true { return }
         var fetched: Fetched?
         if !resubscribe, let oldSubscription,
             let snapshot = try? await connection.call(ResultsSnapshot.self, .init(subscription: oldSubscription)),
@@ -179,6 +183,7 @@ extension FetchedResultsController {
             }
         }
         let result = fetched
+        if oldSubscription == nil { recordResync(result) }
         await reload(result, replacing: oldSubscription)
         persist()
     }
@@ -192,6 +197,7 @@ extension FetchedResultsController {
             state.layout = fetched.layout
             state.transaction = fetched.transaction
             state.entries = fetched.entries
+            state.replicaWrites.all = true
             state.indexPaths = nil
             return true
         }
@@ -224,6 +230,19 @@ extension FetchedResultsController {
             }
         }
         state.entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
+        if state.replica != nil { state.replicaWrites.change(raw.id) }
+    }
+
+    /// The ids of the batch (`fetchBatchSize`, at least 256) around `indexPath`.
+    func batchIDs(around indexPath: IndexPath) -> [String] {
+        state.withLock { state in
+            guard let layout = state.layout, indexPath.count == 2, layout.sections.indices.contains(indexPath[0])
+            else { return [] }
+            let batch = max(state.fetchRequest.fetchBatchSize, 256)
+            let ids = layout.sections[indexPath[0]].ids
+            let start = min(indexPath[1] / batch * batch, ids.count)
+            return Array(ids[start..<min(start + batch, ids.count)])
+        }
     }
 
     /// Loads the batch (`fetchBatchSize` objects, aligned) that holds `indexPath`, blocking.
@@ -247,6 +266,8 @@ extension FetchedResultsController {
     /// Loads the objects at `indexPaths` that are not loaded yet, a batch at a
     /// time (`results/objects`), without blocking: prefetch before drawing.
     public func loadObjects(at indexPaths: [IndexPath]) async throws(DepotClientError) {
+        let wanted = state.withLock { state in indexPaths.compactMap { state.layout?.id(at: $0) } }
+        fillFromPersistentStore(ids: wanted)
         guard let (subscription, layout, batch) = batchContext() else { return }
         let faults = indexPaths.filter { if case .fault = lookup(at: $0) { true } else { false } }
         let starts = Set(faults.map { layout.offset(of: $0) / batch * batch }).sorted()

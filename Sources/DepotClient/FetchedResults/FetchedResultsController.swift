@@ -65,6 +65,10 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         /// Showing a persistent store's results because the daemon was out of reach at
         /// ``performFetch()``: the next new session subscribes.
         var subscribesOnReconnect = false
+        /// How the stored results were last brought up to date.
+        var lastCatchUp: FetchedResultsCatchUp?
+        /// What the persistent store lacks since its last write.
+        var replicaWrites = ReplicaWrites()
     }
 
     /// The connection the results come through.
@@ -140,11 +144,15 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// results for the request: those are shown at once, before the daemon
     /// answers, and reported as a reload
     /// (``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)`` and a
-    /// ``changes()`` element with `isReload`), then the daemon's results replace
-    /// them, reported as a reload again. Should the daemon be out of reach (the
-    /// call times out or the link drops), the stored results stay and this
-    /// returns: the controller subscribes as soon as the connection opens a new
-    /// session, reported as a reload (``subscription`` is `nil` until then).
+    /// ``changes()`` element with `isReload`); then the controller catches up:
+    /// it asks for the current ids, reads `store/history` since the stored
+    /// transaction, fetches only the objects that changed, and reports the
+    /// difference as one ordinary change (``lastCatchUp`` says what it did).
+    /// Where history no longer reaches back, the daemon's results replace the
+    /// stored ones in full, reported as a reload again. Should the daemon be out
+    /// of reach (the call times out or the link drops), the stored results stay
+    /// and this returns: the controller catches up as soon as the connection
+    /// opens a new session (``subscription`` is `nil` until then).
     public func performFetch() async throws(DepotClientError) {
         let old = state.withLock { state in
             defer {
@@ -160,7 +168,14 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         let showedStored = try await showStoredResults()
         let fetched: Fetched
         do throws(DepotClientError) {
+            // No session (a cold start with the daemon down, a dropped link): serve the stored results.
+            if showedStored, connection.state != .connected { throw .connectionLost(method: ResultsSubscribe.name) }
+            if showedStored, try await catchUp() {
+                listen(to: inputs)
+                return
+            }
             fetched = try await subscribe()
+            if showedStored { recordResync(fetched) }
         } catch  where showedStored && error.leftTheDaemonUnreached {
             // Offline: the stored results stay; the first new session subscribes (`resync`).
             state.withLock { $0.subscribesOnReconnect = true }
@@ -172,6 +187,7 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
             state.subscription = fetched.subscription
             state.transaction = fetched.transaction
             state.entries = fetched.entries
+            state.replicaWrites.all = true
             state.indexPaths = nil
         }
         if showedStored { await announceReload(layout: fetched.layout, transaction: fetched.transaction) }
@@ -280,7 +296,11 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// not loaded yet are loaded first (blocking); with a large batched result prefer ``object(at:)``.
     public var fetchedObjects: [Object]? {
         guard let layout else { return nil }
-        let missing = state.withLock { state in layout.ids.filter { state.entries[$0] == nil } }
+        var missing = state.withLock { state in layout.ids.filter { state.entries[$0] == nil } }
+        if !missing.isEmpty {
+            fillFromPersistentStore(ids: missing)
+            missing = state.withLock { state in missing.filter { state.entries[$0] == nil } }
+        }
         if !missing.isEmpty { try? loadBlocking(ids: missing) }
         return layout.sections.indices.flatMap { section in
             layout.sections[section].ids.indices.map { object(at: IndexPath(indexes: [section, $0])) }
@@ -313,6 +333,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         case .outOfRange:
             preconditionFailure("no object at \(Array(indexPath)) in \(layout?.sections.map(\.ids.count) ?? [])")
         case .fault:
+            fillFromPersistentStore(ids: batchIDs(around: indexPath))
+            if case .object(let object) = lookup(at: indexPath) { return object }
             do {
                 try loadBatchBlocking(around: indexPath)
             } catch {

@@ -61,10 +61,11 @@ final class ResultsReplicaFile: Sendable {
         }
     }
 
-    /// What the file holds under `key`, if anything.
-    func load(key: String) throws(DepotClientError) -> Stored? {
+    /// The layout and transaction the file holds under `key`, if any, without the objects (they
+    /// are read by ``objects(key:ids:)`` as they are needed).
+    func loadLayout(key: String) throws(DepotClientError) -> (layout: ResultsLayout, transaction: Int64)? {
         do {
-            return try pool.read { db -> Stored? in
+            return try pool.read { db -> (ResultsLayout, Int64)? in
                 guard
                     let row = try Row.fetchOne(
                         db, sql: "SELECT sections, seq, transaction_number FROM replica_results WHERE key = ?",
@@ -78,15 +79,83 @@ final class ResultsReplicaFile: Sendable {
                             name: section["name"]?.stringValue ?? "", indexTitle: section["indexTitle"]?.stringValue,
                             ids: (section["ids"]?.arrayValue ?? []).compactMap(\.stringValue))
                     })
-                let objects = try String.fetchAll(
-                    db, sql: "SELECT object FROM replica_object WHERE key = ?", arguments: [key]
-                )
-                .map { text in try DepotObject(json: JSONParser.parse(text)) }
-                return Stored(layout: layout, transaction: row["transaction_number"], objects: objects)
+                return (layout, row["transaction_number"])
             }
         } catch {
             throw .persistentStore("cannot read the persistent store: \(error)")
         }
+    }
+
+    /// The objects stored under `key` with one of `ids` (those it has).
+    func objects(key: String, ids: [String]) throws(DepotClientError) -> [DepotObject] {
+        do {
+            return try pool.read { db in
+                var objects: [DepotObject] = []
+                var start = 0
+                while start < ids.count {
+                    let chunk = Array(ids[start..<min(start + 500, ids.count)])
+                    let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                    objects += try String.fetchAll(
+                        db, sql: "SELECT object FROM replica_object WHERE key = ? AND id IN (\(marks))",
+                        arguments: StatementArguments([key] + chunk)
+                    ).map { text in try DepotObject(json: JSONParser.parse(text)) }
+                    start += chunk.count
+                }
+                return objects
+            }
+        } catch {
+            throw .persistentStore("cannot read the persistent store: \(error)")
+        }
+    }
+
+    /// The ids of the objects stored under `key`.
+    func storedIDs(key: String) throws(DepotClientError) -> Set<String> {
+        do {
+            return try pool.read { db in
+                Set(try String.fetchAll(db, sql: "SELECT id FROM replica_object WHERE key = ?", arguments: [key]))
+            }
+        } catch {
+            throw .persistentStore("cannot read the persistent store: \(error)")
+        }
+    }
+
+    /// Writes the layout and transaction under `key`, the objects in `upserting`, and forgets the
+    /// objects of `removed`, in one transaction: what changed since the last write.
+    func update(
+        key: String, layout: ResultsLayout, transaction: Int64, upserting objects: [DepotObject],
+        removing removed: [String]
+    ) throws(DepotClientError) {
+        do {
+            try pool.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT OR REPLACE INTO replica_results (key, sections, seq, transaction_number)
+                        VALUES (?, ?, ?, ?)
+                        """,
+                    arguments: [key, Self.sectionsText(layout), layout.seq, transaction])
+                for id in removed {
+                    try db.execute(sql: "DELETE FROM replica_object WHERE key = ? AND id = ?", arguments: [key, id])
+                }
+                for object in objects {
+                    try db.execute(
+                        sql: "INSERT OR REPLACE INTO replica_object (key, id, object) VALUES (?, ?, ?)",
+                        arguments: [key, object.id, String(decoding: JSONWriter.encode(object.json), as: UTF8.self)])
+                }
+            }
+        } catch {
+            throw .persistentStore("cannot write the persistent store: \(error)")
+        }
+    }
+
+    private static func sectionsText(_ layout: ResultsLayout) -> String {
+        let sections = JSONValue.array(
+            layout.sections.map { section in
+                [
+                    "name": .string(section.name), "indexTitle": .string(section.indexTitle),
+                    "ids": .array(section.ids.map { .string($0) }),
+                ]
+            })
+        return String(decoding: JSONWriter.encode(sections), as: UTF8.self)
     }
 
     /// Replaces what the file holds under `key`, in one transaction (a crash keeps the old or the new).
@@ -127,7 +196,9 @@ extension FetchedResultsController {
     public var persistentStoreError: DepotClientError? { state.withLock { $0.persistentStoreError } }
 
     /// Opens the persistent store (once) and shows what it holds for the current request, reported
-    /// as a reload; returns whether it held anything.
+    /// as a reload; returns whether it held anything. Only the layout is read now: the objects are
+    /// read from the file as they are touched (``fillFromPersistentStore(ids:)``), so that the first
+    /// content costs the ids, not the values.
     func showStoredResults() async throws(DepotClientError) -> Bool {
         guard let persistentStore else { return false }
         let key = try ResultsReplicaFile.key(request: fetchRequest, sectionNameKeyPath: sectionNameKeyPath)
@@ -138,40 +209,109 @@ extension FetchedResultsController {
             file = try ResultsReplicaFile(url: persistentStore)
         }
         state.withLock { $0.replica = (file, key) }
-        guard let stored = try file.load(key: key) else { return false }
+        guard let stored = try file.loadLayout(key: key) else { return false }
         state.withLock { state in
             state.layout = stored.layout
             state.subscription = nil
             state.transaction = stored.transaction
             state.entries = [:]
-            for object in stored.objects { Self.store(object, in: &state, onlyIfNewer: false) }
+            state.replicaWrites = ReplicaWrites()
             state.indexPaths = nil
         }
         await announceReload(layout: stored.layout, transaction: stored.transaction)
         return true
     }
 
-    /// Writes the results as they are now to the persistent store, if there is one; a failure is
-    /// kept in ``persistentStoreError`` (the results in memory are right, the file is behind).
+    /// Reads the objects of `ids` that are not loaded from the persistent store, if there is one.
+    func fillFromPersistentStore(ids: [String]) {
+        guard let (file, key) = state.withLock({ $0.replica }) else { return }
+        let missing = state.withLock { state in ids.filter { state.entries[$0] == nil } }
+        guard !missing.isEmpty, let objects = try? file.objects(key: key, ids: missing) else { return }
+        state.withLock { state in
+            // Read from the file: nothing to write back.
+            for object in objects where state.entries[object.id] == nil {
+                state.entries[object.id] = Entry(raw: object, object: try? Object.make(from: object))
+            }
+        }
+    }
+
+    /// Writes what changed in the results since the last write to the persistent store, if there
+    /// is one (everything after the results were replaced); a failure is kept in
+    /// ``persistentStoreError`` (the results in memory are right, the file is behind).
     func persist() {
-        let snapshot = state.withLock { state -> (ResultsReplicaFile, String, ResultsReplicaFile.Stored)? in
+        let snapshot = state.withLock { state -> (ResultsReplicaFile, String, ReplicaWrite, ReplicaWrites)? in
             guard let (file, key) = state.replica, let layout = state.layout, state.subscription != nil else {
                 return nil
             }
-            let objects = layout.ids.compactMap { state.entries[$0]?.raw }
+            let writes = state.replicaWrites
+            state.replicaWrites = ReplicaWrites()
+            let transaction = state.transaction ?? 0
+            if writes.all {
+                let objects = layout.ids.compactMap { state.entries[$0]?.raw }
+                return (
+                    file, key,
+                    .all(ResultsReplicaFile.Stored(layout: layout, transaction: transaction, objects: objects)),
+                    writes
+                )
+            }
+            let objects = writes.changed.compactMap { state.entries[$0]?.raw }
             return (
                 file, key,
-                ResultsReplicaFile.Stored(layout: layout, transaction: state.transaction ?? 0, objects: objects)
+                .changes(layout: layout, transaction: transaction, objects: objects, removed: Array(writes.removed)),
+                writes
             )
         }
-        guard let (file, key, stored) = snapshot else { return }
+        guard let (file, key, write, writes) = snapshot else { return }
         let failure: DepotClientError?
         do {
-            try file.save(key: key, stored)
+            switch write {
+            case .all(let stored): try file.save(key: key, stored)
+            case .changes(let layout, let transaction, let objects, let removed):
+                try file.update(
+                    key: key, layout: layout, transaction: transaction, upserting: objects, removing: removed)
+            }
             failure = nil
         } catch {
             failure = error
         }
-        state.withLock { $0.persistentStoreError = failure }
+        state.withLock { state in
+            state.persistentStoreError = failure
+            // Not written: written next time.
+            if failure != nil { state.replicaWrites.merge(writes) }
+        }
+    }
+}
+
+/// One write of a controller's results to its persistent store.
+enum ReplicaWrite {
+    /// Everything, replacing what the file held.
+    case all(ResultsReplicaFile.Stored)
+    /// The layout, and the objects that changed or left since the last write.
+    case changes(layout: ResultsLayout, transaction: Int64, objects: [DepotObject], removed: [String])
+}
+
+/// What a controller's persistent store lacks: the objects changed or removed since the last
+/// write, or everything (the results were replaced).
+struct ReplicaWrites {
+    var all = false
+    var changed: Set<String> = []
+    var removed: Set<String> = []
+
+    /// Records that `id`'s values changed.
+    mutating func change(_ id: String) {
+        changed.insert(id)
+        removed.remove(id)
+    }
+
+    /// Records that `id` left the results.
+    mutating func remove(_ id: String) {
+        removed.insert(id)
+        changed.remove(id)
+    }
+
+    mutating func merge(_ other: ReplicaWrites) {
+        all = all || other.all
+        changed.formUnion(other.changed)
+        removed.formUnion(other.removed)
     }
 }

@@ -1,0 +1,367 @@
+import DepotProtocol
+import Foundation
+
+/// An ``ObjectContext`` with a persistent store while the daemon is out of reach (DESIGN.md §9):
+/// reads from the file, saves queued in it, replayed in order when the connection returns.
+extension ObjectContext {
+    /// Why the persistent store could not be written last time; `nil` once a write succeeded.
+    public var persistentStoreError: DepotClientError? { state.withLock { $0.persistentStoreError } }
+
+    /// The saves queued in the persistent store and not replayed yet, oldest first (each with its
+    /// `saveId` and merge policy); empty without a persistent store.
+    public func pendingSaves() throws(DepotClientError) -> [StoreSave.Parameters] {
+        try replica?.pending().map(\.params) ?? []
+    }
+
+    /// Every replay the daemon refused: first those refused before (kept in the persistent store
+    /// until dismissed, so none is missed by a late listener), then each new one. Each call returns
+    /// an independent stream; it ends when the context goes away.
+    public func failedSaves() -> AsyncStream<FailedSave> {
+        let live = failureBroadcaster.stream()
+        let stored = (try? replica?.failed()) ?? []
+        let seen = Set(stored.map(\.number))
+        let (stream, continuation) = AsyncStream.makeStream(of: FailedSave.self, bufferingPolicy: .unbounded)
+        for failure in stored { continuation.yield(failure) }
+        let forwarder = Task {
+            for await failure in live where !seen.contains(failure.number) { continuation.yield(failure) }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in forwarder.cancel() }
+        return stream
+    }
+
+    /// Forgets a failed replay (``failedSaves()`` no longer yields it).
+    public func dismissFailedSave(_ failure: FailedSave) throws(DepotClientError) {
+        try replica?.dismissFailure(failure.number)
+    }
+
+    /// Replays the queued saves now, in order, if the connection has a session (it does so by
+    /// itself each time a session opens); returns when the queue is empty or the daemon is out of
+    /// reach again. Concurrent callers share one replay.
+    public func replayPendingSaves() async {
+        let task = state.withLock { state -> Task<Void, Never> in
+            if let running = state.replay { return running }
+            let task = Task { await self.replay() }
+            state.replay = task
+            return task
+        }
+        await task.value
+    }
+
+    // MARK: Queueing
+
+    /// Replays each time the connection opens a session (at once when it has one).
+    func startReplaying() {
+        let states = connection.connectionStates()
+        let replayer = Task { [weak self] in
+            for await linkState in states where linkState == .connected {
+                guard let self else { break }
+                await self.replayPendingSaves()
+            }
+        }
+        state.withLock { $0.replayer = replayer }
+    }
+
+    /// Whether a save must be queued rather than sent: there is no session, or saves queued
+    /// before it are still waiting (they go first; a replay is tried first when connected).
+    func mustQueue() async -> Bool {
+        guard let replica else { return false }
+        guard connection.state == .connected else { return true }
+        guard (try? replica.pending().isEmpty) == false else { return false }
+        await replayPendingSaves()
+        return connection.state != .connected || (try? replica.pending().isEmpty) != true
+    }
+
+    /// Queues `params` in the persistent store, durably, then shows its changes in the context as
+    /// if saved (inserted objects keep their temporary ids until the replay).
+    func queue(_ params: StoreSave.Parameters, insertedIDs: [String]) throws(DepotClientError) -> SaveResult {
+        guard let replica else { throw .persistentStore("no persistent store to queue the save in") }
+        let deletedIDs = params.deleted.map(\.id)
+        let objects = state.withLock { state -> [DepotObject] in
+            insertedIDs.compactMap { state.inserted[$0] }
+                + params.updated.compactMap { state.registered[$0.id].map(Self.current) }
+        }
+        try replica.enqueue(params, objects: objects, removing: deletedIDs)
+        state.withLock { state in
+            for id in deletedIDs {
+                state.registered[id] = nil
+                state.deleted.remove(id)
+            }
+            for tempID in insertedIDs {
+                guard let object = state.inserted.removeValue(forKey: tempID) else { continue }
+                state.registered[tempID] = Registered(base: object)
+            }
+            state.insertionOrder.removeAll { insertedIDs.contains($0) }
+            for update in params.updated {
+                guard let registered = state.registered[update.id] else { continue }
+                state.registered[update.id] = Registered(base: Self.current(registered))
+            }
+        }
+        return SaveResult(ids: [:], transaction: 0, saveId: params.saveId, isPending: true)
+    }
+
+    // MARK: Replaying
+
+    private func replay() async {
+        defer { state.withLock { $0.replay = nil } }
+        guard let replica else { return }
+        var queue: [ContextReplicaFile.Pending]
+        do {
+            queue = try replica.pending()
+        } catch {
+            state.withLock { $0.persistentStoreError = error }
+            return
+        }
+        guard !queue.isEmpty else { return }
+        var index = 0
+        while index < queue.count {
+            guard connection.state == .connected else { return }
+            let pending = queue[index]
+            index += 1
+            let result: StoreSave.Result
+            do throws(DepotClientError) {
+                result = try await connection.call(StoreSave.self, pending.params)
+            } catch .server(let error) where !Self.transientCodes.contains(error.code) {
+                // Refused (conflict, constraint, validation, scope): reported, kept until dismissed.
+                record { () throws(DepotClientError) in try replica.fail(pending, error: error) }
+                failureBroadcaster.yield(FailedSave(number: pending.number, change: pending.params, error: error))
+                continue
+            } catch {
+                // Out of reach, a transient error, or an answer that could not be read: it stays
+                // queued, resent with the same saveId (so it applies at most once) at the next session,
+                // or, the session still open, in a second.
+                if case .server = error { retryLater() }
+                return
+            }
+            let rest = queue[index...].map { Self.rebase($0, after: pending.params, result: result) }
+            queue.replaceSubrange(index..., with: rest)
+            guard record({ () throws(DepotClientError) in try replica.complete(pending.number, rewriting: rest) })
+            else { return }
+            adopt(result, of: pending.params)
+        }
+        // The context shows what the store kept: objects whose insert was refused go, the rest are re-read.
+        let stillQueued = Set(queue[index...].flatMap { $0.params.inserted.compactMap(\.tempId) })
+        let refused = state.withLock { state in
+            let refused = state.registered.keys.filter {
+                $0.hasPrefix("temp-") && state.permanentIDs[$0] == nil && !stillQueued.contains($0)
+            }
+            for id in refused { state.registered[id] = nil }
+            return refused
+        }
+        persistObjects(ids: [], removing: refused)
+        try? await refreshAllObjects()
+    }
+
+    /// Replays again in a second (after a transient error, the session still open).
+    private func retryLater() {
+        Task { [weak self] in
+            try? await Task.sleep(for: .seconds(1))
+            guard let self, self.connection.state == .connected else { return }
+            await self.replayPendingSaves()
+        }
+    }
+
+    /// Errors that say nothing of the save itself (a session lost, a daemon busy or failing, a
+    /// cancellation): the save stays queued and replays at the next session.
+    static let transientCodes: Set<ErrorCode> = [
+        .serverNotInitialized, .requestCancelled, .serverCancelled, .overloaded, .internalError,
+    ]
+
+    /// Moves the objects a replayed save inserted to their permanent ids, with the new versions.
+    private func adopt(_ result: StoreSave.Result, of params: StoreSave.Parameters) {
+        var moved: [String] = []
+        state.withLock { state in
+            for (tempID, id) in result.ids {
+                state.permanentIDs[tempID] = id
+                guard var registered = state.registered.removeValue(forKey: tempID) else { continue }
+                registered.base.id = id
+                registered.base.version = result.versions[id]
+                state.registered[id] = registered
+                moved.append(tempID)
+            }
+            for update in params.updated {
+                guard let version = result.versions[update.id],
+                    state.registered[update.id]?.base.version == update.version
+                else { continue }
+                state.registered[update.id]?.base.version = version
+            }
+        }
+        persistObjects(ids: Array(result.ids.values) + params.updated.map(\.id), removing: moved)
+    }
+
+    /// `pending` rewritten for after `params` committed with `result`: temporary ids that save
+    /// inserted become permanent, and versions it moved on are the new ones.
+    static func rebase(
+        _ pending: ContextReplicaFile.Pending, after params: StoreSave.Parameters, result: StoreSave.Result
+    ) -> ContextReplicaFile.Pending {
+        var versions: [String: (from: Int64?, to: Int64)] = [:]
+        for update in params.updated {
+            if let version = result.versions[update.id] { versions[update.id] = (update.version, version) }
+        }
+        for id in result.ids.values {
+            if let version = result.versions[id] { versions[id] = (nil, version) }
+        }
+        func resolve(_ value: JSONValue) -> JSONValue {
+            switch value {
+            case .string(let text): .string(result.ids[text] ?? text)
+            case .array(let elements): .array(elements.map(resolve))
+            case .object(let members): .object(members.mapValues(resolve))
+            default: value
+            }
+        }
+        func rebased(_ id: String, _ version: Int64?) -> (String, Int64?) {
+            let id = result.ids[id] ?? id
+            guard let moved = versions[id], moved.from == version else { return (id, version) }
+            return (id, moved.to)
+        }
+        var next = pending
+        next.params.inserted = pending.params.inserted.map { insert in
+            var insert = insert
+            insert.values = insert.values.mapValues(resolve)
+            return insert
+        }
+        next.params.updated = pending.params.updated.map { update in
+            var update = update
+            (update.id, update.version) = rebased(update.id, update.version)
+            update.values = update.values.mapValues(resolve)
+            update.original = update.original?.mapValues(resolve)
+            return update
+        }
+        next.params.deleted = pending.params.deleted.map { delete in
+            var delete = delete
+            (delete.id, delete.version) = rebased(delete.id, delete.version)
+            return delete
+        }
+        return next
+    }
+
+    // MARK: The file
+
+    /// Writes the context's copies of `ids` (as the store has them, queued saves applied) to the
+    /// persistent store, and forgets `removed`; a failure is kept in ``persistentStoreError``.
+    func persistObjects(ids: [String], removing removed: [String] = []) {
+        guard let replica else { return }
+        let objects = state.withLock { state in ids.compactMap { state.registered[$0]?.base } }
+        record { () throws(DepotClientError) in try replica.store(objects, removing: removed) }
+    }
+
+    /// Runs a write to the persistent store, keeping its failure in ``persistentStoreError``;
+    /// returns whether it succeeded.
+    @discardableResult
+    private func record(_ write: () throws(DepotClientError) -> Void) -> Bool {
+        do {
+            try write()
+            state.withLock { $0.persistentStoreError = nil }
+            return true
+        } catch {
+            state.withLock { $0.persistentStoreError = error }
+            return false
+        }
+    }
+
+    // MARK: Reading offline
+
+    /// `request` answered from the persistent store when there is one and no session: the stored
+    /// objects of its entity that match its predicate, in its order, within its window. `nil` when
+    /// the daemon should answer.
+    func offlineFetch(_ request: FetchRequest) async throws(DepotClientError) -> [DepotObject]? {
+        guard let replica else { return nil }
+        guard connection.state != .connected else {
+            try await storeModelOnce(in: replica)
+            return nil
+        }
+        guard !request.isGrouped, request.resultType == nil || request.resultType == .objects else {
+            throw .persistentStore(
+                "only object fetches are answered from the persistent store while the daemon is out of reach")
+        }
+        var objects = try replica.objects(ofEntity: request.entity)
+        if let predicate = request.predicate {
+            guard let model = try replica.model() else {
+                throw .persistentStore(
+                    "the persistent store has no model yet to evaluate '\(predicate)' while the daemon is out of reach")
+            }
+            let byID = Dictionary(objects.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
+            let evaluator = PredicateEvaluator(
+                model: model, object: { id in (byID[id] ?? (try? replica.object(withID: id)) ?? nil)?.wireObject },
+                toMany: { owner, key in
+                    (owner[key]?.arrayValue ?? []).compactMap { $0.stringValue }.compactMap { id in
+                        (byID[id] ?? (try? replica.object(withID: id)) ?? nil)?.wireObject
+                    }
+                })
+            do throws(RPCError) {
+                let node = try PredicateParser.parse(predicate, arguments: request.arguments)
+                var matching: [DepotObject] = []
+                for object in objects where try evaluator.evaluate(node, on: object.wireObject, entity: request.entity)
+                {
+                    matching.append(object)
+                }
+                objects = matching
+            } catch {
+                throw .server(error)
+            }
+        }
+        let sort = request.sort ?? []
+        objects.sort { left, right in
+            for descriptor in sort {
+                let order = Self.compare(left.value(forKey: descriptor.key), right.value(forKey: descriptor.key))
+                if order != 0 { return descriptor.ascending ? order < 0 : order > 0 }
+            }
+            return left.id < right.id
+        }
+        let offset = min(request.offset ?? 0, objects.count)
+        let end = request.limit.map { min(offset + $0, objects.count) } ?? objects.count
+        return register(Array(objects[offset..<end])).map { $0.bound(to: self) }
+    }
+
+    /// Keeps the daemon's model in the persistent store (once per context), for offline predicates.
+    private func storeModelOnce(in replica: ContextReplicaFile) async throws(DepotClientError) {
+        guard
+            state.withLock({ state in
+                defer { state.modelStored = true }
+                return !state.modelStored
+            })
+        else { return }
+        let model = try await connection.call(ModelGet.self, Empty())
+        record { () throws(DepotClientError) in try replica.storeModel(model.entities) }
+    }
+
+    /// SQLite's order of two values: null (or missing) first, then numbers, then text (bytewise).
+    static func compare(_ left: JSONValue?, _ right: JSONValue?) -> Int {
+        func rank(_ value: JSONValue?) -> Int {
+            switch value {
+            case nil, .null: 0
+            case .bool, .int, .double: 1
+            default: 2
+            }
+        }
+        func number(_ value: JSONValue?) -> Double {
+            switch value {
+            case .bool(let flag): flag ? 1 : 0
+            case .int(let integer): Double(integer)
+            case .double(let double): double
+            default: 0
+            }
+        }
+        let (leftRank, rightRank) = (rank(left), rank(right))
+        if leftRank != rightRank { return leftRank < rightRank ? -1 : 1 }
+        switch leftRank {
+        case 0: return 0
+        case 1:
+            let (a, b) = (number(left), number(right))
+            return a < b ? -1 : (a == b ? 0 : 1)
+        default:
+            let a = Array((left?.stringValue ?? "\(left!)").utf8)
+            let b = Array((right?.stringValue ?? "\(right!)").utf8)
+            return a.lexicographicallyPrecedes(b) ? -1 : (a == b ? 0 : 1)
+        }
+    }
+}
+
+extension DepotObject {
+    /// The object as the predicate evaluator reads it: its values with its `id`.
+    fileprivate var wireObject: [String: JSONValue] {
+        var object = values
+        object["id"] = .string(id)
+        return object
+    }
+}
