@@ -11,7 +11,7 @@ struct Watch: AsyncParsableCommand {
             Examples:
               depot watch Team --sort qualifyingZone --sort wins:desc --section qualifyingZone
               depot watch Team --predicate 'wins > 2' --sort teamName --json
-              depot watch Team --group-by qualifyingZone --count --sum wins --sort sum_wins:desc
+              depot watch Team --group-by qualifyingZone --count --sum wins --sort sum_wins:desc --limit 3
             With grouping options (as depot fetch's) the rows are the groups, each with the id
             group:[<groupBy values>], kept live as objects move between them.
             With --json every event is one line on standard output:
@@ -37,6 +37,12 @@ struct Watch: AsyncParsableCommand {
 
     @Option(help: "The key path naming each object's section; must order like the first sort key.")
     var section: String?
+
+    @Option(help: "Keep a live window of at most this many rows (a live top ten: --limit 10).")
+    var limit: Int?
+
+    @Option(help: "The window starts after this many rows.")
+    var offset: Int?
 
     @Option(help: "Comma-separated keys to show (default: every key but id, entity and version).")
     var columns: String?
@@ -75,6 +81,8 @@ struct Watch: AsyncParsableCommand {
             if let having = groupedRequest.having { request["having"] = .string(having) }
         }
         if let predicate { request["predicate"] = .string(predicate) }
+        if let limit { request["limit"] = .int(Int64(limit)) }
+        if let offset { request["offset"] = .int(Int64(offset)) }
         if let arguments { request["arguments"] = try parseJSONArgument(arguments, what: "--arguments") }
         var params: [String: JSONValue] = ["request": .object(request), "include": "all"]
         if let section { params["sectionKeyPath"] = .string(section) }
