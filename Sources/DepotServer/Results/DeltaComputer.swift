@@ -71,9 +71,9 @@ struct DeltaComputer {
             entity: set.plan.entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
     }
 
-    /// The candidates of grouped `set` that match now, with the values its groups read of them.
-    func groupMembers(for set: ResultSet, _ grouped: GroupedResults) throws(RPCError) -> [Int64: [SortValue]] {
-        try store.groupMembers(grouped.plan, among: Array(try candidates(for: set)))
+    /// Those of `candidates` that match grouped `set` now, with the values its groups read of them.
+    func groupMembers(_ candidates: Set<Int64>, of grouped: GroupedResults) throws(RPCError) -> [Int64: [SortValue]] {
+        try store.groupMembers(grouped.plan, among: Array(candidates))
     }
 
     /// The changed rows of `entity` that still exist, read once.

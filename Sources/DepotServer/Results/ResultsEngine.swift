@@ -493,8 +493,9 @@ final class ResultsEngine: @unchecked Sendable {
         if let grouped = set.grouped {
             // Vanished groups' ids are kept only until their deletes are announced.
             if set.coalescing == nil { grouped.forgetRetired() }
+            let candidates = try computer.candidates(for: set)
             (changes, touched) = try grouped.apply(
-                try computer.groupMembers(for: set, grouped), candidates: try computer.candidates(for: set))
+                try computer.groupMembers(candidates, of: grouped), candidates: candidates)
         } else {
             changes = try computer.changes(for: set, only: only)
             touched = computer.touched(set.plan.entity.name)
