@@ -114,6 +114,11 @@ final class GroupedResultsPropertyTests: XCTestCase {
             [["score": 398, "n": 2, "names": "i798"], ["score": 399, "n": 2, "names": "i799"]])
     }
 
+    /// What a grouped set keeps per matching row (docs/fetched-results.md states it).
+    func testAMemberOfAOneKeyRequestIsFortyBytes() {
+        XCTAssertEqual(MemoryLayout<GroupedResults.Member>.stride, 40)
+    }
+
     /// A grouped subscribe that cannot be kept is refused naming the field.
     func testBadGroupedSubscriptionsNameTheField() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
