@@ -65,6 +65,8 @@ struct GroupedResultsBenchmark: Benchmark {
         var subscribeSeconds: Double
         var rssBytesPerGroup: Double
         var rssBytesPerRow: Double
+        /// For reference: the save p50 with an object subscription (sorted by `grp`) over the same rows instead.
+        var objectsSaveP50Ms: Double
     }
 
     private func measure(_ suite: SuiteRun, rows: Int, groups: Int, samples: Int) async throws -> Report {
@@ -126,6 +128,20 @@ struct GroupedResultsBenchmark: Benchmark {
             }
             didChange.append((arrived - start).milliseconds)
         }
+        _ = try await watcher.call(ResultsUnsubscribe.self, .init(subscription: subscription.subscription))
+
+        // The same saves with an object subscription over the same rows instead (a reference, no target).
+        _ = try await watcher.call(
+            ResultsSubscribe.self,
+            .init(request: FetchRequest(entity: "Tally", sort: [SortDescriptor(key: "grp")]), include: .noObjects),
+            timeout: .seconds(600))
+        var objects: [Double] = []
+        for _ in 0..<samples {
+            let save = move()
+            let start = ContinuousClock.now
+            _ = try await writer.call(StoreSave.self, save)
+            objects.append((ContinuousClock.now - start).milliseconds)
+        }
         writer.abort()
         watcher.abort()
         let growth = Double(max(0, rssAfter - rssBefore))
@@ -135,7 +151,7 @@ struct GroupedResultsBenchmark: Benchmark {
             liveSaveP50Ms: percentile(live, 0.5), refetchP50Ms: percentile(fetches, 0.5),
             depotFetchMs: percentile(fetches, 0.5), rawFetchMs: percentile(raw, 0.5),
             subscribeSeconds: subscribeSeconds, rssBytesPerGroup: growth / Double(groups),
-            rssBytesPerRow: growth / Double(rows))
+            rssBytesPerRow: growth / Double(rows), objectsSaveP50Ms: percentile(objects, 0.5))
     }
 
     /// Writes `count` rows straight into the daemon's database file, `grp` = row % `groups`
