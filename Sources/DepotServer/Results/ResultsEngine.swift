@@ -506,8 +506,7 @@ final class ResultsEngine: @unchecked Sendable {
             guard !delta.isEmpty else { return }
             // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them.
             let read =
-                set.inMemory != nil && set.shape.includesVersion && set.grouped == nil
-                ? try computer.changedRows(of: set.plan.entity) : nil
+                set.inMemory != nil && set.shape.includesVersion ? try computer.changedRows(of: set.plan.entity) : nil
             return try deliver(
                 delta, of: set, transaction: number, transactions: nil, rows: read, store: computer.store,
                 into: &outgoing, context: context)
