@@ -219,9 +219,14 @@ final class GroupedResultsPropertyTests: XCTestCase {
                         state.seq += 1
                         XCTAssertEqual(change["seq"]?.intValue, state.seq, "seed \(seed) step \(step): seq")
                         Self.apply(change, to: &state)
-                        for object in change["objects"]?.arrayValue ?? [] {
-                            kinds[object["type"]?.stringValue ?? "", default: 0] += 1
+                        let objects = change["objects"]?.arrayValue ?? []
+                        for object in objects { kinds[object["type"]?.stringValue ?? "", default: 0] += 1 }
+                        // A group that vanished and came back within one coalescing window keeps its row.
+                        let ids = { (type: String) in Set(objects.filter { $0["type"] == .string(type) }.map(\.["id"]))
                         }
+                        XCTAssertTrue(
+                            ids("delete").isDisjoint(with: ids("insert")),
+                            "seed \(seed) step \(step): one notification deletes and inserts one id: \(objects)")
                         for section in change["sections"]?.arrayValue ?? [] {
                             kinds["section " + (section["type"]?.stringValue ?? ""), default: 0] += 1
                         }

@@ -34,6 +34,9 @@ final class GroupedResults: @unchecked Sendable {
     private var nextSlot: Int64 = 1
     /// The wire ids of groups that vanished since the last announcement (their deletes still name them).
     private var retired: [Int64: String] = [:]
+    /// The slots of those groups, by groupBy values: one that comes back before the announcement (in a
+    /// coalescing window) takes its slot again, so that one notification never deletes and inserts one id.
+    private var retiredSlots: [[SortValue]: Int64] = [:]
     /// For each aggregate column: the index of its key among ``GroupedFetchPlan/memberKeyPaths``.
     private let inputIndexes: [Int?]
     private let havingEvaluator: PredicateEvaluator
@@ -111,7 +114,7 @@ final class GroupedResults: @unchecked Sendable {
         members = [:]
         slots = [:]
         groups = [:]
-        retired = [:]
+        forgetRetired()
     }
 
     /// Adds one matching object of a build.
@@ -177,6 +180,7 @@ final class GroupedResults: @unchecked Sendable {
                 groups[slot] = nil
                 slots[group.key] = nil
                 retired[slot] = group.wireID
+                retiredSlots[group.key] = slot
                 changes[slot] = .some(nil)
                 continue
             }
@@ -191,7 +195,10 @@ final class GroupedResults: @unchecked Sendable {
     }
 
     /// Forgets the wire ids of vanished groups once their deletes went out.
-    func forgetRetired() { retired = [:] }
+    func forgetRetired() {
+        retired = [:]
+        retiredSlots = [:]
+    }
 
     // MARK: Reading
 
@@ -216,8 +223,14 @@ final class GroupedResults: @unchecked Sendable {
     /// The slot of the group with groupBy values `key`, created (empty) when it does not exist.
     private func slot(for key: [SortValue]) -> Int64 {
         if let slot = slots[key] { return slot }
-        let slot = nextSlot
-        nextSlot += 1
+        let slot: Int64
+        if let returning = retiredSlots.removeValue(forKey: key) {
+            slot = returning
+            retired[slot] = nil
+        } else {
+            slot = nextSlot
+            nextSlot += 1
+        }
         slots[key] = slot
         let wire = zip(plan.shape.groupKeys, key).map { $1.wire(as: $0.type) }
         let aggregates = plan.shape.aggregates.map { column -> Aggregate in
