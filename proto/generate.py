@@ -53,6 +53,12 @@ SCHEMAS: Dict[str, Any] = {
     "Token": {"description": "A workDoneToken or partialResultToken (strings and integers in practice).",
               "type": ["string", "integer"]},
     "ObjectId": {"description": "An object id, `Entity/row`.", "type": "string", "pattern": "^.+/[1-9][0-9]*$"},
+    "GroupId": {"description": "A group's id in live grouped results (DESIGN.md §7): `group:` followed by the JSON "
+                               "array of its groupBy values, stable while the group exists.",
+                "type": "string", "pattern": "^group:\\[.*\\]$"},
+    "Group": {"description": "One group of a grouped request: its groupBy keys and aggregate names with their "
+                             "values (no id, entity or version).",
+              "type": "object"},
     "Transaction": {"description": "A committed transaction's number; 0 when nothing was committed.", **NONNEG},
     "Object": obj({"id": ref("ObjectId"), "entity": STRING}, {"version": {"type": "integer", "minimum": 1}},
                   closed=False,
@@ -126,9 +132,10 @@ SCHEMAS: Dict[str, Any] = {
     "SectionChange": obj({"type": {"enum": ["insert", "delete"]}, "index": NONNEG, "name": STRING}),
     "IndexPath": {"type": "array", "items": NONNEG, "minItems": 2, "maxItems": 2},
     "ObjectChange": {
-        **obj({"type": {"enum": ["insert", "delete", "move", "update"]}, "id": ref("ObjectId")},
+        **obj({"type": {"enum": ["insert", "delete", "move", "update"]},
+               "id": {"anyOf": [ref("ObjectId"), ref("GroupId")]}},
               {"indexPath": nullable(ref("IndexPath")), "newIndexPath": nullable(ref("IndexPath")),
-               "object": nullable(ref("Object"))}),
+               "object": nullable(ref("Row"))}),
         "allOf": [
             {"if": {"properties": {"type": {"const": "delete"}}},
              "then": {"required": ["indexPath"]}},
@@ -137,6 +144,8 @@ SCHEMAS: Dict[str, Any] = {
             {"if": {"properties": {"type": {"enum": ["move", "update"]}}},
              "then": {"required": ["indexPath", "newIndexPath", "object"]}},
         ]},
+    "Row": {"description": "A row of fetched results: an object, or for a grouped request a group.",
+            "anyOf": [ref("Object"), ref("Group")]},
     "ConflictResolution": {"enum": ["error", "update", "ignore"]},
     "WorkDoneProgress": {
         "description": "A work-done $/progress value (LSP style).",
@@ -303,7 +312,9 @@ METHODS = [
            errors=[-32014, -32015, -32800]),
     method("results/subscribe", "A live, sorted, sectioned fetch (DESIGN.md §7). `request.limit`/`offset` keep a live "
            "window (deltas, count, snapshot and objects are the window's); `coalesceMs` > 0 folds the transactions of "
-           "that many milliseconds into one results/didChange carrying `transactions: [first, last]`.",
+           "that many milliseconds into one results/didChange carrying `transactions: [first, last]`. A grouped request "
+           "(groupBy, aggregates, having) keeps live groups: each row is a group's dictionary, its id `group:[values]`; "
+           "`sectionKeyPath` may name a groupBy key; no cacheName.",
            obj({"request": ref("FetchRequest")},
                {"sectionKeyPath": nullable(STRING), "cacheName": nullable(STRING),
                 "include": nullable({"enum": ["firstBatch", "all", "none"]}),
@@ -311,17 +322,18 @@ METHODS = [
                 "coalesceMs": nullable({"type": "integer", "minimum": 0, "maximum": 60000})}),
            obj({"subscription": STRING, "seq": {"const": 0}, "transaction": ref("Transaction"), "count": NONNEG,
                 "sections": {"type": "array", "items": ref("SectionInfo")},
-                "objects": {"type": "array", "items": ref("Object")}},
+                "objects": {"type": "array", "items": ref("Row")}},
                {"fromCache": nullable(BOOL)}),
            errors=[-32014, -32800]),
     method("results/objects", "A page of a subscription's objects by flat offset (batch faulting).",
            obj({"subscription": STRING, "offset": NONNEG, "length": NONNEG}),
-           obj({"seq": NONNEG, "objects": {"type": "array", "items": ref("Object")}}), errors=[-32013]),
+           obj({"seq": NONNEG, "objects": {"type": "array", "items": ref("Row")}}), errors=[-32013]),
     method("results/snapshot", "The whole ordered id list and sections, for resync.",
            obj({"subscription": STRING}),
            obj({"seq": NONNEG, "transaction": ref("Transaction"),
                 "sections": {"type": "array", "items": ref("SectionInfo")},
-                "ids": {"type": "array", "items": ref("ObjectId")}}), errors=[-32013]),
+                "ids": {"type": "array", "items": {"anyOf": [ref("ObjectId"), ref("GroupId")]}}}),
+           errors=[-32013]),
     method("results/unsubscribe", "Ends a subscription.", obj({"subscription": STRING}), NULL, errors=[-32013]),
     method("results/deleteCache", "Removes a named cache, or every cache when no name is given.",
            obj({}, {"cacheName": nullable(STRING)}), NULL),

@@ -11,6 +11,9 @@ struct Watch: AsyncParsableCommand {
             Examples:
               depot watch Team --sort qualifyingZone --sort wins:desc --section qualifyingZone
               depot watch Team --predicate 'wins > 2' --sort teamName --json
+              depot watch Team --group-by qualifyingZone --count --sum wins --sort sum_wins:desc --limit 3
+            With grouping options (as depot fetch's) the rows are the groups, each with the id
+            group:[<groupBy values>], kept live as objects move between them.
             With --json every event is one line on standard output:
               {"event": "snapshot", "subscription", "seq", "transaction", "sections": [{"name", "objects": [...]}]}
               {"event": "change", "seq", "transaction", "sections": [...], "objects": [...]}   (results/didChange)
@@ -35,6 +38,12 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "The key path naming each object's section; must order like the first sort key.")
     var section: String?
 
+    @Option(help: "Keep a live window of at most this many rows (a live top ten: --limit 10).")
+    var limit: Int?
+
+    @Option(help: "The window starts after this many rows.")
+    var offset: Int?
+
     @Option(help: "Comma-separated keys to show (default: every key but id, entity and version).")
     var columns: String?
 
@@ -44,15 +53,36 @@ struct Watch: AsyncParsableCommand {
     @Flag(help: "One JSON line per event instead of tables.")
     var json = false
 
+    @OptionGroup(title: "Grouping") var grouping: GroupOptions
+
     func validate() throws {
-        guard !sort.isEmpty else {
+        // Groups are ordered by their groupBy keys when no sort is given.
+        guard !sort.isEmpty || grouping.isGrouped else {
             throw ValidationError("watch needs at least one --sort key (fetched results are ordered)")
         }
     }
 
+    /// The grouped request (its groupBy keys name each group's id), or `nil` without grouping options.
+    private var groupedRequest: FetchRequest? {
+        grouping.isGrouped ? grouping.apply(to: FetchRequest(entity: entity)) : nil
+    }
+
+    /// A row's id: the object's, or the group's (`group:` + its groupBy values).
+    private func id(of row: JSONValue) -> String? {
+        guard let groupedRequest else { return row["id"]?.stringValue }
+        return row.objectValue.map { groupedRequest.groupID(of: $0) }
+    }
+
     func run() async throws {
         var request: [String: JSONValue] = ["entity": .string(entity), "sort": .array(try sortDescriptors())]
+        if let groupedRequest {
+            if let groupBy = groupedRequest.groupBy { request["groupBy"] = .array(groupBy.map { .string($0) }) }
+            if let aggregates = groupedRequest.aggregates { request["aggregates"] = try JSONCoding.encode(aggregates) }
+            if let having = groupedRequest.having { request["having"] = .string(having) }
+        }
         if let predicate { request["predicate"] = .string(predicate) }
+        if let limit { request["limit"] = .int(Int64(limit)) }
+        if let offset { request["offset"] = .int(Int64(offset)) }
         if let arguments { request["arguments"] = try parseJSONArgument(arguments, what: "--arguments") }
         var params: [String: JSONValue] = ["request": .object(request), "include": "all"]
         if let section { params["sectionKeyPath"] = .string(section) }
@@ -73,10 +103,9 @@ struct Watch: AsyncParsableCommand {
             throw describe(error, calling: ResultsSubscribe.name)
         }
         var table = try ResultsTable(
-            sections: subscribed.sections, ids: subscribed.objects.compactMap { $0["id"]?.stringValue },
+            sections: subscribed.sections, ids: subscribed.objects.compactMap { id(of: $0) },
             objects: Dictionary(
-                subscribed.objects.compactMap { o in o["id"]?.stringValue.map { ($0, o) } },
-                uniquingKeysWith: { a, _ in a }),
+                subscribed.objects.compactMap { o in id(of: o).map { ($0, o) } }, uniquingKeysWith: { a, _ in a }),
             seq: subscribed.seq)
         var transaction = subscribed.transaction
         emitSnapshot("snapshot", table, subscription: subscribed.subscription, transaction: transaction)
@@ -128,7 +157,11 @@ struct Watch: AsyncParsableCommand {
             while offset < snapshot.ids.count {
                 let page = try await client.call(
                     ResultsObjects.self, .init(subscription: subscription, offset: offset, length: 500))
-                for object in page.objects { if let id = object["id"]?.stringValue { objects[id] = object } }
+                for (index, object) in page.objects.enumerated() {
+                    // A group carries no id: it is the snapshot's at its position.
+                    let id = groupedRequest == nil ? id(of: object) : snapshot.ids.dropFirst(offset + index).first
+                    if let id { objects[id] = object }
+                }
                 offset += 500
             }
             return (
@@ -160,7 +193,7 @@ struct Watch: AsyncParsableCommand {
         }
         write(
             event == "snapshot"
-                ? "watching \(entity): \(table.count) objects (transaction \(transaction))"
+                ? "watching \(entity): \(table.count) \(grouping.isGrouped ? "groups" : "objects") (transaction \(transaction))"
                 : "reloaded after a gap (seq \(table.seq))")
         write(render(table))
     }

@@ -166,6 +166,44 @@ def test_live_view_follows_saves_from_the_cli(daemon: Daemon, studio: Studio, br
     assert console_errors(browser) == []
 
 
+def test_live_view_keeps_grouped_results(daemon: Daemon, studio: Studio, browser: Any) -> None:
+    grouped = {"entity": "Team", "sort": [{"key": "sum_wins", "ascending": False}], "groupBy": ["qualifyingZone"],
+               "aggregates": [{"name": "count", "function": "count"},
+                              {"name": "sum_wins", "function": "sum", "key": "wins"}]}
+
+    def shown() -> Dict[str, Any]:
+        return browser.execute_script("""
+            const status = document.getElementById('live-status');
+            return {
+              ids: [...document.querySelectorAll('#live-table tr[data-id]')].map(r => r.dataset.id),
+              sums: [...document.querySelectorAll('#live-table tr[data-id] td[data-key="sum_wins"]')]
+                .map(c => c.textContent),
+              transaction: status ? Number(status.dataset.transaction) : -1,
+            };""")
+
+    def fresh() -> Dict[str, Any]:
+        groups = daemon.call("store/fetch", grouped)["objects"]
+        return {"ids": ['group:["' + group["qualifyingZone"] + '"]' for group in groups],
+                "sums": [str(group["sum_wins"]) for group in groups]}
+
+    browser.get(studio.url + "#/live?entity=Team&sort=sum_wins:desc&groupBy=qualifyingZone&aggregates=count,sum:wins")
+    wait_for(browser, lambda: shown()["ids"], message="the live view shows groups")
+    assert {k: shown()[k] for k in ("ids", "sums")} == fresh()
+    japan = daemon.ids["Japan"]
+    before = daemon.call("store/get", {"ids": [japan]})["objects"][0]["wins"]
+    try:
+        # Asia's sum jumps: its group moves to the top; no other group changes.
+        result = daemon.call("store/save", {"updated": [{"id": japan, "values": {"wins": 40}}]})
+        wait_for(browser, lambda: shown()["transaction"] == result["transaction"],
+                 message="the grouped change is shown")
+        assert {k: shown()[k] for k in ("ids", "sums")} == fresh()
+        assert shown()["ids"][0] == 'group:["Asia"]'
+        screenshot(browser, "live-grouped")
+        assert console_errors(browser) == []
+    finally:
+        daemon.call("store/save", {"updated": [{"id": japan, "values": {"wins": before}}]})
+
+
 def test_banner_when_the_daemon_stops_and_recovery_when_it_returns() -> None:
     daemon = Daemon()
     studio: Optional[Studio] = None

@@ -41,7 +41,22 @@ final class ResultsOrderPropertyTests: XCTestCase {
             #"{"request": {"entity": "Item", "predicate": "score == 7", "sort": [{"key": "name"}]}, "include": "all"}"#,
             #"{"entity": "Item", "predicate": "score == 7", "sort": [{"key": "name"}]}"#
         ),
+        // Live grouped results (rows are groups, ids group:[score]): a window, and coalescing with having.
+        (
+            #"{"request": {"entity": "Item", "groupBy": ["score"], "aggregates": [{"name": "n", "function": "count"}, {"name": "top", "function": "max", "key": "name"}], "sort": [{"key": "n", "ascending": false}], "limit": 4}, "include": "all"}"#,
+            #"{"entity": "Item", "groupBy": ["score"], "aggregates": [{"name": "n", "function": "count"}, {"name": "top", "function": "max", "key": "name"}], "sort": [{"key": "n", "ascending": false}], "limit": 4}"#
+        ),
+        (
+            #"{"request": {"entity": "Item", "groupBy": ["score"], "aggregates": [{"name": "n", "function": "count"}], "having": "n >= 2"}, "include": "all", "coalesceMs": 3}"#,
+            #"{"entity": "Item", "groupBy": ["score"], "aggregates": [{"name": "n", "function": "count"}], "having": "n >= 2"}"#
+        ),
     ]
+
+    /// A row's id: an object's `id`, or for the grouped requests (grouped by score) `group:[score]`.
+    static func rowID(_ row: JSONValue, choice: Int) -> JSONValue {
+        guard requests[choice].fetch.contains("groupBy") else { return row["id"] ?? .null }
+        return .string("group:" + String(decoding: JSONWriter.encode([row["score"] ?? .null]), as: UTF8.self))
+    }
 
     func testRandomInterleavingsKeepTheContractsOrderAndTheDeltaOracle() throws {
         for seed in 1...6 { try run(seed: UInt64(seed)) }
@@ -243,7 +258,7 @@ final class ResultsOrderPropertyTests: XCTestCase {
                     held[subscription] = state
                 } else {
                     XCTAssertEqual(
-                        ids, state.results.map { $0["id"] ?? .null },
+                        ids, state.results.map { rowID($0, choice: state.choice) },
                         "\(context): snapshot \(id) of \(subscription) is not what the session holds")
                 }
             case .unsubscribe(let subscription):
@@ -254,11 +269,12 @@ final class ResultsOrderPropertyTests: XCTestCase {
             let expected = fresh[state.choice]
             if state.invalidated {
                 XCTAssertEqual(
-                    state.resyncedIDs, expected.map { $0["id"] ?? .null },
+                    state.resyncedIDs, expected.map { rowID($0, choice: state.choice) },
                     "\(context): \(subscription) resynced to something else than a fresh fetch")
             } else {
                 XCTAssertEqual(
-                    state.results.map { $0["id"] ?? .null }, expected.map { $0["id"] ?? .null },
+                    state.results.map { rowID($0, choice: state.choice) },
+                    expected.map { rowID($0, choice: state.choice) },
                     "\(context): \(subscription)'s deltas applied to its first results hold other ids than a fresh fetch"
                 )
                 XCTAssertTrue(

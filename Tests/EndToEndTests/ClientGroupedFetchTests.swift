@@ -14,7 +14,7 @@ final class ClientGroupedFetchTests: XCTestCase {
         var wins: Int
     }
 
-    func testWinsPerZoneThroughTheContextTheStreamedFetchAndTheRefusedSubscription() async throws {
+    func testWinsPerZoneThroughTheContextTheStreamedFetchAndALiveController() async throws {
         let daemon = try Daemon()
         let connection = try await daemon.connect()
         _ = try await connection.loadWorldCup()
@@ -71,17 +71,25 @@ final class ClientGroupedFetchTests: XCTestCase {
         let count = try await context.count(for: request)
         XCTAssertEqual(count, 5, "store/count of a grouped request counts its groups")
 
-        // Live grouped results are not there yet: refused, naming the field.
-        do {
-            _ = try await connection.call(
-                ResultsSubscribe.self,
-                .init(
-                    request: FetchRequest(
-                        entity: "Team", sort: [SortDescriptor(key: "qualifyingZone")], groupBy: ["qualifyingZone"])))
-            XCTFail("a grouped subscription was accepted")
-        } catch {
-            XCTAssertEqual(error.rpcError?.code, .invalidParams)
-            XCTAssertEqual(error.rpcError?.data?["field"], "params.request.groupBy")
-        }
+        // Live: a FetchedResultsController over the groups, with the same delegate and change stream.
+        let controller = FetchedResultsController<ZoneWins>(fetchRequest: request, connection: connection)
+        try await controller.performFetch()
+        XCTAssertEqual(controller.fetchedObjects, rows)
+        XCTAssertEqual(controller.fetchedIDs.first, "group:[\"Asia\"]")
+        let changes = controller.changes()
+        // A European team moves to Africa and wins 20 more: two groups change, and Africa climbs to the top.
+        let moved = try XCTUnwrap(
+            teams.first { $0.string("qualifyingZone") == "Europe" && $0.string("teamName")?.hasPrefix("S") == false })
+        _ = try await connection.call(
+            StoreSave.self,
+            .init(updated: [UpdatedObject(id: moved.id, values: ["qualifyingZone": "Africa", "wins": 20])]))
+        let received = await ClientSupport.first(changes)
+        let changeSet = try XCTUnwrap(received)
+        XCTAssertEqual(Set(changeSet.objectChanges.map(\.id)), ["group:[\"Europe\"]", "group:[\"Africa\"]"])
+        let fresh = try await connection.fetch(request, as: ZoneWins.self)
+        XCTAssertEqual(controller.fetchedObjects, fresh, "the deltas applied give a fresh grouped fetch")
+        XCTAssertEqual(fresh.first?.qualifyingZone, "Africa")
+        XCTAssertEqual(controller.object(at: IndexPath(item: 0, section: 0)).wins, fresh.first?.wins)
+        await controller.unsubscribe()
     }
 }

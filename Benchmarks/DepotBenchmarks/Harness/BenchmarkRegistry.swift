@@ -14,6 +14,7 @@ enum BenchmarkRegistry {
         HistoryBenchmark.self,
         SaveBehindBatchBenchmark.self,
         SubscriptionCostBenchmark.self,
+        GroupedResultsBenchmark.self,
         FanOutBenchmark.self,
         CurveBenchmark.self,
         ScopeCostBenchmark.self,

@@ -62,7 +62,7 @@ extension FetchedResultsController {
                     if object.type == .delete {
                         state.entries[object.id] = nil
                         if state.replica != nil { state.replicaWrites.remove(object.id) }
-                    } else if let json = object.object, let raw = try? DepotObject(json: json) {
+                    } else if let json = object.object, let raw = try? Self.row(json, of: state.fetchRequest) {
                         Self.store(raw, in: &state, onlyIfNewer: false)
                     }
                 }
@@ -96,7 +96,7 @@ extension FetchedResultsController {
                 if object.type == .delete {
                     deleted[object.id] = state.entries.removeValue(forKey: object.id)
                     if state.replica != nil { state.replicaWrites.remove(object.id) }
-                } else if let json = object.object, let raw = try? DepotObject(json: json) {
+                } else if let json = object.object, let raw = try? Self.row(json, of: state.fetchRequest) {
                     Self.store(raw, in: &state, onlyIfNewer: false)
                 }
             }
@@ -172,7 +172,8 @@ extension FetchedResultsController {
         let touched = state.withLock { state in
             state.entries.keys.filter { stillThere.contains($0) && fetched.entries[$0] == nil }
         }
-        if !touched.isEmpty,
+        // A group is read with its subscription only (store/get reads objects).
+        if !touched.isEmpty, !fetchRequest.isGrouped,
             let loaded = try? await connection.call(
                 StoreGet.self, .init(ids: touched, properties: fetchRequest.properties))
         {
@@ -299,7 +300,7 @@ extension FetchedResultsController {
             // A page of another seq may hold values newer or older than the layout's: fill faults only.
             let sameSeq = page.seq == state.layout?.seq
             for json in page.objects {
-                guard let raw = try? DepotObject(json: json) else { continue }
+                guard let raw = try? Self.row(json, of: state.fetchRequest) else { continue }
                 if sameSeq || state.entries[raw.id] == nil { Self.store(raw, in: &state, onlyIfNewer: !sameSeq) }
             }
         }
@@ -308,7 +309,7 @@ extension FetchedResultsController {
     private func storeLoaded(_ objects: [JSONValue]) {
         state.withLock { state in
             for json in objects where !json.isNull {
-                if let raw = try? DepotObject(json: json) {
+                if let raw = try? Self.row(json, of: state.fetchRequest) {
                     Self.store(raw, in: &state, onlyIfNewer: state.entries[raw.id] != nil)
                 }
             }

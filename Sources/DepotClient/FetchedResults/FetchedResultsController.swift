@@ -224,13 +224,15 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
                 request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include,
                 coalesceMs: coalesceMilliseconds))
         var entries: [String: Entry] = [:]
+        var ordered: [String] = []
         for json in result.objects {
-            let raw = try DepotObject(json: json)
+            let raw = try Self.row(json, of: request)
             entries[raw.id] = Entry(raw: raw, object: try? Object.make(from: raw))
+            ordered.append(raw.id)
         }
         let layout: ResultsLayout
         if result.objects.count == result.count {
-            var ids = result.objects.compactMap { $0["id"]?.stringValue }[...]
+            var ids = ordered[...]
             var sections: [ResultsLayout.Section] = []
             for info in result.sections {
                 sections.append(
@@ -249,6 +251,17 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         }
         return Fetched(
             subscription: result.subscription, layout: layout, transaction: result.transaction, entries: entries)
+    }
+
+    /// A row of the results as an object: a wire object, or for a grouped
+    /// request a group's dictionary, whose id is `"group:"` followed by the JSON
+    /// array of its groupBy values (DESIGN.md §7, Live grouped results).
+    static func row(_ json: JSONValue, of request: FetchRequest) throws(DepotClientError) -> DepotObject {
+        guard request.isGrouped else { return try DepotObject(json: json) }
+        guard let values = json.objectValue else {
+            throw .invalidResponse("a group must be a JSON object: \(json.excerpt())")
+        }
+        return DepotObject(id: request.groupID(of: values), entity: request.entity, values: values)
     }
 
     /// ``coalescingInterval`` in whole milliseconds, rounded up; `nil` without one.

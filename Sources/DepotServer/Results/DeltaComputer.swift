@@ -65,6 +65,17 @@ struct DeltaComputer {
         return Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) })
     }
 
+    /// The rows of a grouped set's entity whose group or contribution the transaction may change.
+    func candidates(for set: ResultSet) throws(RPCError) -> Set<Int64> {
+        try Self.candidateRows(
+            entity: set.plan.entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+    }
+
+    /// Those of `candidates` that match grouped `set` now, with the values its groups read of them.
+    func groupMembers(_ candidates: Set<Int64>, of grouped: GroupedResults) throws(RPCError) -> [Int64: [SortValue]] {
+        try store.groupMembers(grouped.plan, among: Array(candidates))
+    }
+
     /// The changed rows of `entity` that still exist, read once.
     mutating func changedRows(of entity: EntitySchema) throws(RPCError) -> [Int64: EvaluationRow] {
         try memory.rows(of: entity)
@@ -77,15 +88,21 @@ struct DeltaComputer {
     /// reads (from history, or by reading it again when history no longer reaches back).
     static func catchUp(_ set: ResultSet, store: Store) throws(RPCError) {
         guard let changes = try store.changedRows(since: set.transaction) else {
-            let transaction = try store.keyedRows(set.plan, expectedCount: { set.beginBuilding(expectedCount: $0) }) {
-                set.append($0)
-            }
-            set.finishBuilding(transaction: transaction)
+            try set.read(from: store)
             return
         }
         if !changes.rows.isEmpty {
             let candidates = try candidateRows(
                 entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store)
+            if let grouped = set.grouped {
+                // Not announced yet: no subscriber saw the set, so what it applies needs no delta.
+                let read = try store.groupMembers(grouped.plan, among: Array(candidates))
+                let (groups, touched) = try grouped.apply(read, candidates: candidates)
+                _ = set.apply(groups, touched: touched)
+                grouped.forgetRetired()
+                set.transaction = changes.latest
+                return
+            }
             let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
             _ = set.apply(Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: [:])
         }

@@ -21,6 +21,15 @@ enum DeltaEncoder {
         store: Store
     ) throws(RPCError) -> [UInt8]? {
         guard delta.objects.count <= largestNotification else { return nil }
+        if set.grouped != nil {
+            // A group's dictionary is in memory; its id names its groupBy values.
+            let changes = delta.objects.map { change in
+                ObjectChange(
+                    type: change.type, indexPath: change.old, newIndexPath: change.new, id: set.wireID(of: change.id),
+                    object: change.type == .delete ? nil : set.grouped?.dictionary(of: change.id))
+            }
+            return sharedDelta(transactions: transactions, sections: delta.sections, objects: changes)
+        }
         let entity = set.plan.entity
         var objects: [Int64: JSONValue] = [:]
         var unread: [Int64] = []

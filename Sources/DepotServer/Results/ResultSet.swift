@@ -43,6 +43,9 @@ final class ResultSet: @unchecked Sendable {
     let inMemory: InMemoryFollow?
     /// The transactions applied but not yet announced, when coalescing.
     var coalescing: CoalescingWindow?
+    /// The groups of a live grouped result (DESIGN.md §7), whose index rows are
+    /// group slots rather than object ids; `nil` for a set of objects.
+    let grouped: GroupedResults?
 
     /// A window of the sorted results (DESIGN.md §7: windows).
     struct Window: Sendable {
@@ -72,8 +75,10 @@ final class ResultSet: @unchecked Sendable {
 
     init(
         key: String, plan: FetchPlan, shape: ObjectShape, sectioned: Bool, dependencies: [Dependency], rows: [KeyedRow],
-        transaction: Int64, coalesceMilliseconds: Int? = nil, inMemory: InMemoryFollow? = nil
+        transaction: Int64, coalesceMilliseconds: Int? = nil, inMemory: InMemoryFollow? = nil,
+        grouped: GroupedResults? = nil
     ) {
+        self.grouped = grouped
         self.coalesceMilliseconds = coalesceMilliseconds
         self.inMemory = inMemory
         self.key = key
@@ -81,10 +86,11 @@ final class ResultSet: @unchecked Sendable {
         self.shape = shape
         self.sectioned = sectioned
         self.dependencies = dependencies
-        self.interestingKeys = shape.includesVersion ? nil : Set(shape.keys + shape.toManyKeys)
-        window =
-            plan.limit == nil && (plan.offset ?? 0) == 0 ? nil : Window(offset: plan.offset ?? 0, limit: plan.limit)
-        index = OrderedIndex(ascending: plan.sortExpressions.map(\.ascending))
+        // A group's update is any change of its dictionary.
+        self.interestingKeys = shape.includesVersion || grouped != nil ? nil : Set(shape.keys + shape.toManyKeys)
+        let (limit, offset) = grouped.map { ($0.plan.limit, $0.plan.offset) } ?? (plan.limit, plan.offset)
+        window = limit == nil && (offset ?? 0) == 0 ? nil : Window(offset: offset ?? 0, limit: limit)
+        index = OrderedIndex(ascending: grouped?.ascending ?? plan.sortExpressions.map(\.ascending))
         sections = []
         self.transaction = transaction
         reset(rows: rows, transaction: transaction)
@@ -119,6 +125,37 @@ final class ResultSet: @unchecked Sendable {
         index.finishAppending()
         if !sectioned { sections = [(.null, index.count)] }
         self.transaction = transaction
+    }
+
+    /// Reads the set afresh from `store` (its groups, for a grouped set) and
+    /// returns the transaction the read saw.
+    @discardableResult
+    func read(from store: Store, cancellation: Cancellation? = nil) throws(RPCError) -> Int64 {
+        guard let grouped else {
+            let transaction = try store.keyedRows(
+                plan, cancellation: cancellation, expectedCount: { beginBuilding(expectedCount: $0) }
+            ) { append($0) }
+            finishBuilding(transaction: transaction)
+            return transaction
+        }
+        grouped.clear()
+        let transaction = try store.groupMembers(grouped.plan, cancellation: cancellation) {
+            grouped.add($0, values: $1)
+        }
+        reset(rows: try grouped.finishBuilding(), transaction: transaction)
+        return transaction
+    }
+
+    /// The wire id of the row `id` of the index: the object's, or the group's.
+    func wireID(of id: Int64) -> String {
+        grouped?.wireID(of: id) ?? "\(plan.entity.name)/\(id)"
+    }
+
+    /// The wire objects of the index rows `ids` (those that exist): read from
+    /// `store`, or the groups' dictionaries held in memory.
+    func objects(_ ids: [Int64], store: Store) throws(RPCError) -> [Int64: JSONValue] {
+        guard let grouped else { return try store.objects(rows: ids, shape: shape) }
+        return Dictionary(uniqueKeysWithValues: ids.map { ($0, grouped.dictionary(of: $0)) })
     }
 
     /// The set as a cache entry on disk.

@@ -13,9 +13,35 @@ struct ResultsDefinition: Sendable {
     /// How to follow a transaction without asking the database per set, when
     /// the request reads only the entity's own keys (``InMemoryFollow``).
     let inMemory: InMemoryFollow?
+    /// The grouped request of a live grouped result (DESIGN.md §7), whose rows
+    /// are groups; ``plan`` then reads the objects that the predicate lets into them.
+    let grouped: GroupedFetchPlan?
 
     init(_ params: ResultsSubscribe.Parameters, schema: Schema) throws(RPCError) {
         let request = params.request
+        if let coalesce = params.coalesceMs, coalesce < 0 {
+            throw .invalidParams("coalesceMs must not be negative, got \(coalesce)", field: "params.coalesceMs")
+        }
+        coalesceMilliseconds = (params.coalesceMs ?? 0) > 0 ? params.coalesceMs : nil
+        key = Self.sharingKey(params, coalesceMilliseconds: coalesceMilliseconds)
+        guard !request.isGrouped else {
+            let grouped = try Self.groupedPlan(params, schema: schema)
+            self.grouped = grouped
+            sectioned = params.sectionKeyPath != nil
+            inMemory = nil
+            // The objects the predicate (and the key's scope) lets into the groups (the predicate's
+            // share of `arguments`).
+            var members = DepotProtocol.FetchRequest(
+                entity: request.entity, predicate: request.predicate, arguments: grouped.shape.predicateArguments)
+            members.scope = request.scope
+            plan = try FetchPlan(members, schema: schema, field: "params.request")
+            dependencies = try Self.dependencies(
+                keyPaths: grouped.memberKeyPaths, predicate: request.predicate,
+                arguments: grouped.shape.predicateArguments, scope: request.scope, entity: plan.entity,
+                schema: schema)
+            return
+        }
+        grouped = nil
         guard let sort = request.sort, !sort.isEmpty else {
             throw .invalidParams(
                 "fetched results need request.sort: the order is what the deltas' index paths refer to",
@@ -31,19 +57,25 @@ struct ResultsDefinition: Sendable {
                 "sectionKeyPath '\(sectionKeyPath)' must order like the first sort key '\(sort[0].key)' (as NSFetchedResultsController requires): sort by it first",
                 field: "params.sectionKeyPath")
         }
-        if let coalesce = params.coalesceMs, coalesce < 0 {
-            throw .invalidParams("coalesceMs must not be negative, got \(coalesce)", field: "params.coalesceMs")
-        }
         plan = try FetchPlan(request, schema: schema, field: "params.request")
         sectioned = params.sectionKeyPath != nil
-        var canonical = request
+        let dependencies = try Self.dependencies(
+            keyPaths: sort.map(\.key), predicate: request.predicate, arguments: request.arguments,
+            scope: request.scope, entity: plan.entity, schema: schema)
+        self.dependencies = dependencies
+        inMemory = InMemoryFollow(request: request, sort: sort, entity: plan.entity, dependencies: dependencies)
+    }
+
+    /// What makes two subscriptions share a set: the request without its
+    /// delivery options, the section key path and the coalescing window.
+    private static func sharingKey(_ params: ResultsSubscribe.Parameters, coalesceMilliseconds: Int?) -> String {
+        var canonical = params.request
         canonical.batchSize = nil
         canonical.workDoneToken = nil
         canonical.partialResultToken = nil
         canonical.countFirst = nil
         let section = JSONValue.string(params.sectionKeyPath ?? "")
-        coalesceMilliseconds = (params.coalesceMs ?? 0) > 0 ? params.coalesceMs : nil
-        key = String(
+        return String(
             decoding: JSONWriter.encode([
                 "request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section,
                 "coalesceMs": .int(Int64(coalesceMilliseconds ?? 0)),
@@ -51,11 +83,50 @@ struct ResultsDefinition: Sendable {
                 "scope": request.scope.map { .string(String(reflecting: $0)) } ?? .null,
             ]),
             as: UTF8.self)
+    }
+
+    /// A grouped subscribe checked: the grouped plan, with `sectionKeyPath`
+    /// naming a groupBy key that is the first sort key, and no cache.
+    private static func groupedPlan(_ params: ResultsSubscribe.Parameters, schema: Schema) throws(RPCError)
+        -> GroupedFetchPlan
+    {
+        let request = params.request
+        if request.resultType == .count {
+            throw .invalidParams(
+                "results/subscribe to a grouped request returns its groups as dictionaries; resultType 'count' is not supported",
+                field: "params.request.resultType")
+        }
+        let grouped = try GroupedFetchPlan(request, schema: schema, field: "params.request")
+        if let sectionKeyPath = params.sectionKeyPath {
+            guard grouped.shape.groupKeys.contains(where: { $0.name == sectionKeyPath }) else {
+                throw .invalidParams(
+                    "sectionKeyPath '\(sectionKeyPath)' of a grouped subscription must be one of its groupBy keys (\(grouped.shape.groupKeys.map(\.name).joined(separator: ", ")))",
+                    field: "params.sectionKeyPath")
+            }
+            guard let first = request.sort?.first, first.key == sectionKeyPath else {
+                throw .invalidParams(
+                    "sectionKeyPath '\(sectionKeyPath)' must order like the first sort key (as NSFetchedResultsController requires): sort by it first",
+                    field: "params.sectionKeyPath")
+            }
+        }
+        if params.cacheName != nil {
+            throw .invalidParams(
+                "a grouped subscription keeps no cache (its groups are rebuilt on subscribe): leave cacheName out",
+                field: "params.cacheName")
+        }
+        return grouped
+    }
+
+    /// How changes reach a set whose objects are read through `keyPaths` (sort
+    /// keys, or groupBy and aggregate keys) and filtered by `predicate`.
+    private static func dependencies(
+        keyPaths: [String], predicate: String?, arguments: JSONValue?, scope: PredicateNode?, entity: EntitySchema,
+        schema: Schema
+    ) throws(RPCError) -> [ResultSet.Dependency] {
         var dependencies: [ResultSet.Dependency] = []
-        let entity = plan.entity
-        // Sort and section key paths through to-one relationships.
-        for descriptor in sort {
-            let parts = descriptor.key.split(separator: ".").map(String.init)
+        // Key paths through to-one relationships.
+        for keyPath in keyPaths {
+            let parts = keyPath.split(separator: ".").map(String.init)
             var current = entity
             for depth in 0..<max(0, parts.count - 1) {
                 guard let relationship = current.toOne[parts[depth]],
@@ -67,8 +138,7 @@ struct ResultsDefinition: Sendable {
         }
         // Predicates that cross relationships, as the compiler reports them.
         let compiled = try PredicateCompilation.compile(
-            predicate: request.predicate, arguments: request.arguments, scope: request.scope, entity: entity,
-            schema: schema)
+            predicate: predicate, arguments: arguments, scope: scope, entity: entity, schema: schema)
         for dependency in compiled.dependencies {
             switch dependency {
             case .toOne(let name, let path): dependencies.append(.path(entity: name, path: path))
@@ -78,8 +148,7 @@ struct ResultsDefinition: Sendable {
             case .any(let name): dependencies.append(.any(entity: name))
             }
         }
-        self.dependencies = dependencies
-        inMemory = InMemoryFollow(request: request, sort: sort, entity: entity, dependencies: dependencies)
+        return dependencies
     }
 }
 

@@ -89,11 +89,7 @@ final class ResultsEngine: @unchecked Sendable {
             } else {
                 let progress = context.progress(token: params.workDoneToken)
                 progress?.begin(title: "Subscribing to \(params.request.entity)", total: nil)
-                let transaction = try store.keyedRows(
-                    definition.plan, cancellation: context.cancellation,
-                    expectedCount: { set.beginBuilding(expectedCount: $0) }
-                ) { set.append($0) }
-                set.finishBuilding(transaction: transaction)
+                try set.read(from: store, cancellation: context.cancellation)
                 progress?.end(completed: Int64(set.index.count), cancelled: false)
                 // The read's transient buffers were large: hand freed pages back to the system.
                 if set.index.count > 100_000 { trimFreedMemory() }
@@ -125,10 +121,7 @@ final class ResultsEngine: @unchecked Sendable {
                     } else {
                         // The shared set went with its last subscriber since this subscribe looked: read it here.
                         set = Self.emptySet(definition)
-                        let transaction = try store.keyedRows(
-                            definition.plan, expectedCount: { set.beginBuilding(expectedCount: $0) }
-                        ) { set.append($0) }
-                        set.finishBuilding(transaction: transaction)
+                        try set.read(from: store)
                     }
                     if let name = params.cacheName { set.cacheName = name }
                     let subscription = table.add(routingID: routingID, setKey: key)
@@ -145,7 +138,7 @@ final class ResultsEngine: @unchecked Sendable {
                         case .firstBatch: min(set.visibleCount, firstBatch)
                         }
                     let ids = set.visibleEntries(in: 0..<count).map(\.id)
-                    let objects = try store.objects(rows: ids, shape: definition.plan.shape)
+                    let objects = try set.objects(ids, store: store)
                     return try JSONCoding.encodeBytes(
                         ResultsSubscribe.Result(
                             subscription: subscription.id, seq: 0, transaction: set.transaction,
@@ -161,7 +154,8 @@ final class ResultsEngine: @unchecked Sendable {
         ResultSet(
             key: definition.key, plan: definition.plan, shape: definition.plan.shape, sectioned: definition.sectioned,
             dependencies: definition.dependencies, rows: [], transaction: 0,
-            coalesceMilliseconds: definition.coalesceMilliseconds, inMemory: definition.inMemory)
+            coalesceMilliseconds: definition.coalesceMilliseconds, inMemory: definition.inMemory,
+            grouped: definition.grouped.map(GroupedResults.init))
     }
 
     private static func quotaExceeded(_ limit: Int) -> RPCError {
@@ -198,6 +192,13 @@ final class ResultsEngine: @unchecked Sendable {
                     return reply(.failure(Self.missing(id)))
                 }
                 let ids = set.visibleEntries(in: positions).map(\.id)
+                if set.grouped != nil, set.coalescing == nil {
+                    // The groups are in memory, as of the seq the session last received.
+                    return reply(
+                        Result { () throws(RPCError) -> [UInt8] in
+                            try Self.encodeObjects(ids, of: set, seq: subscription.seq, store: store)
+                        })
+                }
                 let (seq, shape, transaction) = (subscription.seq, set.shape, publishedThrough)
                 // Read now only if the store holds exactly what the sets reflect (no commit ahead, no open window).
                 let read = Result { () throws(RPCError) -> [UInt8]? in
@@ -216,7 +217,7 @@ final class ResultsEngine: @unchecked Sendable {
             guard let subscription = table.lookup(id, of: routingID), let set = index[subscription.setKey] else {
                 return .missing
             }
-            guard set.coalescing == nil else { return .inLane }
+            guard set.coalescing == nil, set.grouped == nil else { return .inLane }
             return .picked(
                 seq: subscription.seq, ids: set.visibleEntries(in: positions).map(\.id), shape: set.shape,
                 transaction: publishedThrough)
@@ -273,11 +274,17 @@ final class ResultsEngine: @unchecked Sendable {
                     guard let subscription = table.lookup(id, of: routingID), let set = index[subscription.setKey]
                     else { throw Self.missing(id) }
                     let ids = set.visibleEntries(in: positions).map(\.id)
-                    let objects = try snapshot.get().objects(rows: ids, shape: set.shape)
-                    return try JSONCoding.encodeBytes(
-                        ResultsObjects.Result(seq: subscription.seq, objects: ids.map { objects[$0] ?? .null }))
+                    return try Self.encodeObjects(ids, of: set, seq: subscription.seq, store: snapshot.get())
                 })
         }
+    }
+
+    /// A `results/objects` answer: the objects (or groups) of `ids` at `seq`.
+    private static func encodeObjects(_ ids: [Int64], of set: ResultSet, seq: Int64, store: Store) throws(RPCError)
+        -> [UInt8]
+    {
+        let objects = try set.objects(ids, store: store)
+        return try JSONCoding.encodeBytes(ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
     }
 
     /// `results/snapshot`: the ids and sections at the subscription's `seq`, answered in the lane.
@@ -289,11 +296,10 @@ final class ResultsEngine: @unchecked Sendable {
                     owned()
                     guard let subscription = table.lookup(id, of: routingID), let set = index[subscription.setKey]
                     else { throw Self.missing(id) }
-                    let entity = set.plan.entity.name
                     return try JSONCoding.encodeBytes(
                         ResultsSnapshot.Result(
                             seq: subscription.seq, transaction: max(set.transaction, publishedThrough),
-                            sections: set.sectionInfos, ids: set.visibleEntries().map { "\(entity)/\($0.id)" }))
+                            sections: set.sectionInfos, ids: set.visibleEntries().map { set.wireID(of: $0.id) }))
                 })
         }
         lane.enqueue { [self] in
@@ -507,8 +513,18 @@ final class ResultsEngine: @unchecked Sendable {
     ) throws(RPCError) {
         if let failure, failure == number { throw .internalError("injected failure at transaction \(number)") }
         guard index[set.key] === set else { return }
-        let changes = try computer.changes(for: set, only: only)
-        let touched = computer.touched(set.plan.entity.name)
+        let changes: [Int64: SortKey?]
+        let touched: [Int64: Set<String>]
+        if let grouped = set.grouped {
+            // Vanished groups' ids are kept only until their deletes are announced.
+            if set.coalescing == nil { grouped.forgetRetired() }
+            let candidates = try computer.candidates(for: set)
+            (changes, touched) = try grouped.apply(
+                try computer.groupMembers(candidates, of: grouped), candidates: candidates)
+        } else {
+            changes = try computer.changes(for: set, only: only)
+            touched = computer.touched(set.plan.entity.name)
+        }
         guard set.coalesceMilliseconds != nil else {
             let delta = set.apply(changes, touched: touched)
             set.transaction = number
@@ -622,16 +638,9 @@ final class ResultsEngine: @unchecked Sendable {
     private func invalidate(_ set: ResultSet, reason: String, store: Store?, context: some ResultsContext) {
         owned()
         guard index[set.key] === set else { return }
-        var rows: [KeyedRow] = []
-        let rebuilt = try? store?.keyedRows(set.plan, expectedCount: { rows.reserveCapacity($0) }) {
-            rows.append($0)
-        }
         set.coalescing = nil
-        if let rebuilt {
-            set.reset(rows: rows, transaction: rebuilt)
-        } else {
-            index.uninstall(set.key)
-        }
+        let rebuilt = try? store.map { store throws(RPCError) in try set.read(from: store) }
+        if rebuilt == nil { index.uninstall(set.key) }
         for id in set.subscribers.sorted() {
             guard let subscription = table[id] else { continue }
             if rebuilt == nil { table.remove(id) }

@@ -22,12 +22,11 @@ public struct FetchPlan: Sendable {
     /// Resolves `request` against `schema`.
     ///
     /// - Throws: -32602 naming `groupBy` for a grouped request, whose rows are
-    ///   groups rather than objects (``GroupedFetchPlan`` reads those; live
-    ///   grouped results, DESIGN.md §7, are not there yet).
+    ///   groups rather than objects (``GroupedFetchPlan`` reads those).
     public init(_ request: DepotProtocol.FetchRequest, schema: Schema, field: String = "params") throws(RPCError) {
         if request.isGrouped {
             throw .invalidParams(
-                "a grouped request (groupBy, aggregates, having) is answered by store/fetch and store/count only; live grouped results are not supported yet",
+                "a grouped request (groupBy, aggregates, having) returns groups, not objects: this method reads objects",
                 field: "\(field).groupBy")
         }
         entity = try schema.entity(request.entity, field: "\(field).entity")

@@ -27,6 +27,18 @@ public struct GroupedFetchPlan: Sendable {
     public let countSQL: String
     /// The bound arguments of both statements.
     public let arguments: StatementArguments
+    /// The key paths a live grouped result reads of each matching object (DESIGN.md §7):
+    /// the groupBy keys in order, then each aggregate key not among them, once.
+    public let memberKeyPaths: [String]
+    /// The statement that reads every matching object as its id and the values
+    /// of ``memberKeyPaths``, unordered and ungrouped (bound with ``memberArguments``).
+    public let membersSQL: String
+    /// The bound arguments of ``membersSQL`` (the predicate's).
+    public let memberArguments: [DatabaseValue]
+    /// The request's limit over groups.
+    public let limit: Int?
+    /// The number of groups the request skips.
+    public let offset: Int?
 
     /// Resolves `request` (which ``FetchRequest/isGrouped``) against `schema`;
     /// `field` is the request's path in the message.
@@ -45,9 +57,21 @@ public struct GroupedFetchPlan: Sendable {
         self.shape = shape
         try Self.requireNotNegative(request.limit, "\(field).limit")
         try Self.requireNotNegative(request.offset, "\(field).offset")
+        limit = request.limit
+        offset = request.offset
         let condition = try PredicateCompilation.whereClause(
             predicate: request.predicate, arguments: shape.predicateArguments, scope: request.scope, entity: entity,
             schema: schema)
+        var memberKeyPaths = shape.groupKeys.map(\.name)
+        for column in shape.aggregates {
+            if case .aggregate(_, let key?) = column.source, !memberKeyPaths.contains(key) {
+                memberKeyPaths.append(key)
+            }
+        }
+        self.memberKeyPaths = memberKeyPaths
+        membersSQL =
+            "SELECT t0.id\(memberKeyPaths.map { ", " + (expressions[$0] ?? "NULL") }.joined()) FROM \(entity.table) AS t0 WHERE \(condition.sql)"
+        memberArguments = condition.arguments
         var selected: [String] = []
         var grouped: [String] = []
         for column in shape.columns {

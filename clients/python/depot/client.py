@@ -441,14 +441,23 @@ class Client:
         return result
 
     def subscribe(self, request: Mapping[str, Any], *, section_key_path: Optional[str] = None,
-                  cache_name: Optional[str] = None, include: str = "firstBatch", **options: Any) -> FetchedResults:
+                  cache_name: Optional[str] = None, include: str = "firstBatch",
+                  group_by: Optional[Sequence[str]] = None, aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
+                  having: Optional[str] = None, **options: Any) -> FetchedResults:
         """``results/subscribe``: a live :class:`~depot.results.FetchedResults` mirror of the request.
 
         ``include`` defaults to ``"firstBatch"`` as in the Swift client and the daemon: the rest of
-        the objects are loaded with ``results/objects`` before this returns.
+        the objects are loaded with ``results/objects`` before this returns. ``group_by``,
+        ``aggregates`` and ``having`` (as in :meth:`fetch`) make it a live grouped result
+        (DESIGN.md §7): its rows are the groups' dictionaries, with ids ``group:[<groupBy values>]``::
+
+            wins = client.subscribe({"entity": "Team", "sort": [{"key": "wins", "ascending": False}]},
+                                    group_by=["qualifyingZone"],
+                                    aggregates=[{"name": "wins", "function": "sum", "key": "wins"}])
+            print(wins.fetched_objects)  # [{"qualifyingZone": "Europe", "wins": 12}, ...], kept live
         """
-        return FetchedResults(self, request, section_key_path=section_key_path, cache_name=cache_name,
-                              include=include, **options)
+        return FetchedResults(self, grouped_request(request, group_by, aggregates, having),
+                              section_key_path=section_key_path, cache_name=cache_name, include=include, **options)
 
     # -- internals -------------------------------------------------------------------------
 

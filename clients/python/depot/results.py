@@ -286,6 +286,8 @@ class FetchedResults:
                  timeout: Optional[float] = None, **options: Any) -> None:
         self._client = client
         self.request = dict(request)
+        # A grouped request's rows are dictionaries without an id: ids come from results/snapshot.
+        self._grouped = any(key in self.request for key in ("groupBy", "aggregates", "having"))
         self.section_key_path = section_key_path
         self.delegate = delegate
         self.page_size = page_size
@@ -432,7 +434,7 @@ class FetchedResults:
         self.subscription = result["subscription"]
         self.from_cache = bool(result.get("fromCache"))
         objects = result.get("objects") or []
-        if len(objects) == result.get("count", 0):
+        if len(objects) == result.get("count", 0) and not self._grouped:
             ids = [o["id"] for o in objects]
             self._set_state(ResultsState.from_counts(
                 result.get("sections", []), ids, {o["id"]: o for o in objects},
@@ -508,7 +510,12 @@ class FetchedResults:
                     if page.get("seq") != snapshot["seq"]:
                         consistent = False  # The results moved on while paging: start over.
                         break
-                    values.update({o["id"]: o for o in page["objects"] if isinstance(o, dict)})
+                    if self._grouped:
+                        # The groups come in the snapshot's order.
+                        values.update({ids[offset + i]: o for i, o in enumerate(page["objects"])
+                                       if isinstance(o, dict) and offset + i < len(ids)})
+                    else:
+                        values.update({o["id"]: o for o in page["objects"] if isinstance(o, dict)})
                 if consistent and all(i in values for i in ids):
                     self.resync_count += 1 if notify else 0
                     self._set_state(ResultsState.from_counts(

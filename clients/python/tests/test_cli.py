@@ -279,3 +279,34 @@ def test_watch_streams_the_table_and_each_change_as_json(daemon: Daemon) -> None
         finally:
             if process.poll() is None:
                 process.kill()
+
+
+def test_watch_of_a_grouped_request_streams_the_groups_and_their_changes(daemon: Daemon) -> None:
+    with daemon.client() as client:
+        saved = client.save(inserted=[
+            {"entity": "Team", "tempId": f"g{i}", "values": {"teamName": f"Grouped {i}", "qualifyingZone": zone,
+                                                            "wins": i}}
+            for i, zone in enumerate(["Watch-A", "Watch-A", "Watch-B"])])
+        ids = [saved["ids"][f"g{i}"] for i in range(3)]
+        grouping = ["--group-by", "qualifyingZone", "--count", "--sum", "wins", "--sort", "count:desc"]
+        process = subprocess.Popen(
+            [DEPOT, "watch", "Team", "--predicate", "qualifyingZone BEGINSWITH 'Watch-'", *grouping,
+             "--json", "--max-changes", "1", "--connect", daemon.endpoint],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            snapshot = json.loads(process.stdout.readline())
+            assert snapshot["event"] == "snapshot"
+            assert [o for s in snapshot["sections"] for o in s["objects"]] == [
+                {"qualifyingZone": "Watch-A", "count": 2, "sum_wins": 1},
+                {"qualifyingZone": "Watch-B", "count": 1, "sum_wins": 2}]
+            # One team moves to a zone of its own: the group it left changes, a new one appears.
+            moved = client.save(updated=[{"id": ids[0], "values": {"qualifyingZone": "Watch-C"}}])
+            change = json.loads(process.stdout.readline())
+            assert change["event"] == "change" and change["transaction"] == moved["transaction"]
+            assert {(o["type"], o["id"]) for o in change["objects"]} == {
+                ("move", 'group:["Watch-A"]'), ("insert", 'group:["Watch-C"]')}
+            assert process.wait(30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+            client.save(deleted=[{"id": i} for i in ids])

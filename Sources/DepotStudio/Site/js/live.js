@@ -7,6 +7,9 @@ export function mount(root, bridge) {
   const predicate = h('input', { id: 'live-predicate', placeholder: 'predicate (optional)', spellcheck: 'false' });
   const sort = h('input', { id: 'live-sort', placeholder: 'key:desc, key' });
   const section = h('input', { id: 'live-section', placeholder: 'section key path (optional)' });
+  // Live grouped results (DESIGN.md §7): groupBy keys and aggregates as `depot watch` names them.
+  const groupBy = h('input', { id: 'live-group-by', placeholder: 'groupBy keys (optional)' });
+  const aggregates = h('input', { id: 'live-aggregates', placeholder: 'count, sum:wins, max:wins' });
   const subscribeButton = h('button', { id: 'live-subscribe', type: 'submit' }, 'Subscribe');
   const error = h('div', { id: 'live-error-box' });
   const status = h('div.status', { id: 'live-status' }, 'not subscribed');
@@ -15,7 +18,8 @@ export function mount(root, bridge) {
   root.append(h('h2', {}, 'Live fetched results'),
     h('form.controls', { onsubmit: (event) => { event.preventDefault(); subscribe(); } },
       h('label', {}, 'Entity', entitySelect), h('label', {}, 'Predicate', predicate), h('label', {}, 'Sort', sort),
-      h('label', {}, 'Section key path', section), subscribeButton),
+      h('label', {}, 'Section key path', section), h('label', {}, 'Group by', groupBy),
+      h('label', {}, 'Aggregates', aggregates), subscribeButton),
     error,
     h('div.live-layout', {}, h('div', {}, status, output), h('div', {}, h('h3', {}, 'Changes as they arrive'), log)));
 
@@ -44,6 +48,8 @@ export function mount(root, bridge) {
     sort.value = params.get('sort') ?? defaultSort();
     section.value = params.get('section') ?? (entitySelect.value === 'Team' && !params.get('sort') ? 'qualifyingZone' : '');
     predicate.value = params.get('predicate') ?? '';
+    groupBy.value = params.get('groupBy') ?? '';
+    aggregates.value = params.get('aggregates') ?? '';
     if (entities.length) subscribe();
   }).catch((e) => error.replaceChildren(errorBox(e, 'live-error')));
 
@@ -57,16 +63,31 @@ export function mount(root, bridge) {
     if (predicate.value.trim()) request.predicate = predicate.value.trim();
     sectioned = Boolean(section.value.trim());
     columns = ['id', ...entity.attributes.map((a) => a.name)];
+    const grouping = parseGrouping(groupBy.value, aggregates.value);
+    if (grouping) {
+      // The rows are the groups: their groupBy keys and aggregates; ids come from results/snapshot.
+      Object.assign(request, grouping);
+      if (!request.sort.length) delete request.sort;
+      columns = ['id', ...(grouping.groupBy ?? []), ...(grouping.aggregates ?? []).map((a) => a.name)];
+    }
     const params = { request, include: 'all' };
     if (sectioned) params.sectionKeyPath = section.value.trim();
     try {
       const result = await bridge.call('results/subscribe', params);
       if (mine !== generation) { bridge.call('results/unsubscribe', { subscription: result.subscription }).catch(() => {}); return; }
       subscription = result.subscription;
-      state = ResultsState.fromSubscribe(result);
+      let ids = null;
+      if (grouping) {
+        // A group's row carries no id: pair the objects with the snapshot's ids, in order.
+        const snapshot = await bridge.call('results/snapshot', { subscription });
+        if (mine !== generation) return;
+        if (snapshot.seq !== result.seq) { note('the groups changed while subscribing: resubscribing'); return subscribe(); }
+        ids = snapshot.ids;
+      }
+      state = ResultsState.fromSubscribe(result, ids);
       error.replaceChildren();
       render(new Map());
-      note(`subscribed as ${subscription}: ${result.count} objects at transaction ${result.transaction}`);
+      note(`subscribed as ${subscription}: ${result.count} ${grouping ? 'groups' : 'objects'} at transaction ${result.transaction}`);
     } catch (e) {
       if (mine !== generation) return;
       state = null;
@@ -74,6 +95,20 @@ export function mount(root, bridge) {
       status.textContent = 'not subscribed';
       error.replaceChildren(errorBox(e, 'live-error'));
     }
+  }
+
+  /** "qualifyingZone" and "count, sum:wins" → {groupBy, aggregates} (named count, sum_wins: as `depot watch`), or null. */
+  function parseGrouping(keysText, aggregatesText) {
+    const keys = keysText.split(',').map((k) => k.trim()).filter(Boolean);
+    const functions = aggregatesText.split(',').map((a) => a.trim()).filter(Boolean).map((text) => {
+      const [fn, key] = text.split(':').map((part) => part.trim());
+      return key ? { name: `${fn}_${key.replaceAll('.', '_')}`, function: fn, key } : { name: fn, function: fn };
+    });
+    if (!keys.length && !functions.length) return null;
+    const grouping = {};
+    if (keys.length) grouping.groupBy = keys;
+    if (functions.length) grouping.aggregates = functions;
+    return grouping;
   }
 
   function note(text, kind = '') {
@@ -124,7 +159,7 @@ export function mount(root, bridge) {
       s.ids.forEach((id, row) => {
         const object = state.values.get(id) ?? {};
         body.append(h('tr', { dataset: { id, indexPath: `${index},${row}` } },
-          columns.map((key) => h('td', { dataset: { key } }, show(object[key])))));
+          columns.map((key) => h('td', { dataset: { key } }, show(key === 'id' ? id : object[key])))));
       });
     });
     output.replaceChildren(h('table', { id: 'live-table' },
@@ -133,7 +168,7 @@ export function mount(root, bridge) {
     status.dataset.transaction = state.transaction;
     status.dataset.subscription = subscription;
     status.replaceChildren(h('span.pill', {}, subscription), h('span.pill', {}, `seq ${state.seq}`),
-      h('span.pill', {}, `transaction ${state.transaction}`), h('span.pill', {}, `${state.ids.length} objects`),
+      h('span.pill', {}, `transaction ${state.transaction}`), h('span.pill', {}, `${state.ids.length} ${request.groupBy || request.aggregates ? 'groups' : 'objects'}`),
       h('span.pill', {}, `${state.sections.length} sections`));
     // Deleted rows fade out where they were (ghosts without data-id: not part of the results).
     oldRows.forEach((old, position) => {

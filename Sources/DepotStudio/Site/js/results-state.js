@@ -13,10 +13,18 @@ export class ResultsState {
     this.transaction = transaction;
   }
 
-  /** From results/subscribe's `sections: [{name, indexTitle, count}]` and its objects, in order. */
-  static fromSubscribe(result) {
+  /** From results/subscribe's `sections: [{name, indexTitle, count}]` and its objects, in order;
+   *  `givenIds`: the rows' ids when they carry none (a grouped subscription's, from results/snapshot). */
+  static fromSubscribe(result, givenIds = null) {
     const values = new Map();
-    const ids = result.objects.map((object) => { values.set(object.id, object); return object.id; });
+    if (givenIds && givenIds.length !== result.objects.length) {
+      throw new InconsistentDelta(`${givenIds.length} ids for ${result.objects.length} objects`);
+    }
+    const ids = result.objects.map((object, index) => {
+      const id = givenIds ? givenIds[index] : object.id;
+      values.set(id, object);
+      return id;
+    });
     let offset = 0;
     const sections = result.sections.map((info) => {
       const section = { name: info.name, indexTitle: info.indexTitle, ids: ids.slice(offset, offset + info.count) };
