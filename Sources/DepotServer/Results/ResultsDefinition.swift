@@ -80,7 +80,7 @@ struct ResultsDefinition: Sendable {
                 "request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section,
                 "coalesceMs": .int(Int64(coalesceMilliseconds ?? 0)),
                 // Identical effective requests (request AND scope) share one set.
-                "scope": request.scope.map { .string(String(reflecting: $0)) } ?? .null,
+                "scope": params.request.scope.map { .string(String(reflecting: $0)) } ?? .null,
             ]),
             as: UTF8.self)
     }
