@@ -298,6 +298,40 @@ final class ScopeTests: XCTestCase {
         XCTAssertEqual(value12, ["b1", "b2", "b3"])
     }
 
+    /// A live grouped result counts only what the key may read: a note outside
+    /// the scope changes no group, one entering it updates its owner's group.
+    func testLiveGroupsCountOnlyTheScope() async throws {
+        try startDaemon()
+        let admin = try await connect("admin")
+        let alice = try await connect("alice")
+        let bob = try await connect("bob")
+        defer { [admin, alice, bob].forEach { $0.abort() } }
+        let ids = try await admin.call(
+            StoreSave.self,
+            .init(inserted: [
+                note("a1", owner: "alice"), note("b1", owner: "bob", shared: true), note("b2", owner: "bob"),
+            ])
+        ).ids
+        let request = FetchRequest(
+            entity: "Note", sort: [SortDescriptor(key: "owner")], groupBy: ["owner"],
+            aggregates: [ExpressionDescription(name: "n", function: .count)])
+        let collector = ChangeCollector(alice)
+        let result = try await alice.call(ResultsSubscribe.self, .init(request: request, include: .all))
+        XCTAssertEqual(result.objects.map { [$0["owner"] ?? .null, $0["n"] ?? .null] }, [["alice", 1], ["bob", 1]])
+        // A private note of bob's: outside alice's scope, no group changes.
+        _ = try await bob.call(StoreSave.self, .init(inserted: [note("b3", owner: "bob")]))
+        let quiet = await collector.next(for: result.subscription, timeout: .seconds(1))
+        XCTAssertNil(quiet, "a note outside the scope changed a group: \(String(describing: quiet))")
+        // Bob shares b2: it enters alice's scope, and bob's group counts it.
+        _ = try await bob.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["b2"]!, values: ["shared": true])]))
+        let change = try await collector.expect(for: result.subscription)
+        XCTAssertEqual(change.objects.map(\.type), [.update])
+        XCTAssertEqual(change.objects.first?.object?["n"], 2)
+        let fresh = try await alice.call(StoreFetch.self, request).objects ?? []
+        XCTAssertEqual(fresh.map { [$0["owner"] ?? .null, $0["n"] ?? .null] }, [["alice", 1], ["bob", 2]])
+    }
+
     func testABadPolicyStopsTheDaemonBeforeAnythingIsBound() throws {
         for (policy, expected) in [
             ("{\"roles\": {\"member\": {\"base\": \"root\"}}}", "base"),
