@@ -153,12 +153,15 @@ enum ModelMigrator {
             data: ["change": .string(what)])
     }
 
-    private static func createTable(_ db: Database, for entity: EntitySchema) throws {
+    private static func createTable(_ db: Database, for entity: EntitySchema, named name: String? = nil) throws {
         var columns = ["id INTEGER PRIMARY KEY AUTOINCREMENT", "_version INTEGER NOT NULL DEFAULT 1"]
         for key in entity.columnKeys {
             columns.append(entity.column(key) + (entity.toOne[key] != nil ? " INTEGER" : ""))
         }
-        try db.execute(sql: "CREATE TABLE \(entity.table) (\(columns.joined(separator: ", ")))")
+        for attribute in entity.description.attributes where attribute.folded {
+            columns.append(EntitySchema.foldedColumnDefinition(attribute.name))
+        }
+        try db.execute(sql: "CREATE TABLE \(name ?? entity.table) (\(columns.joined(separator: ", ")))")
     }
 
     /// Creates the join table of every many-to-many relationship that is new,
@@ -205,6 +208,7 @@ enum ModelMigrator {
     ) throws {
         let table = EntitySchema.quote("e_" + new.name)
         var keptKeys = Set<String>()
+        var foldingChanged = false
         for attribute in new.attributes {
             let source =
                 old.attribute(named: attribute.renamedFrom ?? attribute.name) ?? old.attribute(named: attribute.name)
@@ -218,6 +222,7 @@ enum ModelMigrator {
                     try db.execute(
                         sql: "UPDATE \(table) SET \(EntitySchema.quote(attribute.name)) = ?", arguments: [stored])
                 }
+                if attribute.folded { foldingChanged = true }
                 changes.append("added attribute \(new.name).\(attribute.name)")
                 continue
             }
@@ -236,6 +241,16 @@ enum ModelMigrator {
                         "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(source.name)) TO \(EntitySchema.quote(attribute.name))"
                 )
                 changes.append("renamed attribute \(new.name).\(source.name) to \(attribute.name)")
+            }
+            if source.folded != attribute.folded {
+                foldingChanged = true
+                changes.append("\(attribute.folded ? "folded" : "unfolded") attribute \(new.name).\(attribute.name)")
+            } else if source.folded, source.name != attribute.name {
+                // The column's expression follows the renamed attribute by itself.
+                try db.execute(
+                    sql:
+                        "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(EntitySchema.foldedColumnName(source.name))) TO \(EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name)))"
+                )
             }
         }
         for relationship in new.relationships {
@@ -270,7 +285,36 @@ enum ModelMigrator {
         for key in old.attributes.map(\.name) + old.relationships.map(\.name) where !keptKeys.contains(key) {
             throw refused("removing \(old.name).\(key)")
         }
+        if foldingChanged { try rebuildTable(db, for: EntitySchema(new)) }
     }
+
+    /// Copies the entity's rows into a table made afresh, with the shadow columns its `folded`
+    /// attributes now ask for (SQLite can neither add nor drop a stored generated column in
+    /// place); ids and the highest id ever given stay. ``syncIndexes(_:for:changes:)`` then makes
+    /// the indexes again.
+    private static func rebuildTable(_ db: Database, for entity: EntitySchema) throws {
+        let rebuilt = EntitySchema.quote(entity.tableName + "#rebuilt")
+        let columns = (["id", "_version"] + entity.columnKeys).map(EntitySchema.quote).joined(separator: ", ")
+        let highest = try Int64.fetchOne(
+            db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [entity.tableName])
+        // The indexes go with the table; all but those of shadow columns come back as they were.
+        let indexes = try String.fetchAll(
+            db, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL AND name NOT GLOB 'f_*'",
+            arguments: [entity.tableName])
+        try createTable(db, for: entity, named: rebuilt)
+        try db.execute(sql: "INSERT INTO \(rebuilt) (\(columns)) SELECT \(columns) FROM \(entity.table)")
+        try db.execute(sql: "DROP TABLE \(entity.table)")
+        try db.execute(sql: "ALTER TABLE \(rebuilt) RENAME TO \(entity.table)")
+        for index in indexes { try db.execute(sql: index) }
+        try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = ?", arguments: [entity.tableName])
+        if let highest {
+            try db.execute(
+                sql: "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", arguments: [entity.tableName, highest])
+        }
+    }
+
+    /// The name of the index on a folded attribute's shadow column.
+    private static func foldedIndexName(_ entity: String, _ key: String) -> String { "f_\(entity)_\(key)" }
 
     /// Makes the entity's indexes exactly the declared ones, plus one per to-one relationship column.
     private static func syncIndexes(_ db: Database, for entity: EntitySchema, changes: inout [String]) throws {
@@ -285,6 +329,10 @@ enum ModelMigrator {
             add("i", [attribute.name], unique: false)
         }
         for keys in entity.description.indexes { add("i", keys, unique: false) }
+        for attribute in entity.description.attributes where attribute.folded {
+            let name = foldedIndexName(entity.name, attribute.name)
+            desired[name] = "CREATE INDEX \(EntitySchema.quote(name)) ON \(entity.table) (\(entity.foldedColumn(attribute.name)!))"
+        }
         for keys in entity.description.uniquenessConstraints { add("u", keys, unique: true) }
         for key in entity.toOne.keys { add("r", [key], unique: false) }
         let existing = try Row.fetchAll(
@@ -296,7 +344,7 @@ enum ModelMigrator {
         }
         for (name, sql) in present where desired[name] != sql {
             try db.execute(sql: "DROP INDEX \(EntitySchema.quote(name))")
-            if !name.hasPrefix("r_") { changes.append("dropped index \(name)") }
+            if !name.hasPrefix("r_"), !name.hasPrefix("f_") { changes.append("dropped index \(name)") }
         }
         for (name, sql) in desired.sorted(by: { $0.key < $1.key }) where present[name] != sql {
             do {
@@ -304,7 +352,7 @@ enum ModelMigrator {
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw refused("adding uniqueness constraint \(name) while existing objects share its values")
             }
-            if !name.hasPrefix("r_") { changes.append("added index \(name)") }
+            if !name.hasPrefix("r_"), !name.hasPrefix("f_") { changes.append("added index \(name)") }
         }
     }
 }

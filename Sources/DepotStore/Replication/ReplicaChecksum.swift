@@ -34,7 +34,8 @@ enum ReplicaChecksum {
             if let known = columnsByTable[change.table] {
                 names = known
             } else {
-                names = try db.columns(in: change.table).map(\.name)
+                // Shadow columns are generated: a changeset does not carry them.
+                names = try db.columns(in: change.table).map(\.name).filter { !EntitySchema.isShadowColumn($0) }
                 columnsByTable[change.table] = names
             }
             guard names.count == change.primaryKey.count else {
@@ -69,7 +70,7 @@ enum ReplicaChecksum {
     static func hash(table: String, columns: [(String, DatabaseValue)]) -> UInt64 {
         var hasher = FNV()
         hasher.add(table)
-        for (name, value) in columns.sorted(by: { $0.0 < $1.0 }) {
+        for (name, value) in columns.sorted(by: { $0.0 < $1.0 }) where !EntitySchema.isShadowColumn(name) {
             hasher.add(name)
             switch value.storage {
             case .null:
