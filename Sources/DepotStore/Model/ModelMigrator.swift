@@ -66,6 +66,7 @@ enum ModelMigrator {
         try migrateJoinTables(db, from: old, to: schema, named: named)
         for entity in schema.entities {
             try syncIndexes(db, for: entity, changes: &changes)
+            try syncFoldTriggers(db, for: entity)
         }
         if changes.isEmpty && !old.entities.isEmpty { return (old, []) }
         let finalSchema = Schema(version: max(old.version + (changes.isEmpty ? 0 : 1), 1), entities: schema.entities)
@@ -153,15 +154,15 @@ enum ModelMigrator {
             data: ["change": .string(what)])
     }
 
-    private static func createTable(_ db: Database, for entity: EntitySchema, named name: String? = nil) throws {
+    private static func createTable(_ db: Database, for entity: EntitySchema) throws {
         var columns = ["id INTEGER PRIMARY KEY AUTOINCREMENT", "_version INTEGER NOT NULL DEFAULT 1"]
         for key in entity.columnKeys {
             columns.append(entity.column(key) + (entity.toOne[key] != nil ? " INTEGER" : ""))
         }
         for attribute in entity.description.attributes where attribute.folded {
-            columns.append(EntitySchema.foldedColumnDefinition(attribute.name))
+            columns.append(EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name)) + " TEXT")
         }
-        try db.execute(sql: "CREATE TABLE \(name ?? entity.table) (\(columns.joined(separator: ", ")))")
+        try db.execute(sql: "CREATE TABLE \(entity.table) (\(columns.joined(separator: ", ")))")
     }
 
     /// Creates the join table of every many-to-many relationship that is new,
@@ -208,7 +209,6 @@ enum ModelMigrator {
     ) throws {
         let table = EntitySchema.quote("e_" + new.name)
         var keptKeys = Set<String>()
-        var foldingChanged = false
         for attribute in new.attributes {
             let source =
                 old.attribute(named: attribute.renamedFrom ?? attribute.name) ?? old.attribute(named: attribute.name)
@@ -222,7 +222,7 @@ enum ModelMigrator {
                     try db.execute(
                         sql: "UPDATE \(table) SET \(EntitySchema.quote(attribute.name)) = ?", arguments: [stored])
                 }
-                if attribute.folded { foldingChanged = true }
+                if attribute.folded { try addFoldedColumn(db, table: table, attribute) }
                 changes.append("added attribute \(new.name).\(attribute.name)")
                 continue
             }
@@ -243,7 +243,11 @@ enum ModelMigrator {
                 changes.append("renamed attribute \(new.name).\(source.name) to \(attribute.name)")
             }
             if source.folded != attribute.folded {
-                foldingChanged = true
+                if attribute.folded {
+                    try addFoldedColumn(db, table: table, attribute)
+                } else {
+                    try dropFoldedColumn(db, table: table, tableName: "e_" + new.name, key: source.name)
+                }
                 changes.append("\(attribute.folded ? "folded" : "unfolded") attribute \(new.name).\(attribute.name)")
             } else if source.folded, source.name != attribute.name {
                 // The column's expression follows the renamed attribute by itself.
@@ -285,31 +289,65 @@ enum ModelMigrator {
         for key in old.attributes.map(\.name) + old.relationships.map(\.name) where !keptKeys.contains(key) {
             throw refused("removing \(old.name).\(key)")
         }
-        if foldingChanged { try rebuildTable(db, for: EntitySchema(new)) }
     }
 
-    /// Copies the entity's rows into a table made afresh, with the shadow columns its `folded`
-    /// attributes now ask for (SQLite can neither add nor drop a stored generated column in
-    /// place); ids and the highest id ever given stay. ``syncIndexes(_:for:changes:)`` then makes
-    /// the indexes again.
-    private static func rebuildTable(_ db: Database, for entity: EntitySchema) throws {
-        let rebuilt = EntitySchema.quote(entity.tableName + "#rebuilt")
-        let columns = (["id", "_version"] + entity.columnKeys).map(EntitySchema.quote).joined(separator: ", ")
-        let highest = try Int64.fetchOne(
-            db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [entity.tableName])
-        // The indexes go with the table; all but those of shadow columns come back as they were.
-        let indexes = try String.fetchAll(
-            db, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL AND name NOT GLOB 'f_*'",
+    /// Adds `attribute`'s shadow column, filled from the rows as they are.
+    private static func addFoldedColumn(_ db: Database, table: String, _ attribute: AttributeDescription) throws {
+        let shadow = EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name))
+        try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(shadow) TEXT")
+        try db.execute(sql: "UPDATE \(table) SET \(shadow) = \(EntitySchema.foldExpression(attribute.name))")
+    }
+
+    /// Drops the shadow column of `key` (once folded) with the index and triggers that name it
+    /// (by whatever entity name they were made under).
+    private static func dropFoldedColumn(_ db: Database, table: String, tableName: String, key: String) throws {
+        let shadow = EntitySchema.quote(EntitySchema.foldedColumnName(key))
+        let dependents = try Row.fetchAll(
+            db,
+            sql:
+                "SELECT type, name FROM sqlite_master WHERE tbl_name = ? AND type IN ('index', 'trigger') AND name GLOB 'f_*' AND instr(sql, ?) > 0",
+            arguments: [tableName, shadow])
+        for row in dependents {
+            let type: String = row["type"]
+            let name: String = row["name"]
+            try db.execute(sql: "DROP \(type == "index" ? "INDEX" : "TRIGGER") \(EntitySchema.quote(name))")
+        }
+        try db.execute(sql: "ALTER TABLE \(table) DROP COLUMN \(shadow)")
+    }
+
+    /// The name of a trigger that keeps a shadow column right (`event`: `insert` or `update`).
+    private static func foldedTriggerName(_ entity: String, _ key: String, _ event: String) -> String {
+        "f_\(entity)_\(key)_\(event)"
+    }
+
+    /// Makes the triggers that keep the shadow columns right exactly those of the entity's
+    /// `folded` attributes: after an insert, and after an update that sets the attribute, the
+    /// row's shadow column is set to the fold. Being SQLite's, they run for every write path
+    /// (saves, batches, a replica applying a changeset) without any of them knowing.
+    private static func syncFoldTriggers(_ db: Database, for entity: EntitySchema) throws {
+        var desired: [String: String] = [:]
+        for attribute in entity.description.attributes where attribute.folded {
+            let shadow = EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name))
+            let fold = EntitySchema.foldExpression(attribute.name, row: "NEW")
+            let insert = foldedTriggerName(entity.name, attribute.name, "insert")
+            desired[insert] =
+                "CREATE TRIGGER \(EntitySchema.quote(insert)) AFTER INSERT ON \(entity.table) BEGIN UPDATE \(entity.table) SET \(shadow) = \(fold) WHERE id = NEW.id; END"
+            let update = foldedTriggerName(entity.name, attribute.name, "update")
+            desired[update] =
+                "CREATE TRIGGER \(EntitySchema.quote(update)) AFTER UPDATE OF \(entity.column(attribute.name)) ON \(entity.table) BEGIN UPDATE \(entity.table) SET \(shadow) = \(fold) WHERE id = NEW.id; END"
+        }
+        let existing = try Row.fetchAll(
+            db, sql: "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name GLOB 'f_*'",
             arguments: [entity.tableName])
-        try createTable(db, for: entity, named: rebuilt)
-        try db.execute(sql: "INSERT INTO \(rebuilt) (\(columns)) SELECT \(columns) FROM \(entity.table)")
-        try db.execute(sql: "DROP TABLE \(entity.table)")
-        try db.execute(sql: "ALTER TABLE \(rebuilt) RENAME TO \(entity.table)")
-        for index in indexes { try db.execute(sql: index) }
-        try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = ?", arguments: [entity.tableName])
-        if let highest {
-            try db.execute(
-                sql: "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", arguments: [entity.tableName, highest])
+        var present: [String: String] = [:]
+        for row in existing {
+            if let name: String = row["name"], let sql: String = row["sql"] { present[name] = sql }
+        }
+        for (name, sql) in present where desired[name] != sql {
+            try db.execute(sql: "DROP TRIGGER \(EntitySchema.quote(name))")
+        }
+        for (name, sql) in desired.sorted(by: { $0.key < $1.key }) where present[name] != sql {
+            try db.execute(sql: sql)
         }
     }
 

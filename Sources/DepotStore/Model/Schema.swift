@@ -98,9 +98,9 @@ public struct EntitySchema: Sendable {
     /// The quoted column of an attribute or to-one relationship.
     public func column(_ key: String) -> String { Self.quote(key) }
 
-    /// The quoted shadow column of a `folded` attribute: the value folded for `[cd]`, a stored
-    /// generated column SQLite computes on every write (so no write path has to, a replica
-    /// applying a changeset included), or nil when `key` is not folded.
+    /// The quoted shadow column of a `folded` attribute, holding the value folded for `[cd]`,
+    /// or nil when `key` is not folded. Triggers keep it right on every write (the model
+    /// migrator makes them), so no write path has to know of it.
     public func foldedColumn(_ key: String) -> String? {
         attributes[key]?.folded == true ? Self.quote(Self.foldedColumnName(key)) : nil
     }
@@ -108,15 +108,13 @@ public struct EntitySchema: Sendable {
     /// The unquoted name of `key`'s shadow column; `#` keeps it apart from every model key.
     static func foldedColumnName(_ key: String) -> String { key + "#folded" }
 
-    /// Whether a table column is a shadow column (``foldedColumn(_:)``): derived, never an object's value,
-    /// so replication and checksums leave it out (each SQLite store computes its own).
+    /// Whether a table column is a shadow column (``foldedColumn(_:)``): derived, never an object's
+    /// value, so the cluster's object tables and checksums leave it out (each store computes its own).
     public static func isShadowColumn(_ name: String) -> Bool { name.utf8.contains(UInt8(ascii: "#")) }
 
-    /// The definition of `key`'s shadow column in `CREATE TABLE`. It is STORED, so that a scan
-    /// (`CONTAINS[cd]`) reads it rather than folding each row; SQLite cannot add such a column to
-    /// a table, so a migration that adds or drops one rebuilds the table.
-    static func foldedColumnDefinition(_ key: String) -> String {
-        "\(quote(foldedColumnName(key))) TEXT GENERATED ALWAYS AS (depot_fold(\(quote(key)), 3)) STORED"
+    /// The SQL that folds `key`'s value (of the row `row`, or the statement's own) for `[cd]`.
+    static func foldExpression(_ key: String, row: String? = nil) -> String {
+        "depot_fold(\(row.map { $0 + "." } ?? "")\(quote(key)), 3)"
     }
 
     /// Whether `key` is an attribute or relationship of the entity.

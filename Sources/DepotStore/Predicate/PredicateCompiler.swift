@@ -399,6 +399,8 @@ struct PredicateCompiler {
             comparison.rhs, in: scope, expecting: left.type, destination: left.destination, position: position)
         try checkTypes(left, right, comparison)
         try checkDialect(left, right, comparison)
+        // MATCHES folds by its own rules (its pattern is not a string to fold).
+        if comparison.op == .matches { return try matches(left, right, comparison) }
         let lhs = fold(left, options, type: left.type ?? right.type, against: right)
         let rhs = fold(right, options, type: left.type ?? right.type, against: left)
         let ordered = dialect.ordered(lhs, isText: isText(left) || isText(right))

@@ -34,8 +34,7 @@ enum ReplicaChecksum {
             if let known = columnsByTable[change.table] {
                 names = known
             } else {
-                // Shadow columns are generated: a changeset does not carry them.
-                names = try db.columns(in: change.table).map(\.name).filter { !EntitySchema.isShadowColumn($0) }
+                names = try db.columns(in: change.table).map(\.name)
                 columnsByTable[change.table] = names
             }
             guard names.count == change.primaryKey.count else {
