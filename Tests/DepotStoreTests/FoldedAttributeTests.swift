@@ -26,7 +26,8 @@ final class FoldedAttributeTests: XCTestCase {
     ]
 
     private func makeFoldedStore(folded: Bool = true) throws -> Store {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-folded-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-folded-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try Store(path: directory.appendingPathComponent("f.sqlite").path)
         _ = try store.defineModel(Self.model(folded: folded))
@@ -39,19 +40,23 @@ final class FoldedAttributeTests: XCTestCase {
     ) throws {
         let rows = try store.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT \(EntitySchema.quote(key)) AS v, \(EntitySchema.quote(key + "#folded")) AS f FROM e_Item")
+                db,
+                sql: "SELECT \(EntitySchema.quote(key)) AS v, \(EntitySchema.quote(key + "#folded")) AS f FROM e_Item")
         }
         XCTAssertFalse(rows.isEmpty, file: file, line: line)
         for row in rows {
             let value: String? = row["v"]
             let folded: String? = row["f"]
-            XCTAssertEqual(folded, value.map { PredicateText.fold($0, 3) }, "for \(value ?? "nil")", file: file, line: line)
+            XCTAssertEqual(
+                folded, value.map { PredicateText.fold($0, 3) }, "for \(value ?? "nil")", file: file, line: line)
         }
     }
 
     private func ids(_ store: Store, _ predicate: String) throws -> [String] {
-        try store.fetch(FetchRequest(entity: "Item", predicate: predicate, sort: [SortDescriptor(key: "rank")], resultType: .ids))
-            .ids ?? []
+        try store.fetch(
+            FetchRequest(entity: "Item", predicate: predicate, sort: [SortDescriptor(key: "rank")], resultType: .ids)
+        )
+        .ids ?? []
     }
 
     func testEveryWritePathKeepsTheShadowColumnRight() throws {
@@ -62,13 +67,16 @@ final class FoldedAttributeTests: XCTestCase {
         let (saved, _) = try store.save(StoreSave.Parameters(inserted: inserted))
         try assertShadowColumnsRight(store)
         _ = try store.save(
-            StoreSave.Parameters(updated: [UpdatedObject(id: try XCTUnwrap(saved.ids["i0"]), values: ["title": "Ünïcode"])]))
+            StoreSave.Parameters(updated: [
+                UpdatedObject(id: try XCTUnwrap(saved.ids["i0"]), values: ["title": "Ünïcode"])
+            ]))
         try assertShadowColumnsRight(store)
         _ = try store.batchInsert(
             BatchInsert.Parameters(
                 entity: "Item", objects: Self.titles.map { ["title": $0, "rank": 100] }))
         try assertShadowColumnsRight(store)
-        _ = try store.batchUpdate(BatchUpdate.Parameters(entity: "Item", predicate: "rank == 100", values: ["title": "Ça Va"]))
+        _ = try store.batchUpdate(
+            BatchUpdate.Parameters(entity: "Item", predicate: "rank == 100", values: ["title": "Ça Va"]))
         try assertShadowColumnsRight(store)
         XCTAssertEqual(try ids(store, "title ==[cd] 'ca va'").count, Self.titles.count)
         XCTAssertEqual(try ids(store, "title BEGINSWITH[cd] 'unic'").count, 1)
@@ -83,7 +91,9 @@ final class FoldedAttributeTests: XCTestCase {
         XCTAssertFalse(contains.sql.contains("depot_fold"), "nothing folded per row: \(contains.sql)")
         XCTAssertEqual(contains.arguments, ["etoi".databaseValue], "the value is folded once, in Swift")
         // [c] alone, and PostgreSQL (whose object tables have no shadow columns), fold as they read.
-        for (predicate, dialect) in [("title CONTAINS[c] 'x'", SQLDialect.sqlite), ("title CONTAINS[cd] 'x'", .postgresql)] {
+        for (predicate, dialect) in [
+            ("title CONTAINS[c] 'x'", SQLDialect.sqlite), ("title CONTAINS[cd] 'x'", .postgresql),
+        ] {
             let sql = try PredicateCompilation.whereClause(
                 predicate: predicate, arguments: nil, entity: entity, schema: store.schema, dialect: dialect
             ).sql
@@ -107,7 +117,8 @@ final class FoldedAttributeTests: XCTestCase {
         _ = try store.save(
             StoreSave.Parameters(
                 inserted: Self.titles.enumerated().map { index, title in
-                    InsertedObject(entity: "Item", tempId: "i\(index)", values: ["title": title, "rank": .int(Int64(index))])
+                    InsertedObject(
+                        entity: "Item", tempId: "i\(index)", values: ["title": title, "rank": .int(Int64(index))])
                 }))
         let before = try ids(store, "title CONTAINS[cd] 'ECO' OR title BEGINSWITH[cd] 'etoile'")
         XCTAssertEqual(before.count, 4)

@@ -369,7 +369,8 @@ enum ModelMigrator {
         for keys in entity.description.indexes { add("i", keys, unique: false) }
         for attribute in entity.description.attributes where attribute.folded {
             let name = foldedIndexName(entity.name, attribute.name)
-            desired[name] = "CREATE INDEX \(EntitySchema.quote(name)) ON \(entity.table) (\(entity.foldedColumn(attribute.name)!))"
+            desired[name] =
+                "CREATE INDEX \(EntitySchema.quote(name)) ON \(entity.table) (\(entity.foldedColumn(attribute.name)!))"
         }
         for keys in entity.description.uniquenessConstraints { add("u", keys, unique: true) }
         for key in entity.toOne.keys { add("r", [key], unique: false) }

@@ -415,7 +415,8 @@ struct PredicateCompiler {
             if readsShadow(left, options), case .string? = right.constant?.storage {
                 // A range over the shadow column's index narrows the rows; the exact test stays.
                 // Text that begins with the prefix sorts before the prefix and 0xFF (never in UTF-8).
-                return "(\(lhs) >= \(rhs) AND \(lhs) < \(rhs) || CAST(X'FF' AS TEXT) AND \(dialect.beginsWith(lhs, rhs)))"
+                return
+                    "(\(lhs) >= \(rhs) AND \(lhs) < \(rhs) || CAST(X'FF' AS TEXT) AND \(dialect.beginsWith(lhs, rhs)))"
             }
             return dialect.beginsWith(lhs, rhs)
         case .endsWith: return dialect.endsWith(lhs, rhs)

@@ -39,7 +39,8 @@ enum ReplicaChecksum {
             }
             guard names.count == change.primaryKey.count else {
                 throw ReplicationError.diverged(
-                    "the table \(change.table) has \(names.count) columns here, the changeset \(change.primaryKey.count)")
+                    "the table \(change.table) has \(names.count) columns here, the changeset \(change.primaryKey.count)"
+                )
             }
             switch change.operation {
             case .insert:
