@@ -148,7 +148,7 @@ struct PredicateFetchBenchmark: Benchmark {
         return Timing(depotMs: percentile(depotTimes, 0.5), rawMs: percentile(rawTimes, 0.5), matches: matches)
     }
 
-    /// Runs `sql` through the C API, stepping every row and reading every column.
+    /// Runs `sql` through the C API (with the SQL functions it calls), stepping every row and reading every column.
     private func rawScan(sql: String, arguments: [String], path: String) throws -> [Double] {
         var db: OpaquePointer?
         guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else { throw BenchmarkError("open") }
@@ -159,6 +159,14 @@ struct PredicateFetchBenchmark: Benchmark {
                 guard let values, let text = sqlite3_value_text(values[0]) else { return sqlite3_result_null(context) }
                 let folded = PredicateText.fold(String(cString: text), Int(sqlite3_value_int64(values[1])))
                 sqlite3_result_text(context, folded, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+            }, nil, nil, nil)
+        // BEGINSWITH's pattern escaping.
+        sqlite3_create_function_v2(
+            db, "depot_glob_literal", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil,
+            { context, _, values in
+                guard let values, let text = sqlite3_value_text(values[0]) else { return sqlite3_result_null(context) }
+                let escaped = PredicateText.globLiteral(String(cString: text))
+                sqlite3_result_text(context, escaped, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
             }, nil, nil, nil)
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else {

@@ -250,7 +250,7 @@ enum ModelMigrator {
                 }
                 changes.append("\(attribute.folded ? "folded" : "unfolded") attribute \(new.name).\(attribute.name)")
             } else if source.folded, source.name != attribute.name {
-                // The column's expression follows the renamed attribute by itself.
+                // Its index and triggers are made again under the new name (syncIndexes, syncFoldTriggers).
                 try db.execute(
                     sql:
                         "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(EntitySchema.foldedColumnName(source.name))) TO \(EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name)))"
