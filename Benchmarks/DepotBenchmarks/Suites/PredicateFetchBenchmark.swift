@@ -38,6 +38,9 @@ struct PredicateFetchBenchmark: Benchmark {
             "predicate.beginswith-cd-folded-speedup", folded.plainBeginsWith.depotMs / folded.beginsWith.depotMs,
             target: nil, of: "depotd ms without folded", over: "with folded")
         suite.check(
+            "predicate.folded-batch-insert-cost", folded.foldedBatchInsertMs / folded.batchInsertMs, target: nil,
+            .atMost, of: "batchInsert ms with folded", over: "without")
+        suite.check(
             "predicate.fold-migration-ms", folded.migrationMs, target: nil, .atMost, of: "ms to add folded to every row"
         )
     }
@@ -65,6 +68,9 @@ struct PredicateFetchBenchmark: Benchmark {
         var plainBeginsWith: Timing
         /// `model/define` adding the option to the loaded rows.
         var migrationMs: Double
+        /// A 20,000-row `store/batchInsert` without the option, and the same with it (the write cost).
+        var batchInsertMs: Double
+        var foldedBatchInsertMs: Double
         /// CONTAINS[cd] with the option (the shadow column scanned).
         var contains: Timing
         /// BEGINSWITH[cd] with the option (a range of the shadow column's index).
@@ -108,6 +114,7 @@ struct PredicateFetchBenchmark: Benchmark {
         let path = daemon.dataDirectory.appendingPathComponent("depot.sqlite").path
         let plain = try await timing(Self.containsRequest, client: client, schema: schema, path: path)
         let plainBeginsWith = try await timing(Self.beginsWithRequest, client: client, schema: schema, path: path)
+        let batchInsertMs = try await fillerBatch(0, client: client)
 
         // The same fetches with `name` folded.
         var foldedEntity = ItemSeed.entity
@@ -119,6 +126,7 @@ struct PredicateFetchBenchmark: Benchmark {
         let foldedSchema = store.schema
         let contains = try await timing(Self.containsRequest, client: client, schema: foldedSchema, path: path)
         let beginsWith = try await timing(Self.beginsWithRequest, client: client, schema: foldedSchema, path: path)
+        let foldedBatchInsertMs = try await fillerBatch(1, client: client)
         client.abort()
         guard contains.matches == plain.matches, beginsWith.matches == plainBeginsWith.matches else {
             throw BenchmarkError("the folded fetches matched other rows than the plain ones")
@@ -127,7 +135,22 @@ struct PredicateFetchBenchmark: Benchmark {
             rows: rows, parseCompileMicroseconds: parseCompile, depotFetchMs: plain.depotMs, rawFetchMs: plain.rawMs,
             ratio: plain.rawMs / plain.depotMs, matches: plain.matches,
             folded: FoldedReport(
-                plainBeginsWith: plainBeginsWith, migrationMs: migrationMs, contains: contains, beginsWith: beginsWith))
+                plainBeginsWith: plainBeginsWith, migrationMs: migrationMs, batchInsertMs: batchInsertMs,
+                foldedBatchInsertMs: foldedBatchInsertMs, contains: contains, beginsWith: beginsWith))
+    }
+
+    /// Inserts 20,000 Items that no request here matches (`filler <round>-<i>`) in one
+    /// `store/batchInsert`; its time in ms.
+    private func fillerBatch(_ round: Int, client: DepotConnection) async throws -> Double {
+        let objects: [[String: JSONValue]] = (0..<20_000).map { index in
+            [
+                "name": .string("filler \(round)-\(index)"),
+                "createdAt": .string(ISO8601Text.string(seconds: ItemSeed.createdAt(index))),
+            ]
+        }
+        let begin = ContinuousClock.now
+        _ = try await client.call(BatchInsert.self, .init(entity: "Item", objects: objects), timeout: .seconds(600))
+        return (ContinuousClock.now - begin).milliseconds
     }
 
     /// `request` five times through depotd and five times raw (the SQL `schema` compiles it to); medians.
