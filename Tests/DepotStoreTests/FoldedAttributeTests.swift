@@ -149,6 +149,29 @@ final class FoldedAttributeTests: XCTestCase {
         XCTAssertEqual(unchanged.changes, [])
     }
 
+    func testARenamedEntityKeepsItsShadowColumnRight() throws {
+        let store = try makeFoldedStore()
+        _ = try store.save(StoreSave.Parameters(inserted: [InsertedObject(entity: "Item", values: ["title": "Été"])]))
+        var renamed = Self.model(folded: true)
+        renamed[0].name = "Entry"
+        renamed[0].renamedFrom = "Item"
+        _ = try store.defineModel(renamed)
+        let (saved, _) = try store.save(
+            StoreSave.Parameters(inserted: [InsertedObject(entity: "Entry", tempId: "e", values: ["title": "Ünï"])]))
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: try XCTUnwrap(saved.ids["e"]), values: ["title": "ÀÉ"])]))
+        let rows = try store.read { db in
+            try Row.fetchAll(db, sql: "SELECT title, \"title#folded\" FROM e_Entry ORDER BY id").map {
+                [$0[0] as String, $0[1] as String]
+            }
+        }
+        XCTAssertEqual(rows, [["Été", "ete"], ["ÀÉ", "ae"]])
+        let triggers = try store.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+        }
+        XCTAssertEqual(triggers, ["f_Entry_title_insert", "f_Entry_title_update"])
+    }
+
     func testFoldedNeedsAStringAttribute() throws {
         let store = try makeFoldedStore()
         var model = Self.model(folded: true)
