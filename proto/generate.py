@@ -100,7 +100,7 @@ SCHEMAS: Dict[str, Any] = {
     "AttributeDescription": obj(
         {"name": STRING,
          "type": {"enum": ["string", "integer", "double", "boolean", "date", "uuid", "binary", "json"]}},
-        {"optional": BOOL, "default": ANY, "indexed": BOOL, "renamedFrom": nullable(STRING)}),
+        {"optional": BOOL, "default": ANY, "indexed": BOOL, "folded": BOOL, "renamedFrom": nullable(STRING)}),
     "RelationshipDescription": obj(
         {"name": STRING, "destination": STRING},
         {"toMany": BOOL, "inverse": nullable(STRING),

@@ -41,6 +41,7 @@ struct ModelCommand: AsyncParsableCommand {
                     if attribute.optional { notes.append("optional") }
                     if let value = attribute.defaultValue { notes.append("default \(jsonLine(value))") }
                     if attribute.indexed { notes.append("indexed") }
+                    if attribute.folded { notes.append("folded") }
                     print(
                         "  \(attribute.name): \(attribute.type.rawValue)\(notes.isEmpty ? "" : "  (" + notes.joined(separator: ", ") + ")")"
                     )

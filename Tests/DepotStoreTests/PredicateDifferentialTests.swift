@@ -6,7 +6,8 @@ import XCTest
 @testable import DepotStore
 
 /// The SQL compiled from a predicate and the in-memory evaluator agree on
-/// random data for thousands of random well-typed predicates.
+/// random data for thousands of random well-typed predicates; so does a store
+/// whose string attributes are `folded` (its `[cd]` comparisons read shadow columns).
 final class PredicateDifferentialTests: XCTestCase {
     func testSQLAndEvaluatorAgree() throws {
         var random = SeededGenerator(seed: 2026)
@@ -14,23 +15,29 @@ final class PredicateDifferentialTests: XCTestCase {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try Store(path: directory.appendingPathComponent("d.sqlite").path)
         _ = try store.defineModel(PredicateTests.model)
+        let foldedStore = try Store(path: directory.appendingPathComponent("folded.sqlite").path)
+        _ = try foldedStore.defineModel(PredicateFixture.foldedModel)
 
         let inserted = PredicateFixture.differentialRows(&random)
         _ = try store.save(StoreSave.Parameters(inserted: inserted))
+        _ = try foldedStore.save(StoreSave.Parameters(inserted: inserted))
 
         // The object graph the evaluator reads.
         let (evaluator, teams) = try PredicateFixture.evaluator { try store.fetch($0).objects ?? [] }
 
         var checked = 0
+        var foldedChecked = 0
         var disagreements: [String] = []
         for _ in 0..<2500 {
             let predicate = PredicateFixture.randomPredicate(depth: 3, &random)
             let node: PredicateNode
             let sqlIDs: Set<String>
+            let foldedIDs: Set<String>
             do {
                 node = try PredicateParser.parse(predicate)
-                sqlIDs = Set(
-                    try store.fetch(FetchRequest(entity: "Team", predicate: predicate, resultType: .ids)).ids ?? [])
+                let request = FetchRequest(entity: "Team", predicate: predicate, resultType: .ids)
+                sqlIDs = Set(try store.fetch(request).ids ?? [])
+                foldedIDs = Set(try foldedStore.fetch(request).ids ?? [])
             } catch {
                 disagreements.append("\(predicate): SQL side failed: \(error)")
                 continue
@@ -40,8 +47,13 @@ final class PredicateDifferentialTests: XCTestCase {
             if let line = PredicateFixture.disagreement(predicate, "SQL", ids: sqlIDs, inMemory: memoryIDs) {
                 disagreements.append(line)
             }
+            if predicate.contains("[cd]") { foldedChecked += 1 }
+            if let line = PredicateFixture.disagreement(predicate, "folded SQL", ids: foldedIDs, inMemory: memoryIDs) {
+                disagreements.append(line)
+            }
         }
         XCTAssertEqual(checked, 2500)
+        XCTAssertGreaterThan(foldedChecked, 300, "enough [cd] comparisons read the shadow columns")
         XCTAssertTrue(
             disagreements.isEmpty,
             "\(disagreements.count) disagreements:\n" + disagreements.prefix(15).joined(separator: "\n"))

@@ -11,6 +11,8 @@ final class PredicateTests: XCTestCase {
     static let model = PredicateFixture.model
 
     private var seeded: Store?
+    /// The model the store is defined with (``PredicateFixture/foldedModel`` for the folded runs).
+    private var definedModel = PredicateTests.model
 
     /// Teams A…F (rows 1…6) with players, countries and awkward values.
     func store() throws -> Store {
@@ -19,7 +21,7 @@ final class PredicateTests: XCTestCase {
             "depot-predicates-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try Store(path: directory.appendingPathComponent("p.sqlite").path)
-        _ = try store.defineModel(Self.model)
+        _ = try store.defineModel(definedModel)
         try PredicateFixture.seedCaseTable(
             save: { _ = try store.save($0) }, fetchIDs: { try store.fetch($0).ids ?? [] })
         seeded = store
@@ -51,6 +53,18 @@ final class PredicateTests: XCTestCase {
     }
 
     func testCaseTable() throws {
+        try checkCaseTable()
+    }
+
+    /// The same table with every string attribute `folded`: the `[cd]` cases read the shadow columns
+    /// and must match exactly the same teams.
+    func testCaseTableFolded() throws {
+        definedModel = PredicateFixture.foldedModel
+        try checkCaseTable()
+        XCTAssertGreaterThanOrEqual(Self.cases.filter { $0.0.contains("[cd]") }.count, 10)
+    }
+
+    private func checkCaseTable() throws {
         var failures: [String] = []
         for (predicate, arguments, expected) in Self.cases {
             do {

@@ -1,5 +1,6 @@
 import DepotProtocol
 import Foundation
+import GRDB
 import Synchronization
 import XCTest
 
@@ -211,6 +212,36 @@ final class ReplicationTests: XCTestCase {
         try a.catchUpWithCluster()
         XCTAssertNil(a.divergenceError)
         XCTAssertEqual(try ids(b), try ids(a))
+    }
+
+    func testAReplicaComputesTheShadowColumnsOfFoldedAttributesItself() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        _ = try a.defineModel(testModel)
+        _ = try a.insertTeam("Étoile Rouge", zone: "Europe")
+        // Folding an attribute is a model change: b migrates itself from the log entry.
+        var folded = testModel
+        folded[0].attributes[0].folded = true
+        _ = try a.defineModel(folded)
+        _ = try a.insertTeam("ÉCOLE", zone: "Europe")
+        _ = try a.batchInsert(
+            BatchInsert.Parameters(entity: "Team", objects: [["teamName": "Crème", "qualifyingZone": "Asia"]]))
+        _ = try a.batchUpdate(
+            BatchUpdate.Parameters(entity: "Team", predicate: "teamName == 'ÉCOLE'", values: ["teamName": "Ecole Ü"]))
+        try b.catchUpWithCluster()
+        XCTAssertNil(b.divergenceError, "the checksums leave the shadow columns out")
+        let shadows = { (store: Store) in
+            try store.read { db in
+                try Row.fetchAll(db, sql: "SELECT teamName, \"teamName#folded\" FROM e_Team ORDER BY id").map {
+                    [$0[0] as String, $0[1] as String]
+                }
+            }
+        }
+        XCTAssertEqual(try shadows(b), try shadows(a))
+        XCTAssertEqual(try shadows(b).map { $0[1] }, ["etoile rouge", "ecole u", "creme"])
+        let request = FetchRequest(entity: "Team", predicate: "teamName CONTAINS[cd] 'E'", resultType: .ids)
+        XCTAssertEqual(try b.fetch(request).ids?.count, 3)
+        XCTAssertEqual(try b.fetch(request).ids, try a.fetch(request).ids)
     }
 
     private func replica(_ log: MemoryLog, retention: HistoryRetention = .count(100_000)) throws -> Store {

@@ -42,3 +42,15 @@ public enum PredicateFixture {
             relationships: [RelationshipDescription(name: "teams", destination: "Team", toMany: true, inverse: "tags")]),
     ]
 }
+
+extension PredicateFixture {
+    /// ``model`` with every string attribute `folded`: `[cd]` comparisons then read the shadow
+    /// columns, and must match exactly what ``model`` matches.
+    public static let foldedModel: [EntityDescription] = model.map { entity in
+        var entity = entity
+        for index in entity.attributes.indices where entity.attributes[index].type == .string {
+            entity.attributes[index].folded = true
+        }
+        return entity
+    }
+}

@@ -42,28 +42,44 @@ public struct AttributeDescription: Codable, Hashable, Sendable {
     public var defaultValue: JSONValue?
     /// Whether to keep a single-column index on it.
     public var indexed: Bool
+    /// For a string: whether to keep an indexed shadow column holding the value folded for
+    /// `[cd]` (case and diacritics), which `[cd]` comparisons then read instead of folding every row.
+    public var folded: Bool
     /// The attribute's name in the previous model version, for a rename migration.
     public var renamedFrom: String?
 
     /// Creates an attribute.
     public init(
         name: String, type: AttributeType, optional: Bool = false, defaultValue: JSONValue? = nil,
-        indexed: Bool = false, renamedFrom: String? = nil
+        indexed: Bool = false, folded: Bool = false, renamedFrom: String? = nil
     ) {
         self.name = name
         self.type = type
         self.optional = optional
         self.defaultValue = defaultValue
         self.indexed = indexed
+        self.folded = folded
         self.renamedFrom = renamedFrom
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, type, optional, indexed, renamedFrom
+        case name, type, optional, indexed, folded, renamedFrom
         case defaultValue = "default"
     }
 
-    /// Decodes an attribute; `optional` and `indexed` default to `false`.
+    /// Encodes an attribute; `folded` only when set, so models without it read as before.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(type, forKey: .type)
+        try container.encode(optional, forKey: .optional)
+        try container.encodeIfPresent(defaultValue, forKey: .defaultValue)
+        try container.encode(indexed, forKey: .indexed)
+        if folded { try container.encode(true, forKey: .folded) }
+        try container.encodeIfPresent(renamedFrom, forKey: .renamedFrom)
+    }
+
+    /// Decodes an attribute; `optional`, `indexed` and `folded` default to `false`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         name = try container.decode(String.self, forKey: .name)
@@ -71,6 +87,7 @@ public struct AttributeDescription: Codable, Hashable, Sendable {
         optional = try container.decodeIfPresent(Bool.self, forKey: .optional) ?? false
         defaultValue = try container.decodeIfPresent(JSONValue.self, forKey: .defaultValue)
         indexed = try container.decodeIfPresent(Bool.self, forKey: .indexed) ?? false
+        folded = try container.decodeIfPresent(Bool.self, forKey: .folded) ?? false
         renamedFrom = try container.decodeIfPresent(String.self, forKey: .renamedFrom)
     }
 }

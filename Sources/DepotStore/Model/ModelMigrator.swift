@@ -66,6 +66,7 @@ enum ModelMigrator {
         try migrateJoinTables(db, from: old, to: schema, named: named)
         for entity in schema.entities {
             try syncIndexes(db, for: entity, changes: &changes)
+            try syncFoldTriggers(db, for: entity)
         }
         if changes.isEmpty && !old.entities.isEmpty { return (old, []) }
         let finalSchema = Schema(version: max(old.version + (changes.isEmpty ? 0 : 1), 1), entities: schema.entities)
@@ -158,6 +159,9 @@ enum ModelMigrator {
         for key in entity.columnKeys {
             columns.append(entity.column(key) + (entity.toOne[key] != nil ? " INTEGER" : ""))
         }
+        for attribute in entity.description.attributes where attribute.folded {
+            columns.append(EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name)) + " TEXT")
+        }
         try db.execute(sql: "CREATE TABLE \(entity.table) (\(columns.joined(separator: ", ")))")
     }
 
@@ -218,6 +222,7 @@ enum ModelMigrator {
                     try db.execute(
                         sql: "UPDATE \(table) SET \(EntitySchema.quote(attribute.name)) = ?", arguments: [stored])
                 }
+                if attribute.folded { try addFoldedColumn(db, table: table, attribute) }
                 changes.append("added attribute \(new.name).\(attribute.name)")
                 continue
             }
@@ -236,6 +241,20 @@ enum ModelMigrator {
                         "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(source.name)) TO \(EntitySchema.quote(attribute.name))"
                 )
                 changes.append("renamed attribute \(new.name).\(source.name) to \(attribute.name)")
+            }
+            if source.folded != attribute.folded {
+                if attribute.folded {
+                    try addFoldedColumn(db, table: table, attribute)
+                } else {
+                    try dropFoldedColumn(db, table: table, tableName: "e_" + new.name, key: source.name)
+                }
+                changes.append("\(attribute.folded ? "folded" : "unfolded") attribute \(new.name).\(attribute.name)")
+            } else if source.folded, source.name != attribute.name {
+                // Its index and triggers are made again under the new name (syncIndexes, syncFoldTriggers).
+                try db.execute(
+                    sql:
+                        "ALTER TABLE \(table) RENAME COLUMN \(EntitySchema.quote(EntitySchema.foldedColumnName(source.name))) TO \(EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name)))"
+                )
             }
         }
         for relationship in new.relationships {
@@ -272,6 +291,69 @@ enum ModelMigrator {
         }
     }
 
+    /// Adds `attribute`'s shadow column, filled from the rows as they are.
+    private static func addFoldedColumn(_ db: Database, table: String, _ attribute: AttributeDescription) throws {
+        let shadow = EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name))
+        try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(shadow) TEXT")
+        try db.execute(sql: "UPDATE \(table) SET \(shadow) = \(EntitySchema.foldExpression(attribute.name))")
+    }
+
+    /// Drops the shadow column of `key` (once folded) with the index and triggers that name it
+    /// (by whatever entity name they were made under).
+    private static func dropFoldedColumn(_ db: Database, table: String, tableName: String, key: String) throws {
+        let shadow = EntitySchema.quote(EntitySchema.foldedColumnName(key))
+        let dependents = try Row.fetchAll(
+            db,
+            sql:
+                "SELECT type, name FROM sqlite_master WHERE tbl_name = ? AND type IN ('index', 'trigger') AND name GLOB 'f_*' AND instr(sql, ?) > 0",
+            arguments: [tableName, shadow])
+        for row in dependents {
+            let type: String = row["type"]
+            let name: String = row["name"]
+            try db.execute(sql: "DROP \(type == "index" ? "INDEX" : "TRIGGER") \(EntitySchema.quote(name))")
+        }
+        try db.execute(sql: "ALTER TABLE \(table) DROP COLUMN \(shadow)")
+    }
+
+    /// The name of a trigger that keeps a shadow column right (`event`: `insert` or `update`).
+    private static func foldedTriggerName(_ entity: String, _ key: String, _ event: String) -> String {
+        "f_\(entity)_\(key)_\(event)"
+    }
+
+    /// Makes the triggers that keep the shadow columns right exactly those of the entity's
+    /// `folded` attributes: after an insert, and after an update that sets the attribute, the
+    /// row's shadow column is set to the fold. Being SQLite's, they run for every write path
+    /// (saves, batches, a replica applying a changeset) without any of them knowing.
+    private static func syncFoldTriggers(_ db: Database, for entity: EntitySchema) throws {
+        var desired: [String: String] = [:]
+        for attribute in entity.description.attributes where attribute.folded {
+            let shadow = EntitySchema.quote(EntitySchema.foldedColumnName(attribute.name))
+            let fold = EntitySchema.foldExpression(attribute.name, row: "NEW")
+            let insert = foldedTriggerName(entity.name, attribute.name, "insert")
+            desired[insert] =
+                "CREATE TRIGGER \(EntitySchema.quote(insert)) AFTER INSERT ON \(entity.table) BEGIN UPDATE \(entity.table) SET \(shadow) = \(fold) WHERE id = NEW.id; END"
+            let update = foldedTriggerName(entity.name, attribute.name, "update")
+            desired[update] =
+                "CREATE TRIGGER \(EntitySchema.quote(update)) AFTER UPDATE OF \(entity.column(attribute.name)) ON \(entity.table) BEGIN UPDATE \(entity.table) SET \(shadow) = \(fold) WHERE id = NEW.id; END"
+        }
+        let existing = try Row.fetchAll(
+            db, sql: "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name GLOB 'f_*'",
+            arguments: [entity.tableName])
+        var present: [String: String] = [:]
+        for row in existing {
+            if let name: String = row["name"], let sql: String = row["sql"] { present[name] = sql }
+        }
+        for (name, sql) in present where desired[name] != sql {
+            try db.execute(sql: "DROP TRIGGER \(EntitySchema.quote(name))")
+        }
+        for (name, sql) in desired.sorted(by: { $0.key < $1.key }) where present[name] != sql {
+            try db.execute(sql: sql)
+        }
+    }
+
+    /// The name of the index on a folded attribute's shadow column.
+    private static func foldedIndexName(_ entity: String, _ key: String) -> String { "f_\(entity)_\(key)" }
+
     /// Makes the entity's indexes exactly the declared ones, plus one per to-one relationship column.
     private static func syncIndexes(_ db: Database, for entity: EntitySchema, changes: inout [String]) throws {
         var desired: [String: String] = [:]
@@ -285,6 +367,11 @@ enum ModelMigrator {
             add("i", [attribute.name], unique: false)
         }
         for keys in entity.description.indexes { add("i", keys, unique: false) }
+        for attribute in entity.description.attributes where attribute.folded {
+            let name = foldedIndexName(entity.name, attribute.name)
+            desired[name] =
+                "CREATE INDEX \(EntitySchema.quote(name)) ON \(entity.table) (\(entity.foldedColumn(attribute.name)!))"
+        }
         for keys in entity.description.uniquenessConstraints { add("u", keys, unique: true) }
         for key in entity.toOne.keys { add("r", [key], unique: false) }
         let existing = try Row.fetchAll(
@@ -296,7 +383,7 @@ enum ModelMigrator {
         }
         for (name, sql) in present where desired[name] != sql {
             try db.execute(sql: "DROP INDEX \(EntitySchema.quote(name))")
-            if !name.hasPrefix("r_") { changes.append("dropped index \(name)") }
+            if !name.hasPrefix("r_"), !name.hasPrefix("f_") { changes.append("dropped index \(name)") }
         }
         for (name, sql) in desired.sorted(by: { $0.key < $1.key }) where present[name] != sql {
             do {
@@ -304,7 +391,7 @@ enum ModelMigrator {
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw refused("adding uniqueness constraint \(name) while existing objects share its values")
             }
-            if !name.hasPrefix("r_") { changes.append("added index \(name)") }
+            if !name.hasPrefix("r_"), !name.hasPrefix("f_") { changes.append("added index \(name)") }
         }
     }
 }

@@ -34,6 +34,11 @@ enum ModelValidator {
             for (position, attribute) in entity.attributes.enumerated() {
                 let attributeField = "\(field).attributes[\(position)]"
                 try checkKey(attribute.name, entity: entity.name, field: "\(attributeField).name", keys: &keys)
+                if attribute.folded, attribute.type != .string {
+                    throw .invalidParams(
+                        "folded keeps a folded copy of text: \(entity.name).\(attribute.name) is \(attribute.type.rawValue), not string",
+                        field: "\(attributeField).folded")
+                }
                 if let value = attribute.defaultValue, !value.isNull {
                     do {
                         _ = try ValueCoding.databaseValue(value, type: attribute.type)

@@ -98,6 +98,25 @@ public struct EntitySchema: Sendable {
     /// The quoted column of an attribute or to-one relationship.
     public func column(_ key: String) -> String { Self.quote(key) }
 
+    /// The quoted shadow column of a `folded` attribute, holding the value folded for `[cd]`,
+    /// or nil when `key` is not folded. Triggers keep it right on every write (the model
+    /// migrator makes them), so no write path has to know of it.
+    public func foldedColumn(_ key: String) -> String? {
+        attributes[key]?.folded == true ? Self.quote(Self.foldedColumnName(key)) : nil
+    }
+
+    /// The unquoted name of `key`'s shadow column; `#` keeps it apart from every model key.
+    static func foldedColumnName(_ key: String) -> String { key + "#folded" }
+
+    /// Whether a table column is a shadow column (``foldedColumn(_:)``): derived, never an object's
+    /// value, so the cluster's object tables and checksums leave it out (each store computes its own).
+    public static func isShadowColumn(_ name: String) -> Bool { name.utf8.contains(UInt8(ascii: "#")) }
+
+    /// The SQL that folds `key`'s value (of the row `row`, or the statement's own) for `[cd]`.
+    static func foldExpression(_ key: String, row: String? = nil) -> String {
+        "depot_fold(\(row.map { $0 + "." } ?? "")\(quote(key)), 3)"
+    }
+
     /// Whether `key` is an attribute or relationship of the entity.
     public func hasKey(_ key: String) -> Bool {
         attributes[key] != nil || toOne[key] != nil || toMany[key] != nil

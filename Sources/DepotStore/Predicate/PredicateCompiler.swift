@@ -31,6 +31,8 @@ struct PredicateCompiler {
     private(set) var arguments: [DatabaseValue] = []
     private(set) var dependencies: Set<PredicateDependency> = []
     private var aliasCount = 0
+    /// The shadow column (`folded` attributes, SQLite only) of each attribute column resolved so far, by the column's SQL.
+    private var foldedColumns: [String: String] = [:]
 
     /// A compiler whose SQL goes into a statement that already binds `boundBefore`
     /// (its own parameters are numbered after them).
@@ -99,9 +101,12 @@ struct PredicateCompiler {
             if components.isEmpty { return .scalar(sql: rowSQL, type: nil, destination: entity) }
         }
         func column(_ key: String) -> String {
+            read(entity.column(key))
+        }
+        func read(_ column: String) -> String {
             isAliasRow
-                ? "\(alias).\(entity.column(key))"
-                : "(SELECT x.\(entity.column(key)) FROM \(entity.table) AS x WHERE x.id = \(rowSQL))"
+                ? "\(alias).\(column)"
+                : "(SELECT x.\(column) FROM \(entity.table) AS x WHERE x.id = \(rowSQL))"
         }
         while let key = components.first {
             components = components.dropFirst()
@@ -117,7 +122,10 @@ struct PredicateCompiler {
             }
             if let attribute = entity.attributes[key] {
                 guard components.isEmpty else { throw unknownKey(components.first!, of: entity, path: path) }
-                return .scalar(sql: column(key), type: attribute.type, destination: nil)
+                let sql = column(key)
+                // PostgreSQL's object tables have no shadow columns: there `[cd]` folds as it reads.
+                if dialect == .sqlite, let shadow = entity.foldedColumn(key) { foldedColumns[sql] = read(shadow) }
+                return .scalar(sql: sql, type: attribute.type, destination: nil)
             }
             if let relationship = entity.toOne[key], let destination = schema.entity(named: relationship.destination) {
                 let next = column(key)
@@ -272,6 +280,10 @@ struct PredicateCompiler {
         var isNullLiteral = false
         /// The bound value, for a constant.
         var constant: DatabaseValue?
+        /// The constant's position in the arguments (from 1), for folding it in place.
+        var argumentIndex: Int?
+        /// The shadow column holding the value folded for `[cd]`, for a `folded` attribute.
+        var folded: String?
     }
 
     private mutating func operand(
@@ -282,7 +294,7 @@ struct PredicateCompiler {
         case .keyPath(let path):
             switch try resolve(path, in: scope) {
             case .scalar(let sql, let type, let destination):
-                return Operand(sql: sql, type: type, destination: destination)
+                return Operand(sql: sql, type: type, destination: destination, folded: foldedColumns[sql])
             case .collection(_, let relationship, _, _, _):
                 throw .invalidParams(
                     "'\(path.joined(separator: "."))' is the to-many relationship \(relationship.name): compare with ANY, ALL or NONE, or use @count",
@@ -293,7 +305,8 @@ struct PredicateCompiler {
             let stored = try typedValue(value, type: type, destination: destination, position: position)
             let placeholder = bind(stored)
             return Operand(
-                sql: type == .boolean ? dialect.boolean(placeholder) : placeholder, type: type, constant: stored)
+                sql: type == .boolean ? dialect.boolean(placeholder) : placeholder, type: type, constant: stored,
+                argumentIndex: arguments.count)
         case .aggregate(let function, let collection, let key):
             guard
                 case .collection(let owner, let relationship, let destinationEntity, let remainder, _) = try resolve(
@@ -365,20 +378,17 @@ struct PredicateCompiler {
                         element, in: scope, expecting: left.type, destination: left.destination, position: position))
             }
             for value in values { try checkDialect(left, value, comparison) }
-            let lhs = fold(left.sql, options, type: left.type)
+            let lhs = fold(left, options, type: left.type)
+            var folded: [String] = []
+            for value in values { folded.append(fold(value, options, type: left.type, against: left)) }
             if comparison.op == .between {
                 let isText = isText(left) || values.contains(where: isText)
                 let ordered = dialect.ordered(lhs, isText: isText)
-                let low = fold(values[0].sql, options, type: left.type)
-                let high = fold(values[1].sql, options, type: left.type)
-                return dialect.orFalse("\(ordered) >= \(low) AND \(ordered) <= \(high)")
+                return dialect.orFalse("\(ordered) >= \(folded[0]) AND \(ordered) <= \(folded[1])")
             }
             // Still names the left side: its bound arguments (`NO IN {}`) must appear in the SQL.
             if values.isEmpty { return "(\(dialect.literal(false)) AND \(lhs) IS NULL)" }
-            return "("
-                + values.map { dialect.nullSafeEquals(lhs, fold($0.sql, options, type: left.type)) }.joined(
-                    separator: " OR ")
-                + ")"
+            return "(" + folded.map { dialect.nullSafeEquals(lhs, $0) }.joined(separator: " OR ") + ")"
         }
         if comparison.op.isStringOperator, let type = left.type, type != .string {
             throw .invalidParams(
@@ -389,8 +399,10 @@ struct PredicateCompiler {
             comparison.rhs, in: scope, expecting: left.type, destination: left.destination, position: position)
         try checkTypes(left, right, comparison)
         try checkDialect(left, right, comparison)
-        let lhs = fold(left.sql, options, type: left.type ?? right.type)
-        let rhs = fold(right.sql, options, type: left.type ?? right.type)
+        // MATCHES folds by its own rules (its pattern is not a string to fold).
+        if comparison.op == .matches { return try matches(left, right, comparison) }
+        let lhs = fold(left, options, type: left.type ?? right.type, against: right)
+        let rhs = fold(right, options, type: left.type ?? right.type, against: left)
         let ordered = dialect.ordered(lhs, isText: isText(left) || isText(right))
         switch comparison.op {
         case .equal: return dialect.isSame(lhs, rhs)
@@ -399,7 +411,14 @@ struct PredicateCompiler {
         case .lessOrEqual: return dialect.orFalse("\(ordered) <= \(rhs)")
         case .greater: return dialect.orFalse("\(ordered) > \(rhs)")
         case .greaterOrEqual: return dialect.orFalse("\(ordered) >= \(rhs)")
-        case .beginsWith: return dialect.beginsWith(lhs, rhs)
+        case .beginsWith:
+            if readsShadow(left, options), case .string? = right.constant?.storage {
+                // A range over the shadow column's index narrows the rows; the exact test stays.
+                // Text that begins with the prefix sorts before the prefix and 0xFF (never in UTF-8).
+                return
+                    "(\(lhs) >= \(rhs) AND \(lhs) < \(rhs) || CAST(X'FF' AS TEXT) AND \(dialect.beginsWith(lhs, rhs)))"
+            }
+            return dialect.beginsWith(lhs, rhs)
         case .endsWith: return dialect.endsWith(lhs, rhs)
         case .contains: return dialect.contains(lhs, rhs)
         case .like: return dialect.like(lhs, rhs)
@@ -438,6 +457,28 @@ struct PredicateCompiler {
     private func fold(_ sql: String, _ options: Comparison.Options, type: AttributeType?) -> String {
         guard !options.isEmpty, type == nil || type == .string else { return sql }
         return dialect.fold(sql, options.rawValue)
+    }
+
+    /// Whether `[cd]` reads `operand`'s shadow column instead of folding its value.
+    private func readsShadow(_ operand: Operand, _ options: Comparison.Options) -> Bool {
+        operand.folded != nil && options == [.caseInsensitive, .diacriticInsensitive]
+    }
+
+    /// Applies `[c]`/`[d]` folding to `operand`, compared with `other`: a folded attribute
+    /// under `[cd]` reads its shadow column, and a string constant compared with one is
+    /// folded here, once, rather than by SQL (the same ``PredicateText/fold(_:_:)``).
+    private mutating func fold(
+        _ operand: Operand, _ options: Comparison.Options, type: AttributeType?, against other: Operand? = nil
+    ) -> String {
+        guard !options.isEmpty, type == nil || type == .string else { return operand.sql }
+        if readsShadow(operand, options), let shadow = operand.folded { return shadow }
+        if let other, readsShadow(other, options), let index = operand.argumentIndex,
+            case .string(let text) = arguments[index - 1].storage
+        {
+            arguments[index - 1] = PredicateText.fold(text, options.rawValue).databaseValue
+            return operand.sql
+        }
+        return fold(operand.sql, options, type: type)
     }
 
     /// Whether an operand is text (for its ordering).

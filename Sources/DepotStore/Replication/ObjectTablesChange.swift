@@ -111,7 +111,10 @@ public struct ObjectTablesChange: Sendable, Equatable {
         return ObjectTablesChange(model: schema, tables: tables, highestIDs: highestIDs)
     }
 
+    /// A row's columns by name, without shadow columns: each SQLite store computes its own.
     private static func columns(_ row: Row) -> [String: DatabaseValue] {
-        Dictionary(row.map { ($0.0, $0.1) }, uniquingKeysWith: { first, _ in first })
+        Dictionary(
+            row.lazy.filter { !EntitySchema.isShadowColumn($0.0) }.map { ($0.0, $0.1) },
+            uniquingKeysWith: { first, _ in first })
     }
 }

@@ -39,7 +39,8 @@ enum ReplicaChecksum {
             }
             guard names.count == change.primaryKey.count else {
                 throw ReplicationError.diverged(
-                    "the table \(change.table) has \(names.count) columns here, the changeset \(change.primaryKey.count)")
+                    "the table \(change.table) has \(names.count) columns here, the changeset \(change.primaryKey.count)"
+                )
             }
             switch change.operation {
             case .insert:
@@ -69,7 +70,7 @@ enum ReplicaChecksum {
     static func hash(table: String, columns: [(String, DatabaseValue)]) -> UInt64 {
         var hasher = FNV()
         hasher.add(table)
-        for (name, value) in columns.sorted(by: { $0.0 < $1.0 }) {
+        for (name, value) in columns.sorted(by: { $0.0 < $1.0 }) where !EntitySchema.isShadowColumn(name) {
             hasher.add(name)
             switch value.storage {
             case .null:

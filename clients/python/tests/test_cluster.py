@@ -340,6 +340,53 @@ def test_model_changes_many_to_many_pairs_and_batches_reach_every_daemon(cluster
             client.close()
 
 
+def shadow_rows(daemon: Daemon) -> List[Tuple[str, str]]:
+    """Each Post's title and its folded shadow column, read from the daemon's own SQLite file."""
+    with closing(sqlite3.connect(os.path.join(daemon.data_dir, "depot.sqlite"))) as db:
+        return db.execute('SELECT title, "title#folded" FROM "e_Post" ORDER BY id').fetchall()
+
+
+def test_a_folded_attribute_is_kept_right_on_every_daemon_and_one_that_joins_later() -> None:
+    """``folded`` (docs/predicates.md): each daemon's store keeps the shadow column, whether it wrote
+    the rows, applied them from the log or started from the cluster's tables, and ``[cd]`` fetches
+    through any of them agree."""
+    post = {"name": "Post", "attributes": [{"name": "title", "type": "string", "folded": True},
+                                           {"name": "rank", "type": "integer", "default": 0}]}
+    store, daemons = start_cluster(2)
+    clients = [d.client() for d in daemons]
+    try:
+        clients[0].call("model/define", {"entities": [post]})
+        titles = ["Étoile Rouge", "ÉCOLE", "crème brûlée", "Straße", "日本"]
+        clients[1].save(inserted=[{"entity": "Post", "values": {"title": t}} for t in titles])
+        clients[0].call("store/batchInsert", {"entity": "Post", "objects": [{"title": f"Écho {i}"} for i in range(50)]})
+        last = clients[1].call("store/batchUpdate", {"entity": "Post", "predicate": "title == 'ÉCOLE'",
+                                                     "values": {"title": "Ecole Ü"}})["transaction"]
+        for client in clients:
+            deadline = time.monotonic() + 10
+            while client.call("store/history", {"since": 0, "limit": 1})["latest"] < last:
+                assert time.monotonic() < deadline, "a daemon did not follow"
+                time.sleep(0.05)
+        daemons.append(Daemon(store=store))
+        clients.append(daemons[-1].client())
+        assert clients[2].call("model/get")["entities"][-1]["attributes"][0]["folded"] is True
+        rows = [shadow_rows(d) for d in daemons]
+        assert rows[0] == rows[1] == rows[2], "every store holds the same shadow column"
+        assert rows[0][:3] == [("Étoile Rouge", "etoile rouge"), ("Ecole Ü", "ecole u"),
+                               ("crème brûlée", "creme brulee")]
+        for predicate, expected in [("title CONTAINS[cd] 'ECH'", 50), ("title CONTAINS[cd] 'ÉCO'", 1),
+                                    ("title BEGINSWITH[cd] 'e'", 2 + 50),
+                                    ("title ==[cd] 'ETOILE ROUGE'", 1)]:
+            answers = [c.fetch({"entity": "Post", "predicate": predicate, "sort": [{"key": "title"}]})["objects"]
+                       for c in clients]
+            assert len(answers[0]) == expected, predicate
+            assert answers[0] == answers[1] == answers[2], predicate
+    finally:
+        for client in clients:
+            client.close()
+        for running in daemons:
+            running.stop()
+
+
 def save_at_random(clients: List[depot.Client], rng: random.Random, ids: List[str], steps: int) -> int:
     """``steps`` random saves, round robin through ``clients``; the newest transaction number."""
     last = 0
