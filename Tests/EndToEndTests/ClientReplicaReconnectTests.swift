@@ -44,15 +44,19 @@ final class ClientReplicaReconnectTests: XCTestCase {
     }
 
     /// Saves `saves` through a daemon on the same data directory but another endpoint (the client
-    /// does not see it), then stops it: what changed while the client was away.
+    /// does not see it), then stops it: what changed while the client was away. Returns the last
+    /// save's transaction.
+    @discardableResult
     private static func changeWhileAway(
         _ dataDirectory: URL, arguments: [String] = [], _ saves: [StoreSave.Parameters]
-    ) async throws {
+    ) async throws -> Int64 {
         let meanwhile = try Daemon(dataDirectory: dataDirectory, arguments: arguments)
         let other = try await meanwhile.connect(name: "other")
-        for save in saves { _ = try await other.call(StoreSave.self, save) }
+        var transaction: Int64 = 0
+        for save in saves { transaction = try await other.call(StoreSave.self, save).transaction }
         await other.close()
         XCTAssertEqual(meanwhile.stop(), 0)
+        return transaction
     }
 
     /// The daemon restarts after remote changes: the controller catches up with one ordinary
@@ -150,6 +154,47 @@ final class ClientReplicaReconnectTests: XCTestCase {
         let fresh = try (try await other.call(StoreFetch.self, ClientFetchedResultsTests.teamsRequest()).objects ?? [])
             .map { try DepotObject(json: $0) }
         XCTAssertEqual(controller.fetchedObjects, fresh)
+        await setup.connection.close()
+    }
+
+    /// The daemon comes back having started from its cluster's snapshot, its history beginning
+    /// after the results' transaction: `store/history` refuses the catch-up with -32602 (naming
+    /// `since`), and the controller resyncs in full (a reload) to a fresh fetch.
+    @MainActor
+    func testWhenTheRestartedDaemonsHistoryBeginsAfterTheResultsALiveControllerResyncs() async throws {
+        if let store = ProcessInfo.processInfo.environment["DEPOT_TEST_STORE"], !store.isEmpty {
+            throw XCTSkip("edits the daemon's SQLite file")
+        }
+        let setup = try await liveControllerWhoseDaemonStopped()
+        let controller = setup.controller
+        let changes = controller.changes()
+        let latest = try await Self.changeWhileAway(
+            setup.dataDirectory,
+            [.init(updated: [UpdatedObject(id: setup.ids["Japan"]!, values: ["wins": 5])])])
+        try DaemonFile.setHistoryBegins(latest, dataDirectory: setup.dataDirectory)
+
+        let second = try Daemon(dataDirectory: setup.dataDirectory, heartbeat: 1, listen: setup.endpoint)
+        defer {
+            second.stop()
+            second.removeData()
+        }
+        let next = await ClientSupport.first(changes, timeout: .seconds(30))
+        XCTAssertEqual(next?.isReload, true, "a full resync is a reload")
+        XCTAssertEqual(controller.lastCatchUp?.resynced, true)
+        XCTAssertEqual(controller.lastCatchUp?.objectsFetched, 32)
+
+        let other = try await second.connect(name: "checker")
+        do {
+            _ = try await other.call(StoreHistory.self, .init(since: latest - 1))
+            XCTFail("history before \(latest) was answered")
+        } catch {
+            XCTAssertEqual(error.rpcError?.code, .invalidParams)
+            XCTAssertEqual(error.rpcError?.data?["field"], "since")
+        }
+        let fresh = try (try await other.call(StoreFetch.self, ClientFetchedResultsTests.teamsRequest()).objects ?? [])
+            .map { try DepotObject(json: $0) }
+        XCTAssertEqual(controller.fetchedObjects, fresh)
+        XCTAssertEqual(fresh.first { $0.id == setup.ids["Japan"]! }?.int("wins"), 5)
         await setup.connection.close()
     }
 
