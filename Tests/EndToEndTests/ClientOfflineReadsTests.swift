@@ -59,6 +59,15 @@ final class ClientOfflineReadsTests: XCTestCase {
             }
         }
 
+        // fetch(_:) answers objects only; the other result types have their own calls.
+        do {
+            _ = try await context.fetch(FetchRequest(entity: "Team", resultType: .ids))
+            XCTFail("an ids fetch was answered offline as objects")
+        } catch {
+            guard case .persistentStore(let message) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(message.contains("count(for:)"), message)
+        }
+
         // Groups are the daemon's to compute: refused, saying so.
         var grouped = FetchRequest(entity: "Team")
         grouped.groupBy = ["qualifyingZone"]

@@ -118,9 +118,17 @@ public final class ObjectContext: Sendable {
 
     /// Fetches objects and registers them; objects with local changes keep them.
     /// With a persistent store and no session, the objects stored in the file are matched
-    /// locally (predicate, order, window).
+    /// locally (predicate, order, window); a `resultType` other than objects is then refused
+    /// (``count(for:)`` and ``fetchDictionaries(_:)`` answer those).
     public func fetch(_ request: FetchRequest) async throws(DepotClientError) -> [DepotObject] {
-        if let offline = try await offlineMatches(request) { return register(offline).map { $0.bound(to: self) } }
+        if let offline = try await offlineMatches(request) {
+            guard request.resultType == nil || request.resultType == .objects else {
+                throw .persistentStore(
+                    "fetch(_:) answers only objects from the persistent store while the daemon is out of reach: count(for:) and fetchDictionaries(_:) answer the other result types"
+                )
+            }
+            return register(offline).map { $0.bound(to: self) }
+        }
         let result = try await connection.call(StoreFetch.self, request)
         var objects: [DepotObject] = []
         for json in result.objects ?? [] { objects.append(try DepotObject(json: json)) }
