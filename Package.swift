@@ -118,7 +118,11 @@ let package = Package(
         // What the test targets share: the daemon launcher (DepotBenchmarks starts its daemons with it too),
         // the seeded generator, the fixtures (FuzzPredicate's model too). Not a product.
         .target(
-            name: "DepotTestSupport", dependencies: ["DepotClient", "DepotProtocol", "DepotServer", "DepotStore"],
+            name: "DepotTestSupport",
+            dependencies: [
+                "DepotClient", "DepotProtocol", "DepotServer", "DepotStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             path: "Tests/DepotTestSupport"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "DepotProtocolTests", dependencies: ["DepotProtocol"]),

@@ -63,23 +63,29 @@ struct OfflineExample: AsyncParsableCommand {
         team["wins"] = .int(Int64(wins))
         let saved = try await context.save()
         guard saved.isPending else {
-            print("\(name): \(wins) wins (saved, transaction \(saved.transaction))")
+            say("\(name): \(wins) wins (saved, transaction \(saved.transaction))")
             return
         }
-        print("\(name): \(wins) wins, queued in \(store) (saveId \(saved.saveId ?? "?")); waiting for the daemon…")
+        say("\(name): \(wins) wins, queued in \(store) (saveId \(saved.saveId ?? "?")); waiting for the daemon…")
         let failures = context.failedSaves()
         let deadline = ContinuousClock.now + .seconds(wait)
         while ContinuousClock.now < deadline, try !context.pendingSaves().isEmpty {
             try await Task.sleep(for: .milliseconds(200))
         }
         if try !context.pendingSaves().isEmpty {
-            print("the daemon did not come back: the save stays queued in \(store) for the next run")
+            say("the daemon did not come back: the save stays queued in \(store) for the next run")
         } else if let failure = await firstFailure(failures) {
-            print("the daemon refused the replay: \(failure.error)")
+            say("the daemon refused the replay: \(failure.error)")
             try context.dismissFailedSave(failure)
         } else {
-            print("replayed: the daemon has it")
+            say("replayed: the daemon has it")
         }
+    }
+
+    /// Writes `line` to standard output at once (unbuffered, also into a pipe or a file: a program
+    /// that then waits for the daemon has said so).
+    private func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
     private func firstFailure(_ failures: AsyncStream<FailedSave>) async -> FailedSave? {

@@ -11,6 +11,15 @@ public enum Executables {
         return depotd.deletingLastPathComponent().appendingPathComponent("depot")
     }
 
+    /// The offline example program, `OfflineExample` (or `$DEPOT_OFFLINE_EXAMPLE`, else the one beside
+    /// ``depotd``): the child client that tests kill while it waits with a queued save.
+    public static var offlineExample: URL {
+        if let path = ProcessInfo.processInfo.environment["DEPOT_OFFLINE_EXAMPLE"] {
+            return URL(fileURLWithPath: path)
+        }
+        return depotd.deletingLastPathComponent().appendingPathComponent("OfflineExample")
+    }
+
     private static func executable(_ name: String, environment variable: String) -> URL {
         if let path = ProcessInfo.processInfo.environment[variable] { return URL(fileURLWithPath: path) }
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

@@ -262,17 +262,21 @@ extension ObjectContext {
     // MARK: Reading offline
 
     /// `request` answered from the persistent store when there is one and no session: the stored
-    /// objects of its entity that match its predicate, in its order, within its window. `nil` when
-    /// the daemon should answer.
-    func offlineFetch(_ request: FetchRequest) async throws(DepotClientError) -> [DepotObject]? {
+    /// objects of its entity that match its predicate, in its order, within its window (not
+    /// registered). `nil` when the daemon should answer.
+    ///
+    /// - Throws: ``DepotClientError/persistentStore(_:)`` for a grouped request (its groups are the
+    ///   daemon's to compute), or a predicate with no model stored yet to evaluate it.
+    func offlineMatches(_ request: FetchRequest) async throws(DepotClientError) -> [DepotObject]? {
         guard let replica else { return nil }
         guard connection.state != .connected else {
             try await storeModelOnce(in: replica)
             return nil
         }
-        guard !request.isGrouped, request.resultType == nil || request.resultType == .objects else {
+        guard !request.isGrouped else {
             throw .persistentStore(
-                "only object fetches are answered from the persistent store while the daemon is out of reach")
+                "a grouped fetch (propertiesToGroupBy, aggregates, havingPredicate) is not answered from the persistent store while the daemon is out of reach"
+            )
         }
         var objects = try replica.objects(ofEntity: request.entity)
         if let predicate = request.predicate {
@@ -310,7 +314,19 @@ extension ObjectContext {
         }
         let offset = min(request.offset ?? 0, objects.count)
         let end = request.limit.map { min(offset + $0, objects.count) } ?? objects.count
-        return register(Array(objects[offset..<end])).map { $0.bound(to: self) }
+        return Array(objects[offset..<end])
+    }
+
+    /// ``offlineMatches(_:)`` as the plain dictionaries `store/fetch` answers for `resultType:
+    /// dictionaries`: each object's `properties` (all its values without them), no id.
+    func offlineDictionaries(_ request: FetchRequest) async throws(DepotClientError) -> [[String: JSONValue]]? {
+        guard let objects = try await offlineMatches(request) else { return nil }
+        return objects.map { object in
+            guard let properties = request.properties else { return object.values }
+            var dictionary: [String: JSONValue] = [:]
+            for key in properties { dictionary[key] = object.values[key] ?? .null }
+            return dictionary
+        }
     }
 
     /// Keeps the daemon's model in the persistent store (once per context), for offline predicates.

@@ -117,8 +117,18 @@ public final class ObjectContext: Sendable {
     // MARK: Reading
 
     /// Fetches objects and registers them; objects with local changes keep them.
+    /// With a persistent store and no session, the objects stored in the file are matched
+    /// locally (predicate, order, window); a `resultType` other than objects is then refused
+    /// (``count(for:)`` and ``fetchDictionaries(_:)`` answer those).
     public func fetch(_ request: FetchRequest) async throws(DepotClientError) -> [DepotObject] {
-        if let offline = try await offlineFetch(request) { return offline }
+        if let offline = try await offlineMatches(request) {
+            guard request.resultType == nil || request.resultType == .objects else {
+                throw .persistentStore(
+                    "fetch(_:) answers only objects from the persistent store while the daemon is out of reach: count(for:) and fetchDictionaries(_:) answer the other result types"
+                )
+            }
+            return register(offline).map { $0.bound(to: self) }
+        }
         let result = try await connection.call(StoreFetch.self, request)
         var objects: [DepotObject] = []
         for json in result.objects ?? [] { objects.append(try DepotObject(json: json)) }
@@ -129,9 +139,13 @@ public final class ObjectContext: Sendable {
     /// `.dictionaryResultType`: the `properties` of each object, or, for a grouped
     /// request (``FetchRequest/propertiesToGroupBy``, ``FetchRequest/aggregates``,
     /// ``FetchRequest/havingPredicate``), one dictionary per group. Nothing is registered.
+    /// With a persistent store and no session, a request that is not grouped is answered from
+    /// the objects stored in the file; a grouped one fails with
+    /// ``DepotClientError/persistentStore(_:)``.
     public func fetchDictionaries(_ request: FetchRequest) async throws(DepotClientError) -> [[String: JSONValue]] {
         var request = request
         request.resultType = .dictionaries
+        if let offline = try await offlineDictionaries(request) { return offline }
         let result = try await connection.call(StoreFetch.self, request)
         var dictionaries: [[String: JSONValue]] = []
         for element in result.objects ?? [] {
@@ -239,10 +253,13 @@ public final class ObjectContext: Sendable {
         return results
     }
 
-    /// The number of objects `request` matches, like `NSManagedObjectContext.count(for:)`.
+    /// The number of objects `request` matches, like `NSManagedObjectContext.count(for:)`
+    /// (within its limit and offset). With a persistent store and no session, the objects stored
+    /// in the file are counted; a grouped request then fails with ``DepotClientError/persistentStore(_:)``.
     public func count(for request: FetchRequest) async throws(DepotClientError) -> Int {
         var request = request
         request.resultType = .count
+        if let offline = try await offlineMatches(request) { return offline.count }
         return try await connection.call(StoreFetch.self, request).count ?? 0
     }
 

@@ -141,12 +141,17 @@ extension FetchedResultsController {
 
     /// Rebuilds the results from the daemon (a snapshot of the same subscription,
     /// or a new subscription when that is gone), reloads the objects that were
-    /// loaded, and reports a reload.
+    /// loaded, and reports a reload. With a persistent store, a new session
+    /// (`resubscribe`) catches up instead where history allows: one ordinary change.
     func resync(resubscribe: Bool) async {
-        let (oldSubscription, waiting) = state.withLock { ($0.subscription, $0.subscribesOnReconnect) }
+        let (oldSubscription, waiting, kept) = state.withLock {
+            ($0.subscription, $0.subscribesOnReconnect, $0.replica != nil)
+        }
         guard oldSubscription != nil || waiting else { return }
-        // Stored results shown while the daemon was away: catch up from them when history allows.
-        if oldSubscription == nil, waiting, (try? await catchUp()) == true { return }
+        // Stored results shown while the daemon was away, or live results kept in a file whose
+        // session was lost (a daemon restart, a dropped link): catch up from them when history allows.
+        let catchesUp = (oldSubscription == nil && waiting) || (resubscribe && kept)
+        if catchesUp, await catchUpOnReconnect() { return }
         var fetched: Fetched?
         if !resubscribe, let oldSubscription,
             let snapshot = try? await connection.call(ResultsSnapshot.self, .init(subscription: oldSubscription)),
@@ -184,9 +189,27 @@ extension FetchedResultsController {
             }
         }
         let result = fetched
-        if oldSubscription == nil { recordResync(result) }
+        if catchesUp { recordResync(result) }
         await reload(result, replacing: oldSubscription)
         persist()
+    }
+
+    /// ``catchUp()`` on a new session, tried again with backoff while the daemon that just came
+    /// back does not answer yet; `false` when it cannot catch up (then resync in full).
+    private func catchUpOnReconnect() async -> Bool {
+        var delay = Duration.milliseconds(100)
+        for _ in 0..<4 {
+            do throws(DepotClientError) {
+                return try await catchUp()
+            } catch  where error.leftTheDaemonUnreached {
+                try? await Task.sleep(for: delay)
+                delay *= 2
+            } catch {
+                return false
+            }
+            if Task.isCancelled { return false }
+        }
+        return false
     }
 
     @MainActor

@@ -34,7 +34,9 @@ import Synchronization
 ///   round trip. Prefetch with ``loadObjects(at:)`` to avoid that.
 /// - A missed notification, a `results/didInvalidate` or a reconnect to a
 ///   restarted daemon resyncs by itself and reports
-///   ``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)``.
+///   ``FetchedResultsControllerDelegate/controllerDidReloadContent(_:)``; with a
+///   ``persistentStore``, a reconnect catches up instead where history allows
+///   (one ordinary change, as ``performFetch()`` does).
 ///
 /// All members but ``delegate`` are safe to call from any task or thread. The
 /// ones that compute index titles (``sections``, ``sectionIndexTitles``,
