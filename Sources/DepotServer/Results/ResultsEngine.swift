@@ -641,13 +641,17 @@ final class ResultsEngine: @unchecked Sendable {
         set.coalescing = nil
         let rebuilt = try? store.map { store throws(RPCError) in try set.read(from: store) }
         if rebuilt == nil { index.uninstall(set.key) }
+        var told: [(id: String, routingID: [UInt8])] = []
         for id in set.subscribers.sorted() {
             guard let subscription = table[id] else { continue }
             if rebuilt == nil { table.remove(id) }
-            context.notify(
-                ResultsDidInvalidate.self, .init(subscription: id, reason: reason), to: subscription.routingID)
+            told.append((id, subscription.routingID))
         }
+        // The counts others read are right before anyone hears of the drop.
         mirror()
+        for (id, routingID) in told {
+            context.notify(ResultsDidInvalidate.self, .init(subscription: id, reason: reason), to: routingID)
+        }
     }
 
     /// Drops every result set and tells each subscriber to resync (`results/didInvalidate`):
