@@ -5,7 +5,9 @@ import FuzzSupport
 
 @testable import DepotStore
 
-/// Fuzz target: the predicate lexer, parser, SQL compiler and in-memory evaluator.
+/// Fuzz target: the predicate lexer, parser, SQL compiler and in-memory evaluator,
+/// and row-level scopes (DESIGN.md §2): the same text under a key's scope never
+/// returns a team the scope excludes, and returns exactly what it matches inside it.
 ///
 /// Each input is a predicate's text, tried on a small store of teams, players
 /// and countries (the predicate tests' model, whose tags it leaves empty). The SQL compiled from it and the evaluator must agree on the
@@ -18,6 +20,10 @@ enum FuzzPredicate {
         let store: Store
         let teams: [JSONValue]
         let evaluator: PredicateEvaluator
+        /// A key's read scope of Team, as the daemon joins it to every request (a tree, never text).
+        let scope: PredicateNode
+        /// The teams inside it.
+        let inScope: Set<String>
 
         init() {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -84,6 +90,13 @@ enum FuzzPredicate {
                 default: return []  // tags: the fixture stores none
                 }
             }
+            scope = try! PredicateParser.parse("active == YES AND (wins >= 0 OR zone == nil)")
+            var inScope = Set<String>()
+            let fetchedScope = try! store.fetch(
+                FetchRequest(
+                    entity: "Team", predicate: "active == YES AND (wins >= 0 OR zone == nil)", resultType: .ids))
+            inScope.formUnion(fetchedScope.ids ?? [])
+            self.inScope = inScope
         }
 
         static let model = PredicateFixture.model
@@ -127,6 +140,7 @@ enum FuzzPredicate {
         } catch {
             memory = .refused(error.code.rawValue)
         }
+        checkScope(text, unscoped: sql)
         switch (sql, memory) {
         case (.matches(let a), .matches(let b)) where a != b:
             fatalError(
@@ -141,6 +155,36 @@ enum FuzzPredicate {
             fatalError("SQL refused \(text.debugDescription) (\(code)) and the evaluator answered: \(memory)")
         case (.refused(let code), _) where code == ErrorCode.internalError.rawValue:
             fatalError("internal error on \(text.debugDescription)")
+        default:
+            break
+        }
+    }
+}
+
+extension FuzzPredicate {
+    /// The text under the fixture's scope: never a team outside it (no text widens a scope),
+    /// and exactly the unscoped matches that lie inside it.
+    static func checkScope(_ text: String, unscoped: Outcome) {
+        let fixture = Self.fixture
+        var request = FetchRequest(entity: "Team", predicate: text, resultType: .ids)
+        request.scope = fixture.scope
+        let scoped: Outcome
+        do {
+            scoped = .matches(Set(try fixture.store.fetch(request).ids ?? []))
+        } catch {
+            scoped = .refused(error.code.rawValue)
+        }
+        switch (scoped, unscoped) {
+        case (.matches(let ids), _) where !ids.isSubset(of: fixture.inScope):
+            fatalError(
+                "\(text.debugDescription) under a scope returned teams outside it: \(ids.subtracting(fixture.inScope).sorted())"
+            )
+        case (.matches(let ids), .matches(let all)) where ids != all.intersection(fixture.inScope):
+            fatalError(
+                "\(text.debugDescription) under a scope: \(ids.sorted()), expected \(all.intersection(fixture.inScope).sorted())"
+            )
+        case (.matches, .refused(let code)), (.refused(let code), .matches):
+            fatalError("\(text.debugDescription) is refused (\(code)) with or without the scope, not both")
         default:
             break
         }
