@@ -80,8 +80,8 @@ final class ScopeTests: XCTestCase {
         ]
     }
 
-    private func startDaemon() throws {
-        daemon = try Daemon(dataDirectory: directory.appendingPathComponent("data"), arguments: arguments)
+    private func startDaemon(_ extra: [String] = []) throws {
+        daemon = try Daemon(dataDirectory: directory.appendingPathComponent("data"), arguments: arguments + extra)
     }
 
     private func connect(_ name: String) async throws -> DepotConnection {
@@ -296,6 +296,100 @@ final class ScopeTests: XCTestCase {
         XCTAssertEqual(value11, [], "the bad file changed nothing")
         let value12 = try await titles(bob)
         XCTAssertEqual(value12, ["b1", "b2", "b3"])
+    }
+
+    /// `store/observe` of a scoped key: only in-scope ids; an object updated out
+    /// of the scope or deleted is a delete for the observer that saw it, one
+    /// updated into it an insert; nothing when nothing in scope changed.
+    func testObserversHearOnlyOfTheirScope() async throws {
+        try startDaemon()
+        let alice = try await connect("alice")
+        let bob = try await connect("bob")
+        defer { [alice, bob].forEach { $0.abort() } }
+        let collector = ChangeCollector(alice)
+        let observer = try await alice.call(StoreObserve.self, .init(includeValues: true)).observer
+        func nextSave() async -> DidSave.Parameters? {
+            await collector.take(timeout: .seconds(10)) { $0.decode(DidSave.self)?.observer == observer }?.decode(
+                DidSave.self)
+        }
+        // Bob's private note and a secret: nothing for alice (the next didSave is the shared note's).
+        let ids = try await bob.call(StoreSave.self, .init(inserted: [note("b1", owner: "bob")])).ids
+        _ = try await bob.call(StoreSave.self, .init(inserted: [note("b2", owner: "bob", shared: true)]))
+        var saved = await nextSave()
+        XCTAssertEqual(saved?.changes.keys.sorted(), ["Note"])
+        let shared = try XCTUnwrap(saved?.changes["Note"]?.inserted.first)
+        XCTAssertEqual(saved?.changes["Note"]?.inserted, [shared], "b1 is bob's private note")
+        XCTAssertEqual(saved?.objects?.keys.sorted(), [shared])
+        // b1 shared: it enters her scope (an insert); unshared: it leaves it (a delete).
+        let b1 = ids["b1"]!
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["shared": true])]))
+        saved = await nextSave()
+        XCTAssertEqual(saved?.changes["Note"], EntityChanges(inserted: [b1]))
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 2])]))
+        saved = await nextSave()
+        XCTAssertEqual(saved?.changes["Note"]?.updated.map(\.id), [b1])
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["shared": false])]))
+        saved = await nextSave()
+        XCTAssertEqual(saved?.changes["Note"], EntityChanges(deleted: [b1]))
+        XCTAssertNil(saved?.objects?[b1], "no values of an object outside the scope")
+        // Out of scope, changed and deleted: nothing. The shared one deleted: a delete.
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 3])]))
+        _ = try await bob.call(StoreSave.self, .init(deleted: [DeletedObject(id: b1)]))
+        _ = try await bob.call(StoreSave.self, .init(deleted: [DeletedObject(id: shared)]))
+        saved = await nextSave()
+        XCTAssertEqual(saved?.changes["Note"], EntityChanges(deleted: [shared]))
+        let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
+        XCTAssertNil(late, "a didSave of nothing alice sees")
+        // History is still refused: its entries cannot be judged against the scope they were made under.
+        let refused = await assertServerError(.forbidden) {
+            try await alice.call(StoreHistory.self, .init(since: 0))
+        }
+        XCTAssertEqual(refused?.data?["method"], "store/history")
+    }
+
+    /// A scope that cannot be evaluated for one subscriber (a runaway `MATCHES`
+    /// on its key's attribute, stopped by the statement watchdog) invalidates
+    /// that subscription alone, and removes that key's observer; every other
+    /// subscriber keeps its deltas.
+    func testAScopeThatFailsInvalidatesOnlyItsSubscriber() async throws {
+        try Self.policy.replacingOccurrences(
+            of: #""teammate": {"#,
+            with:
+                #""matcher": {"base": "read", "entities": {"Note": {"read": "title MATCHES $pattern"}}}, "teammate": {"#
+        ).write(to: policyFile, atomically: true, encoding: .utf8)
+        try writeKeys(["alice": "member", "bob": "member", "dana": "matcher dana pattern=(a+)+b", "admin": "admin"])
+        try startDaemon(["--max-query-seconds", "0.1"])
+        let admin = try await connect("admin")
+        let alice = try await connect("alice")
+        let dana = try await connect("dana")
+        defer { [admin, alice, dana].forEach { $0.abort() } }
+        let request = FetchRequest(entity: "Note", sort: [SortDescriptor(key: "title")])
+        let aliceCollector = ChangeCollector(alice)
+        let danaCollector = ChangeCollector(dana)
+        var aliceMirror = ResultsMirror(
+            try await alice.call(ResultsSubscribe.self, .init(request: request, include: .all)), request: request,
+            sectionKeyPath: nil)
+        let danaSubscription = try await dana.call(ResultsSubscribe.self, .init(request: request, include: .all))
+            .subscription
+        _ = try await dana.call(StoreObserve.self, .init())
+        // Matching this title against (a+)+b backtracks for far longer than the watchdog allows.
+        let runaway = String(repeating: "a", count: 27) + "c"
+        _ = try await admin.call(StoreSave.self, .init(inserted: [note(runaway, owner: "alice")]))
+        let invalidated = await danaCollector.take(timeout: .seconds(30)) {
+            $0.decode(ResultsDidInvalidate.self)?.subscription == danaSubscription
+        }
+        XCTAssertEqual(invalidated?.decode(ResultsDidInvalidate.self)?.reason, "error")
+        var change = try await aliceCollector.expect(for: aliceMirror.subscription)
+        aliceMirror.apply(change)
+        // Alice goes on getting her deltas; dana's observer is gone, not fed.
+        _ = try await admin.call(StoreSave.self, .init(inserted: [note("later", owner: "alice")]))
+        change = try await aliceCollector.expect(for: aliceMirror.subscription)
+        aliceMirror.apply(change)
+        try await aliceMirror.assertMatchesFreshFetch(alice)
+        XCTAssertEqual(aliceMirror.sections.first?.objects.count, 2)
+        let sessions = try await admin.call(ServerStats.self, .init()).sessions
+        XCTAssertEqual(sessions.first { $0.client?.name == "dana" }?.observers, 0)
+        XCTAssertNil(danaCollector.drain().first { $0.decode(DidSave.self) != nil }, "dana heard of a save")
     }
 
     func testABadPolicyStopsTheDaemonBeforeAnythingIsBound() throws {

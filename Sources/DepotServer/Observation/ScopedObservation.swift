@@ -1,0 +1,131 @@
+import DepotProtocol
+import DepotStore
+import Synchronization
+
+/// What one `store/observe` registration of a scoped key may hear of
+/// (DESIGN.md §2, Row-level scopes): only objects in its read scope, and an
+/// object that leaves the scope (updated out of it, or deleted) is reported to
+/// the observer that could see it before.
+///
+/// It keeps, per entity with a read scope, the rows in scope as of the last
+/// transaction it published (its *baseline*). Each transaction's inserted and
+/// updated rows are checked against the scope in the store as the transaction
+/// left it; what was in scope before is the baseline. So for the key:
+/// - an insert in scope, or an update into the scope, is an `insert`;
+/// - an update in scope before and after is an `update`;
+/// - a delete, or an update out of the scope, of a row in scope before is a `delete`;
+/// - anything else is not reported.
+///
+/// Touched only from jobs of the publish lane (its start and each publish), in
+/// commit order; the lock only makes that safe to state.
+final class ScopedObservation: Sendable {
+    private struct State {
+        /// The key's scope; replaced when a reload changes it.
+        var scope: KeyScope
+        /// The rows in scope per scoped entity; `nil` until the baseline was read.
+        var visible: [String: Set<Int64>]?
+    }
+
+    /// The entities observed (`nil`: all).
+    private let entities: Set<String>?
+    private let state: Mutex<State>
+
+    /// An observation of `entities` (all when `nil`) through `scope`; it reports nothing until ``start(scope:store:)``.
+    init(scope: KeyScope, entities: [String]?) {
+        self.entities = entities.map(Set.init)
+        state = Mutex(State(scope: scope, visible: nil))
+    }
+
+    /// Reads the baseline: the rows of each observed entity with a read scope
+    /// that are in `scope` in `store` (a snapshot in commit order). Called in
+    /// the publish lane, again when a reload changes the key's scope.
+    func start(scope: KeyScope, store: Store) throws(RPCError) {
+        var visible: [String: Set<Int64>] = [:]
+        for name in scopedEntities(of: scope, schema: store.schema) {
+            guard let read = scope.read(name) else { continue }
+            if read == .constant(false) {
+                visible[name] = []
+                continue
+            }
+            var request = FetchRequest(entity: name, resultType: .ids)
+            request.scope = read
+            visible[name] = Set(try store.fetch(request).ids?.compactMap { ObjectID($0)?.row } ?? [])
+        }
+        state.withLock { $0 = State(scope: scope, visible: visible) }
+    }
+
+    /// The changes of `transaction` the key may see, by entity (none left out
+    /// when empty), advancing the baseline; `nil` before the baseline was read.
+    ///
+    /// - Parameter store: reads the state `transaction` left.
+    func changes(of transaction: CommittedTransaction, store: Store) throws(RPCError) -> [String: EntityChanges]? {
+        try state.withLock { (state) throws(RPCError) -> [String: EntityChanges]? in
+            guard var visible = state.visible else { return nil }
+            var changes: [String: EntityChanges] = [:]
+            for (name, set) in transaction.changes {
+                if let entities, !entities.contains(name) { continue }
+                guard let read = state.scope.read(name) else {
+                    changes[name] = set.wire
+                    continue
+                }
+                let before = visible[name] ?? []
+                let touched = set.inserted + set.updated.map(\.row)
+                let after = read == .constant(false) ? [] : try Self.rows(touched, of: name, in: read, store: store)
+                var seen = EntityChanges(inserted: [], updated: [], deleted: [])
+                var now = before
+                for row in set.inserted where after.contains(row) {
+                    seen.inserted.append("\(name)/\(row)")
+                    now.insert(row)
+                }
+                for (row, keys) in set.updated {
+                    switch (before.contains(row), after.contains(row)) {
+                    case (true, true):
+                        seen.updated.append(EntityChanges.Update(id: "\(name)/\(row)", keys: keys.sorted()))
+                    case (false, true):
+                        seen.inserted.append("\(name)/\(row)")
+                        now.insert(row)
+                    case (true, false):
+                        seen.deleted.append("\(name)/\(row)")
+                        now.remove(row)
+                    case (false, false): break
+                    }
+                }
+                for row in set.deleted where now.remove(row) != nil { seen.deleted.append("\(name)/\(row)") }
+                visible[name] = now
+                if !(seen.inserted.isEmpty && seen.updated.isEmpty && seen.deleted.isEmpty) { changes[name] = seen }
+            }
+            state.visible = visible
+            return changes
+        }
+    }
+
+    /// The scope the baseline was read with.
+    var scope: KeyScope { state.withLock { $0.scope } }
+
+    /// The observed entities that have a read scope.
+    private func scopedEntities(of scope: KeyScope, schema: Schema) -> [String] {
+        scope.entities.keys.filter { name in
+            scope.read(name) != nil && (entities?.contains(name) ?? true) && schema.entity(named: name) != nil
+        }
+    }
+
+    /// Which of `rows` of `entity` are in `read` in `store`: one read per 5,000 rows.
+    private static func rows(_ rows: [Int64], of entity: String, in read: PredicateNode, store: Store)
+        throws(RPCError) -> Set<Int64>
+    {
+        var found: Set<Int64> = []
+        for start in stride(from: 0, to: rows.count, by: 5_000) {
+            let chunk = rows[start..<min(start + 5_000, rows.count)]
+            var request = FetchRequest(entity: entity, resultType: .ids)
+            let named = PredicateNode.comparison(
+                Comparison(
+                    lhs: .keyPath(["SELF"]), op: .in,
+                    rhs: .list(chunk.map { .value(.string(ObjectID(entity: entity, row: $0).description)) })))
+            request.scope = .and([read, named])
+            for id in try store.fetch(request).ids ?? [] {
+                if let row = ObjectID(id)?.row { found.insert(row) }
+            }
+        }
+        return found
+    }
+}
