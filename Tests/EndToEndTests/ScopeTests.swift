@@ -80,8 +80,8 @@ final class ScopeTests: XCTestCase {
         ]
     }
 
-    private func startDaemon(_ extra: [String] = []) throws {
-        daemon = try Daemon(dataDirectory: directory.appendingPathComponent("data"), arguments: arguments + extra)
+    private func startDaemon() throws {
+        daemon = try Daemon(dataDirectory: directory.appendingPathComponent("data"), arguments: arguments)
     }
 
     private func connect(_ name: String) async throws -> DepotConnection {
@@ -163,7 +163,6 @@ final class ScopeTests: XCTestCase {
         }
         let value5 = try await alice.call(StoreFetch.self, FetchRequest(entity: "Secret")).objects
         XCTAssertEqual(value5, [])
-        await assertServerError(.forbidden) { try await alice.call(StoreObserve.self, .init()) }
         await assertServerError(.forbidden) { try await alice.call(StoreHistory.self, .init(since: 0)) }
 
         // Writing: outside the write scope is -32018 naming entity, object and rule; nothing commits.
@@ -257,6 +256,7 @@ final class ScopeTests: XCTestCase {
         let collector = ChangeCollector(alice)
         let result = try await alice.call(ResultsSubscribe.self, .init(request: request, include: .all))
         var mirror = ResultsMirror(result, request: request, sectionKeyPath: nil)
+        let observer = try await alice.call(StoreObserve.self, .init()).observer
         // Bob shares a note: an insert for alice; unshares it: a delete; his private ones: nothing.
         let ids = try await bob.call(StoreSave.self, .init(inserted: [note("b1", owner: "bob", shared: true)])).ids
         var change = try await collector.expect(for: mirror.subscription)
@@ -285,9 +285,14 @@ final class ScopeTests: XCTestCase {
             $0.decode(ResultsDidInvalidate.self)?.subscription == mirror.subscription
         }
         XCTAssertEqual(invalidated?.decode(ResultsDidInvalidate.self)?.reason, "scope")
-        _ = try await bob.call(StoreSave.self, .init(inserted: [note("b3", owner: "bob", shared: true)]))
+        let b3 = try await bob.call(StoreSave.self, .init(inserted: [note("b3", owner: "bob", shared: true)])).ids["b3"]
         let value10 = try await titles(alice)
         XCTAssertEqual(value10, [], "shared notes are no longer in alice's scope")
+        // Her observer follows the new scope too: b3 is not hers.
+        let heard = await collector.take(timeout: .milliseconds(500)) {
+            $0.decode(DidSave.self).map { $0.observer == observer && $0.changes["Note"]?.inserted == [b3!] } ?? false
+        }
+        XCTAssertNil(heard, "alice's observer heard of b3 after the reload narrowed her scope")
         try "{\"roles\": {\"member\": {\"base\": \"write\", \"entities\": {\"Note\": {\"read\": \"owner ==\"}}}}}"
             .write(to: policyFile, atomically: true, encoding: .utf8)
         kill(daemon.process.processIdentifier, SIGHUP)
@@ -348,7 +353,7 @@ final class ScopeTests: XCTestCase {
     }
 
     /// A scope that cannot be evaluated for one subscriber (a runaway `MATCHES`
-    /// on its key's attribute, stopped by the statement watchdog) invalidates
+    /// on its key's attribute, stopped by the time limit on one match) invalidates
     /// that subscription alone, and removes that key's observer; every other
     /// subscriber keeps its deltas.
     func testAScopeThatFailsInvalidatesOnlyItsSubscriber() async throws {
@@ -358,7 +363,7 @@ final class ScopeTests: XCTestCase {
                 #""matcher": {"base": "read", "entities": {"Note": {"read": "title MATCHES $pattern"}}}, "teammate": {"#
         ).write(to: policyFile, atomically: true, encoding: .utf8)
         try writeKeys(["alice": "member", "bob": "member", "dana": "matcher dana pattern=(a+)+b", "admin": "admin"])
-        try startDaemon(["--max-query-seconds", "0.1"])
+        try startDaemon()
         let admin = try await connect("admin")
         let alice = try await connect("alice")
         let dana = try await connect("dana")
@@ -372,7 +377,7 @@ final class ScopeTests: XCTestCase {
         let danaSubscription = try await dana.call(ResultsSubscribe.self, .init(request: request, include: .all))
             .subscription
         _ = try await dana.call(StoreObserve.self, .init())
-        // Matching this title against (a+)+b backtracks for far longer than the watchdog allows.
+        // Matching this title against (a+)+b backtracks for far longer than one match may take.
         let runaway = String(repeating: "a", count: 27) + "c"
         _ = try await admin.call(StoreSave.self, .init(inserted: [note(runaway, owner: "alice")]))
         let invalidated = await danaCollector.take(timeout: .seconds(30)) {
@@ -390,6 +395,12 @@ final class ScopeTests: XCTestCase {
         let sessions = try await admin.call(ServerStats.self, .init()).sessions
         XCTAssertEqual(sessions.first { $0.client?.name == "dana" }?.observers, 0)
         XCTAssertNil(danaCollector.drain().first { $0.decode(DidSave.self) != nil }, "dana heard of a save")
+        // It was the MATCHES time limit that stopped the scope, for dana's set and dana's observer.
+        XCTAssertEqual(daemon.stop(), 0)
+        let log = daemon.log
+        daemon = nil
+        XCTAssertTrue(log.contains("MATCHES stopped"), log)
+        XCTAssertTrue(log.contains("of a scoped key is removed"), log)
     }
 
     func testABadPolicyStopsTheDaemonBeforeAnythingIsBound() throws {

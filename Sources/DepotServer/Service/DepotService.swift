@@ -191,14 +191,15 @@ public final class DepotService: Sendable {
         for (keyID, entities) in changed where !entities.isEmpty {
             let routingIDs = sessions.routingIDs(ofKeys: [keyID])
             guard !routingIDs.isEmpty else { continue }
-            ended += results.rescope(routingIDs, changed: { _, entity in entities.contains(entity) }, context: self)
-            // Scoped observers read their baseline again with the new scope, in commit order.
+            // Scoped observers read their baseline again with the new scope, in commit order (queued
+            // before the invalidations go out, so a save sent after one is judged by the new scope).
             // A key that lost its scope keeps the old one there (narrower, never wider).
             for observation in sessions.scopedObservers(of: routingIDs) {
                 let scope = observation.keyID.flatMap { keys?.key($0)?.scope }
                 startObservation(
                     observation.scoped, scope: scope, observer: observation.observer, routingID: observation.routingID)
             }
+            ended += results.rescope(routingIDs, changed: { _, entity in entities.contains(entity) }, context: self)
         }
         return ended
     }
