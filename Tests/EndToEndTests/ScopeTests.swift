@@ -310,9 +310,13 @@ final class ScopeTests: XCTestCase {
         try startDaemon()
         let alice = try await connect("alice")
         let bob = try await connect("bob")
-        defer { [alice, bob].forEach { $0.abort() } }
+        // A second session of alice's key: the same rule, checked once per transaction for both.
+        let alice2 = try await connect("alice")
+        defer { [alice, bob, alice2].forEach { $0.abort() } }
         let collector = ChangeCollector(alice)
+        let collector2 = ChangeCollector(alice2)
         let observer = try await alice.call(StoreObserve.self, .init(includeValues: true)).observer
+        let observer2 = try await alice2.call(StoreObserve.self, .init(entities: ["Note"])).observer
         func nextSave() async -> DidSave.Parameters? {
             await collector.take(timeout: .seconds(10)) { $0.decode(DidSave.self)?.observer == observer }?.decode(
                 DidSave.self)
@@ -343,6 +347,17 @@ final class ScopeTests: XCTestCase {
         _ = try await bob.call(StoreSave.self, .init(deleted: [DeletedObject(id: shared)]))
         saved = await nextSave()
         XCTAssertEqual(saved?.changes["Note"], EntityChanges(deleted: [shared]))
+        // alice's other session heard the same five: shared, b1 in, b1 changed, b1 out, shared deleted.
+        var second: [EntityChanges] = []
+        while second.count < 5,
+            let note = await collector2.take(timeout: .seconds(10), where: { $0.decode(DidSave.self) != nil })
+        {
+            let params = note.decode(DidSave.self)
+            XCTAssertEqual(params?.observer, observer2)
+            second.append(params?.changes["Note"] ?? EntityChanges())
+        }
+        XCTAssertEqual(
+            second.map { $0.inserted + $0.updated.map(\.id) + $0.deleted }, [[shared], [b1], [b1], [b1], [shared]])
         let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
         XCTAssertNil(late, "a didSave of nothing alice sees")
         // History is still refused: its entries cannot be judged against the scope they were made under.

@@ -12,6 +12,7 @@ struct ObservationCenter {
         guard !observers.isEmpty else { return }
         let changes = transaction.wireChanges
         var values: [ObjectID: JSONValue]?
+        var checks: ScopedObservation.Checks = [:]
         for (routingID, observer, registration) in observers {
             let parameters = registration.parameters
             var selected = changes
@@ -20,8 +21,8 @@ struct ObservationCenter {
             if let scoped = registration.scoped {
                 guard
                     let visible = scopedChanges(
-                        transaction, scoped: scoped, store: store, observer: observer, routingID: routingID,
-                        service: service)
+                        transaction, scoped: scoped, store: store, checks: &checks, observer: observer,
+                        routingID: routingID, service: service)
                 else { continue }
                 selected = visible
                 seen = Set(visible.values.flatMap { $0.inserted + $0.updated.map(\.id) })
@@ -57,12 +58,12 @@ struct ObservationCenter {
     /// cannot be evaluated the observer is removed, and that is logged: it must
     /// not hear of objects outside its scope, nor miss what left it unnoticed.
     private static func scopedChanges(
-        _ transaction: CommittedTransaction, scoped: ScopedObservation, store: Store?, observer: String,
-        routingID: [UInt8], service: DepotService
+        _ transaction: CommittedTransaction, scoped: ScopedObservation, store: Store?,
+        checks: inout ScopedObservation.Checks, observer: String, routingID: [UInt8], service: DepotService
     ) -> [String: EntityChanges]? {
         do throws(RPCError) {
             guard let store else { throw .internalError("no snapshot of the store after the commit") }
-            return try scoped.changes(of: transaction, store: store)
+            return try scoped.changes(of: transaction, store: store, checks: &checks)
         } catch {
             _ = service.sessions.removeObserver(observer, routingID: routingID)
             service.logger.error(

@@ -54,11 +54,28 @@ final class ScopedObservation: Sendable {
         state.withLock { $0 = State(scope: scope, visible: visible) }
     }
 
+    /// The rows of one transaction found in a read scope, by entity and rule:
+    /// observers with the same rule (sessions of one key, rules without
+    /// variables) share one read per transaction.
+    typealias Checks = [Check: Set<Int64>]
+
+    /// One entity's read rule, checked against one transaction's rows.
+    struct Check: Hashable {
+        /// The entity.
+        var entity: String
+        /// Its read rule.
+        var read: PredicateNode
+    }
+
     /// The changes of `transaction` the key may see, by entity (none left out
     /// when empty), advancing the baseline; `nil` before the baseline was read.
     ///
-    /// - Parameter store: reads the state `transaction` left.
-    func changes(of transaction: CommittedTransaction, store: Store) throws(RPCError) -> [String: EntityChanges]? {
+    /// - Parameters:
+    ///   - store: reads the state `transaction` left.
+    ///   - checks: what other observers found for `transaction`, shared with them.
+    func changes(of transaction: CommittedTransaction, store: Store, checks: inout Checks) throws(RPCError)
+        -> [String: EntityChanges]?
+    {
         try state.withLock { (state) throws(RPCError) -> [String: EntityChanges]? in
             guard var visible = state.visible else { return nil }
             var changes: [String: EntityChanges] = [:]
@@ -70,7 +87,14 @@ final class ScopedObservation: Sendable {
                 }
                 let before = visible[name] ?? []
                 let touched = set.inserted + set.updated.map(\.row)
-                let after = read == .constant(false) ? [] : try Self.rows(touched, of: name, in: read, store: store)
+                let check = Check(entity: name, read: read)
+                let after: Set<Int64>
+                if let found = checks[check] {
+                    after = found
+                } else {
+                    after = read == .constant(false) ? [] : try Self.rows(touched, of: name, in: read, store: store)
+                    checks[check] = after
+                }
                 var seen = EntityChanges(inserted: [], updated: [], deleted: [])
                 var now = before
                 for row in set.inserted where after.contains(row) {
