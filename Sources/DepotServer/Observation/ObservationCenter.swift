@@ -12,7 +12,8 @@ struct ObservationCenter {
         guard !observers.isEmpty else { return }
         let changes = transaction.wireChanges
         var values: [ObjectID: JSONValue]?
-        var checks: ScopedObservation.Checks = [:]
+        // Made for the first scoped observer: none, no extra work.
+        var checks: ScopedObservation.Checks?
         for (routingID, observer, registration) in observers {
             let parameters = registration.parameters
             var selected = changes
@@ -59,11 +60,13 @@ struct ObservationCenter {
     /// not hear of objects outside its scope, nor miss what left it unnoticed.
     private static func scopedChanges(
         _ transaction: CommittedTransaction, scoped: ScopedObservation, store: Store?,
-        checks: inout ScopedObservation.Checks, observer: String, routingID: [UInt8], service: DepotService
+        checks: inout ScopedObservation.Checks?, observer: String, routingID: [UInt8], service: DepotService
     ) -> [String: EntityChanges]? {
         do throws(RPCError) {
             guard let store else { throw .internalError("no snapshot of the store after the commit") }
-            return try scoped.changes(of: transaction, store: store, checks: &checks)
+            var shared = checks ?? ScopedObservation.Checks(transaction, store: store)
+            defer { checks = shared }
+            return try scoped.changes(of: transaction, store: store, checks: &shared)
         } catch {
             _ = service.sessions.removeObserver(observer, routingID: routingID)
             service.logger.error(

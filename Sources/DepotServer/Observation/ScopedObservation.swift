@@ -24,6 +24,8 @@ final class ScopedObservation: Sendable {
         var scope: KeyScope
         /// The rows in scope per scoped entity; `nil` until the baseline was read.
         var visible: [String: Set<Int64>]?
+        /// The read rules that evaluate in memory on a row's own keys, by entity (others are read with SQL).
+        var inMemory: [String: InMemoryFollow] = [:]
     }
 
     /// The entities observed (`nil`: all).
@@ -41,6 +43,7 @@ final class ScopedObservation: Sendable {
     /// the publish lane, again when a reload changes the key's scope.
     func start(scope: KeyScope, store: Store) throws(RPCError) {
         var visible: [String: Set<Int64>] = [:]
+        var inMemory: [String: InMemoryFollow] = [:]
         for name in scopedEntities(of: scope, schema: store.schema) {
             guard let read = scope.read(name) else { continue }
             if read == .constant(false) {
@@ -50,14 +53,32 @@ final class ScopedObservation: Sendable {
             var request = FetchRequest(entity: name, resultType: .ids)
             request.scope = read
             visible[name] = Set(try store.fetch(request).ids?.compactMap { ObjectID($0)?.row } ?? [])
+            // The rule as a sorted request: the results engine's test of what evaluates in memory.
+            var sorted = FetchRequest(entity: name, sort: [SortDescriptor(key: "id")])
+            sorted.scope = read
+            if let follow = try? ResultsDefinition(.init(request: sorted), schema: store.schema).inMemory {
+                inMemory[name] = follow
+            }
         }
-        state.withLock { $0 = State(scope: scope, visible: visible) }
+        state.withLock { $0 = State(scope: scope, visible: visible, inMemory: inMemory) }
     }
 
-    /// The rows of one transaction found in a read scope, by entity and rule:
-    /// observers with the same rule (sessions of one key, rules without
-    /// variables) share one read per transaction.
-    typealias Checks = [Check: Set<Int64>]
+    /// What the observers found of one transaction's rows, shared among them:
+    /// the rows read once per entity for rules that evaluate in memory, and
+    /// what each other rule matched (one SQL read per entity and rule).
+    struct Checks {
+        /// The touched rows' values, read once per entity.
+        var rows: InMemoryRows
+        /// The rows each rule matched, by entity and rule.
+        var found: [Check: Set<Int64>] = [:]
+
+        /// Checks of `transaction`'s inserted and updated rows in `store`.
+        init(_ transaction: CommittedTransaction, store: Store) {
+            rows = InMemoryRows(
+                store: store,
+                changedRows: transaction.changes.mapValues { Set($0.inserted + $0.updated.map(\.row)) })
+        }
+    }
 
     /// One entity's read rule, checked against one transaction's rows.
     struct Check: Hashable {
@@ -89,11 +110,16 @@ final class ScopedObservation: Sendable {
                 let touched = set.inserted + set.updated.map(\.row)
                 let check = Check(entity: name, read: read)
                 let after: Set<Int64>
-                if let found = checks[check] {
+                if let found = checks.found[check] {
                     after = found
+                } else if read == .constant(false) {
+                    after = []
+                } else if let follow = state.inMemory[name], let entity = store.schema.entity(named: name) {
+                    after = Set(try checks.rows.evaluate(follow, entity: entity, rows: Set(touched)).keys)
+                    checks.found[check] = after
                 } else {
-                    after = read == .constant(false) ? [] : try Self.rows(touched, of: name, in: read, store: store)
-                    checks[check] = after
+                    after = try Self.rows(touched, of: name, in: read, store: store)
+                    checks.found[check] = after
                 }
                 var seen = EntityChanges(inserted: [], updated: [], deleted: [])
                 var now = before
