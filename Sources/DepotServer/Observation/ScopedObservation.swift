@@ -98,7 +98,7 @@ final class ScopedObservation: Sendable {
         -> [String: EntityChanges]?
     {
         try state.withLock { (state) throws(RPCError) -> [String: EntityChanges]? in
-            guard var visible = state.visible else { return nil }
+            guard state.visible != nil else { return nil }
             var changes: [String: EntityChanges] = [:]
             for (name, set) in transaction.changes {
                 if let entities, !entities.contains(name) { continue }
@@ -106,8 +106,6 @@ final class ScopedObservation: Sendable {
                     changes[name] = set.wire
                     continue
                 }
-                let before = visible[name] ?? []
-                let touched = set.inserted + set.updated.map(\.row)
                 let check = Check(entity: name, read: read)
                 let after: Set<Int64>
                 if let found = checks.found[check] {
@@ -115,36 +113,37 @@ final class ScopedObservation: Sendable {
                 } else if read == .constant(false) {
                     after = []
                 } else if let follow = state.inMemory[name], let entity = store.schema.entity(named: name) {
-                    after = Set(try checks.rows.evaluate(follow, entity: entity, rows: Set(touched)).keys)
+                    let touched = Set(set.inserted + set.updated.map(\.row))
+                    after = Set(try checks.rows.evaluate(follow, entity: entity, rows: touched).keys)
                     checks.found[check] = after
                 } else {
-                    after = try Self.rows(touched, of: name, in: read, store: store)
+                    after = try Self.rows(set.inserted + set.updated.map(\.row), of: name, in: read, store: store)
                     checks.found[check] = after
                 }
+                // The baseline is changed in place: a transaction costs what it touched, not what the key sees.
                 var seen = EntityChanges(inserted: [], updated: [], deleted: [])
-                var now = before
                 for row in set.inserted where after.contains(row) {
                     seen.inserted.append("\(name)/\(row)")
-                    now.insert(row)
+                    state.visible![name, default: []].insert(row)
                 }
                 for (row, keys) in set.updated {
-                    switch (before.contains(row), after.contains(row)) {
+                    switch (state.visible![name]?.contains(row) ?? false, after.contains(row)) {
                     case (true, true):
                         seen.updated.append(EntityChanges.Update(id: "\(name)/\(row)", keys: keys.sorted()))
                     case (false, true):
                         seen.inserted.append("\(name)/\(row)")
-                        now.insert(row)
+                        state.visible![name, default: []].insert(row)
                     case (true, false):
                         seen.deleted.append("\(name)/\(row)")
-                        now.remove(row)
+                        state.visible![name]?.remove(row)
                     case (false, false): break
                     }
                 }
-                for row in set.deleted where now.remove(row) != nil { seen.deleted.append("\(name)/\(row)") }
-                visible[name] = now
+                for row in set.deleted where state.visible![name]?.remove(row) != nil {
+                    seen.deleted.append("\(name)/\(row)")
+                }
                 if !(seen.inserted.isEmpty && seen.updated.isEmpty && seen.deleted.isEmpty) { changes[name] = seen }
             }
-            state.visible = visible
             return changes
         }
     }
