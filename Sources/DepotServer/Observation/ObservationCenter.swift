@@ -64,9 +64,9 @@ struct ObservationCenter {
     ) -> [String: EntityChanges]? {
         do throws(RPCError) {
             guard let store else { throw .internalError("no snapshot of the store after the commit") }
-            var shared = checks ?? ScopedObservation.Checks(transaction, store: store)
-            defer { checks = shared }
-            return try scoped.changes(of: transaction, store: store, checks: &shared)
+            // Changed in place (a copy per observer would copy what every earlier one found).
+            if checks == nil { checks = ScopedObservation.Checks(transaction, store: store) }
+            return try scoped.changes(of: transaction, store: store, checks: &checks!)
         } catch {
             _ = service.sessions.removeObserver(observer, routingID: routingID)
             service.logger.error(

@@ -113,8 +113,15 @@ final class ScopedObservation: Sendable {
                 } else if read == .constant(false) {
                     after = []
                 } else if let follow = state.inMemory[name], let entity = store.schema.entity(named: name) {
-                    let touched = Set(set.inserted + set.updated.map(\.row))
-                    after = Set(try checks.rows.evaluate(follow, entity: entity, rows: touched).keys)
+                    var touched = Set(set.inserted + set.updated.map(\.row))
+                    if let equality = follow.equality {
+                        // `owner == $keyName`: only rows holding the key's value can match (no evaluation for others).
+                        let rows = try checks.rows.rows(of: entity)
+                        touched = touched.filter { rows[$0]?.object[equality.key] == equality.value }
+                    }
+                    after =
+                        touched.isEmpty
+                        ? [] : Set(try checks.rows.evaluate(follow, entity: entity, rows: touched).keys)
                     checks.found[check] = after
                 } else {
                     after = try Self.rows(set.inserted + set.updated.map(\.row), of: name, in: read, store: store)
