@@ -367,6 +367,50 @@ final class ScopeTests: XCTestCase {
         XCTAssertEqual(refused?.data?["method"], "store/history")
     }
 
+    /// A scoped observer whose rule reads through a relationship (so is checked
+    /// with SQL, not in memory): a note filed into the key's folder is an
+    /// insert, moved out of it a delete; notes elsewhere send nothing.
+    func testAnObserverWhoseRuleFollowsARelationship() async throws {
+        try Self.policy.replacingOccurrences(
+            of: #""teammate": {"#,
+            with:
+                #""filer": {"base": "read", "entities": {"Note": {"read": "folder.owner == $keyName"}}}, "teammate": {"#
+        ).write(to: policyFile, atomically: true, encoding: .utf8)
+        try writeKeys(["dana": "filer dana", "admin": "admin"])
+        try startDaemon()
+        let admin = try await connect("admin")
+        let dana = try await connect("dana")
+        defer { [admin, dana].forEach { $0.abort() } }
+        let collector = ChangeCollector(dana)
+        let observer = try await dana.call(StoreObserve.self, .init(entities: ["Note"])).observer
+        func nextSave() async -> EntityChanges? {
+            await collector.take(timeout: .seconds(10)) { $0.decode(DidSave.self)?.observer == observer }?.decode(
+                DidSave.self)?.changes["Note"]
+        }
+        let folders = try await admin.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(entity: "Folder", tempId: "hers", values: ["name": "hers", "owner": "dana"]),
+                InsertedObject(entity: "Folder", tempId: "other", values: ["name": "other", "owner": "bob"]),
+            ])
+        ).ids
+        var elsewhere = note("elsewhere", owner: "bob")
+        elsewhere.values["folder"] = .string(folders["other"]!)
+        var filed = note("filed", owner: "bob")
+        filed.values["folder"] = .string(folders["hers"]!)
+        let ids = try await admin.call(StoreSave.self, .init(inserted: [elsewhere, filed])).ids
+        let first = await nextSave()
+        XCTAssertEqual(first, EntityChanges(inserted: [ids["filed"]!]), "only the note in her folder")
+        _ = try await admin.call(
+            StoreSave.self,
+            .init(updated: [UpdatedObject(id: ids["filed"]!, values: ["folder": .string(folders["other"]!)])]))
+        let moved = await nextSave()
+        XCTAssertEqual(moved, EntityChanges(deleted: [ids["filed"]!]), "moved out of her folder")
+        _ = try await admin.call(StoreSave.self, .init(deleted: [DeletedObject(id: ids["elsewhere"]!)]))
+        let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
+        XCTAssertNil(late, "a delete of a note she never saw")
+    }
+
     /// A scope that cannot be evaluated for one subscriber (a runaway `MATCHES`
     /// on its key's attribute, stopped by the time limit on one match) invalidates
     /// that subscription alone, and removes that key's observer; every other
