@@ -9,7 +9,10 @@ import ZeroMQ
 /// with random read and write scopes send random inserts, updates and deletes.
 /// After every step, for each key, its fetch and its subscription (deltas
 /// applied) equal the unscoped fetch filtered by its scope in memory, no delta
-/// reaches a key whose visible objects did not change, and every write outside
+/// reaches a key whose visible objects did not change, each key's
+/// `store/didSave` reports exactly the change it can see (an object updated out
+/// of its scope or deleted is a delete, one updated into it an insert; nothing
+/// when it sees none, and no value outside the scope), and every write outside
 /// a key's write scope is -32018 with the store unchanged. Fixed seeds.
 final class ScopeOracleTests: XCTestCase {
     /// A scope rule: the policy's text and the same rule evaluated in memory.
@@ -143,13 +146,18 @@ final class ScopeOracleTests: XCTestCase {
         }
         var collectors: [ChangeCollector] = []
         var mirrors: [ResultsMirror] = []
+        var observers: [String] = []
         for connection in connections {
             collectors.append(ChangeCollector(connection))
             let result = try await connection.call(ResultsSubscribe.self, .init(request: request, include: .all))
             mirrors.append(ResultsMirror(result, request: request, sectionKeyPath: nil))
+            observers.append(
+                try await connection.call(StoreObserve.self, .init(entities: ["Note"], includeValues: true)).observer)
         }
 
         var all = try await everything()
+        // How many inserted, updated and deleted ids the didSaves named, to show the walk reached each.
+        var heard = [0, 0, 0]
         var counter = 0
         var refused = 0
         for step in 0..<steps {
@@ -194,7 +202,51 @@ final class ScopeOracleTests: XCTestCase {
             let before = all
             all = try await everything()
             if !allowed { XCTAssertEqual(all, before, "\(place): a refused write changed the store") }
+            // The one object the step touched: the inserted one, or the target.
+            let ids = { (objects: [JSONValue]) in Set(objects.compactMap { $0["id"]?.stringValue }) }
+            let touched: String? =
+                switch (allowed, params.inserted.isEmpty) {
+                case (false, _): nil
+                case (true, false): ids(all).subtracting(ids(before)).first
+                case (true, true): params.updated.first?.id ?? params.deleted.first?.id
+                }
             for index in keys.indices {
+                // What the key's didSave must say: judged on what it saw before and sees after.
+                let (seenBefore, seenAfter) = (ids(visible(index, in: before)), ids(visible(index, in: all)))
+                var expectedSave = EntityChanges()
+                if let touched {
+                    switch (seenBefore.contains(touched), seenAfter.contains(touched)) {
+                    case (false, true): expectedSave.inserted = [touched]
+                    case (true, false): expectedSave.deleted = [touched]
+                    case (true, true):
+                        // An update that sets the values an object has changes nothing: no didSave.
+                        let object = { (objects: [JSONValue]) in objects.first { $0["id"]?.stringValue == touched } }
+                        if object(before) != object(all) {
+                            expectedSave.updated = [EntityChanges.Update(id: touched, keys: [])]
+                        }
+                    case (false, false): break
+                    }
+                }
+                if !expectedSave.isEmpty {
+                    let observer = observers[index]
+                    let note = await collectors[index].take { $0.decode(DidSave.self)?.observer == observer }
+                    let saved = try XCTUnwrap(
+                        note?.decode(DidSave.self), "\(place): \(keys[index].name) got no store/didSave")
+                    XCTAssertEqual(Array(saved.changes.keys), ["Note"], "\(place): \(keys[index].name)'s didSave")
+                    let changes = saved.changes["Note"] ?? EntityChanges()
+                    heard[0] += changes.inserted.count
+                    heard[1] += changes.updated.count
+                    heard[2] += changes.deleted.count
+                    XCTAssertEqual(changes.inserted, expectedSave.inserted, "\(place): \(keys[index].name)'s inserts")
+                    XCTAssertEqual(changes.deleted, expectedSave.deleted, "\(place): \(keys[index].name)'s deletes")
+                    XCTAssertEqual(
+                        changes.updated.map(\.id), expectedSave.updated.map(\.id),
+                        "\(place): \(keys[index].name)'s updates")
+                    for (id, value) in saved.objects ?? [:] {
+                        XCTAssertTrue(seenAfter.contains(id), "\(place): \(keys[index].name) got the values of \(id)")
+                        XCTAssertTrue(reads[index].holds(value, keys[index]), "\(place): values outside the scope")
+                    }
+                }
                 let expected = visible(index, in: all)
                 let fetched = try await connections[index].call(StoreFetch.self, request).objects ?? []
                 XCTAssertEqual(fetched, expected, "\(place): \(keys[index].name)'s fetch (\(reads[index].text))")
@@ -216,9 +268,14 @@ final class ScopeOracleTests: XCTestCase {
         // No key got a notification its visible objects did not call for.
         try await Task.sleep(for: .milliseconds(300))
         for (index, collector) in collectors.enumerated() {
-            let extra = collector.drain().filter { $0.decode(ResultsDidChange.self) != nil }
+            let left = collector.drain()
+            let extra = left.filter { $0.decode(ResultsDidChange.self) != nil }
             XCTAssertEqual(extra.count, 0, "seed \(seed): \(keys[index].name) got deltas that changed nothing it sees")
+            let saves = left.compactMap { $0.decode(DidSave.self) }
+            XCTAssertEqual(
+                saves.count, 0, "seed \(seed): \(keys[index].name) got didSaves of nothing it sees: \(saves)")
         }
+        XCTAssertTrue(heard.allSatisfy { $0 > 0 }, "seed \(seed): didSaves named inserts, updates, deletes: \(heard)")
         XCTAssertGreaterThan(refused, 0, "seed \(seed): the walk tried writes outside the scopes")
         XCTAssertLessThan(refused, steps, "seed \(seed): the walk committed writes")
     }

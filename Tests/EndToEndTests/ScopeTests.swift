@@ -163,7 +163,6 @@ final class ScopeTests: XCTestCase {
         }
         let value5 = try await alice.call(StoreFetch.self, FetchRequest(entity: "Secret")).objects
         XCTAssertEqual(value5, [])
-        await assertServerError(.forbidden) { try await alice.call(StoreObserve.self, .init()) }
         await assertServerError(.forbidden) { try await alice.call(StoreHistory.self, .init(since: 0)) }
 
         // Writing: outside the write scope is -32018 naming entity, object and rule; nothing commits.
@@ -257,6 +256,7 @@ final class ScopeTests: XCTestCase {
         let collector = ChangeCollector(alice)
         let result = try await alice.call(ResultsSubscribe.self, .init(request: request, include: .all))
         var mirror = ResultsMirror(result, request: request, sectionKeyPath: nil)
+        let observer = try await alice.call(StoreObserve.self, .init()).observer
         // Bob shares a note: an insert for alice; unshares it: a delete; his private ones: nothing.
         let ids = try await bob.call(StoreSave.self, .init(inserted: [note("b1", owner: "bob", shared: true)])).ids
         var change = try await collector.expect(for: mirror.subscription)
@@ -285,9 +285,14 @@ final class ScopeTests: XCTestCase {
             $0.decode(ResultsDidInvalidate.self)?.subscription == mirror.subscription
         }
         XCTAssertEqual(invalidated?.decode(ResultsDidInvalidate.self)?.reason, "scope")
-        _ = try await bob.call(StoreSave.self, .init(inserted: [note("b3", owner: "bob", shared: true)]))
+        let b3 = try await bob.call(StoreSave.self, .init(inserted: [note("b3", owner: "bob", shared: true)])).ids["b3"]
         let value10 = try await titles(alice)
         XCTAssertEqual(value10, [], "shared notes are no longer in alice's scope")
+        // Her observer follows the new scope too: b3 is not hers.
+        let heard = await collector.take(timeout: .milliseconds(500)) {
+            $0.decode(DidSave.self).map { $0.observer == observer && $0.changes["Note"]?.inserted == [b3!] } ?? false
+        }
+        XCTAssertNil(heard, "alice's observer heard of b3 after the reload narrowed her scope")
         try "{\"roles\": {\"member\": {\"base\": \"write\", \"entities\": {\"Note\": {\"read\": \"owner ==\"}}}}}"
             .write(to: policyFile, atomically: true, encoding: .utf8)
         kill(daemon.process.processIdentifier, SIGHUP)
@@ -330,6 +335,164 @@ final class ScopeTests: XCTestCase {
         XCTAssertEqual(change.objects.first?.object?["n"], 2)
         let fresh = try await alice.call(StoreFetch.self, request).objects ?? []
         XCTAssertEqual(fresh.map { [$0["owner"] ?? .null, $0["n"] ?? .null] }, [["alice", 1], ["bob", 2]])
+
+    /// `store/observe` of a scoped key: only in-scope ids; an object updated out
+    /// of the scope or deleted is a delete for the observer that saw it, one
+    /// updated into it an insert; nothing when nothing in scope changed.
+    func testObserversHearOnlyOfTheirScope() async throws {
+        try startDaemon()
+        let alice = try await connect("alice")
+        let bob = try await connect("bob")
+        // A second session of alice's key: the same rule, checked once per transaction for both.
+        let alice2 = try await connect("alice")
+        defer { [alice, bob, alice2].forEach { $0.abort() } }
+        let collector = ChangeCollector(alice)
+        let collector2 = ChangeCollector(alice2)
+        let observer = try await alice.call(StoreObserve.self, .init(includeValues: true)).observer
+        let observer2 = try await alice2.call(StoreObserve.self, .init(entities: ["Note"])).observer
+        func nextSave() async -> DidSave.Parameters? {
+            await collector.take(timeout: .seconds(10)) { $0.decode(DidSave.self)?.observer == observer }?.decode(
+                DidSave.self)
+        }
+        // Bob's private note and a secret: nothing for alice (the next didSave is the shared note's).
+        let ids = try await bob.call(StoreSave.self, .init(inserted: [note("b1", owner: "bob")])).ids
+        _ = try await bob.call(StoreSave.self, .init(inserted: [note("b2", owner: "bob", shared: true)]))
+        var saved = await nextSave()
+        XCTAssertEqual(saved?.changes.keys.sorted(), ["Note"])
+        let shared = try XCTUnwrap(saved?.changes["Note"]?.inserted.first)
+        XCTAssertEqual(saved?.changes["Note"]?.inserted, [shared], "b1 is bob's private note")
+        XCTAssertEqual(saved?.objects?.keys.sorted(), [shared])
+        // b1 shared: it enters her scope (an insert); unshared: it leaves it (a delete).
+        let b1 = ids["b1"]!
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["shared": true])]))
+        saved = await nextSave()
+        XCTAssertEqual(saved?.changes["Note"], EntityChanges(inserted: [b1]))
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 2])]))
+        saved = await nextSave()
+        XCTAssertEqual(saved?.changes["Note"]?.updated.map(\.id), [b1])
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["shared": false])]))
+        saved = await nextSave()
+        XCTAssertEqual(saved?.changes["Note"], EntityChanges(deleted: [b1]))
+        XCTAssertNil(saved?.objects?[b1], "no values of an object outside the scope")
+        // Out of scope, changed and deleted: nothing. The shared one deleted: a delete.
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 3])]))
+        _ = try await bob.call(StoreSave.self, .init(deleted: [DeletedObject(id: b1)]))
+        _ = try await bob.call(StoreSave.self, .init(deleted: [DeletedObject(id: shared)]))
+        saved = await nextSave()
+        XCTAssertEqual(saved?.changes["Note"], EntityChanges(deleted: [shared]))
+        // alice's other session heard the same five: shared, b1 in, b1 changed, b1 out, shared deleted.
+        var second: [EntityChanges] = []
+        while second.count < 5,
+            let note = await collector2.take(timeout: .seconds(10), where: { $0.decode(DidSave.self) != nil })
+        {
+            let params = note.decode(DidSave.self)
+            XCTAssertEqual(params?.observer, observer2)
+            second.append(params?.changes["Note"] ?? EntityChanges())
+        }
+        XCTAssertEqual(
+            second.map { $0.inserted + $0.updated.map(\.id) + $0.deleted }, [[shared], [b1], [b1], [b1], [shared]])
+        let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
+        XCTAssertNil(late, "a didSave of nothing alice sees")
+        // History is still refused: its entries cannot be judged against the scope they were made under.
+        let refused = await assertServerError(.forbidden) {
+            try await alice.call(StoreHistory.self, .init(since: 0))
+        }
+        XCTAssertEqual(refused?.data?["method"], "store/history")
+    }
+
+    /// A scoped observer whose rule reads through a relationship (so is checked
+    /// with SQL, not in memory): a note filed into the key's folder is an
+    /// insert, moved out of it a delete; notes elsewhere send nothing.
+    func testAnObserverWhoseRuleFollowsARelationship() async throws {
+        try Self.policy.replacingOccurrences(
+            of: #""teammate": {"#,
+            with:
+                #""filer": {"base": "read", "entities": {"Note": {"read": "folder.owner == $keyName"}}}, "teammate": {"#
+        ).write(to: policyFile, atomically: true, encoding: .utf8)
+        try writeKeys(["dana": "filer dana", "admin": "admin"])
+        try startDaemon()
+        let admin = try await connect("admin")
+        let dana = try await connect("dana")
+        defer { [admin, dana].forEach { $0.abort() } }
+        let collector = ChangeCollector(dana)
+        let observer = try await dana.call(StoreObserve.self, .init(entities: ["Note"])).observer
+        func nextSave() async -> EntityChanges? {
+            await collector.take(timeout: .seconds(10)) { $0.decode(DidSave.self)?.observer == observer }?.decode(
+                DidSave.self)?.changes["Note"]
+        }
+        let folders = try await admin.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(entity: "Folder", tempId: "hers", values: ["name": "hers", "owner": "dana"]),
+                InsertedObject(entity: "Folder", tempId: "other", values: ["name": "other", "owner": "bob"]),
+            ])
+        ).ids
+        var elsewhere = note("elsewhere", owner: "bob")
+        elsewhere.values["folder"] = .string(folders["other"]!)
+        var filed = note("filed", owner: "bob")
+        filed.values["folder"] = .string(folders["hers"]!)
+        let ids = try await admin.call(StoreSave.self, .init(inserted: [elsewhere, filed])).ids
+        let first = await nextSave()
+        XCTAssertEqual(first, EntityChanges(inserted: [ids["filed"]!]), "only the note in her folder")
+        _ = try await admin.call(
+            StoreSave.self,
+            .init(updated: [UpdatedObject(id: ids["filed"]!, values: ["folder": .string(folders["other"]!)])]))
+        let moved = await nextSave()
+        XCTAssertEqual(moved, EntityChanges(deleted: [ids["filed"]!]), "moved out of her folder")
+        _ = try await admin.call(StoreSave.self, .init(deleted: [DeletedObject(id: ids["elsewhere"]!)]))
+        let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
+        XCTAssertNil(late, "a delete of a note she never saw")
+    }
+
+    /// A scope that cannot be evaluated for one subscriber (a runaway `MATCHES`
+    /// on its key's attribute, stopped by the time limit on one match) invalidates
+    /// that subscription alone, and removes that key's observer; every other
+    /// subscriber keeps its deltas.
+    func testAScopeThatFailsInvalidatesOnlyItsSubscriber() async throws {
+        try Self.policy.replacingOccurrences(
+            of: #""teammate": {"#,
+            with:
+                #""matcher": {"base": "read", "entities": {"Note": {"read": "title MATCHES $pattern"}}}, "teammate": {"#
+        ).write(to: policyFile, atomically: true, encoding: .utf8)
+        try writeKeys(["alice": "member", "bob": "member", "dana": "matcher dana pattern=(a+)+b", "admin": "admin"])
+        try startDaemon()
+        let admin = try await connect("admin")
+        let alice = try await connect("alice")
+        let dana = try await connect("dana")
+        defer { [admin, alice, dana].forEach { $0.abort() } }
+        let request = FetchRequest(entity: "Note", sort: [SortDescriptor(key: "title")])
+        let aliceCollector = ChangeCollector(alice)
+        let danaCollector = ChangeCollector(dana)
+        var aliceMirror = ResultsMirror(
+            try await alice.call(ResultsSubscribe.self, .init(request: request, include: .all)), request: request,
+            sectionKeyPath: nil)
+        let danaSubscription = try await dana.call(ResultsSubscribe.self, .init(request: request, include: .all))
+            .subscription
+        _ = try await dana.call(StoreObserve.self, .init())
+        // Matching this title against (a+)+b backtracks for far longer than one match may take.
+        let runaway = String(repeating: "a", count: 27) + "c"
+        _ = try await admin.call(StoreSave.self, .init(inserted: [note(runaway, owner: "alice")]))
+        let invalidated = await danaCollector.take(timeout: .seconds(30)) {
+            $0.decode(ResultsDidInvalidate.self)?.subscription == danaSubscription
+        }
+        XCTAssertEqual(invalidated?.decode(ResultsDidInvalidate.self)?.reason, "error")
+        var change = try await aliceCollector.expect(for: aliceMirror.subscription)
+        aliceMirror.apply(change)
+        // Alice goes on getting her deltas; dana's observer is gone, not fed.
+        _ = try await admin.call(StoreSave.self, .init(inserted: [note("later", owner: "alice")]))
+        change = try await aliceCollector.expect(for: aliceMirror.subscription)
+        aliceMirror.apply(change)
+        try await aliceMirror.assertMatchesFreshFetch(alice)
+        XCTAssertEqual(aliceMirror.sections.first?.objects.count, 2)
+        let sessions = try await admin.call(ServerStats.self, .init()).sessions
+        XCTAssertEqual(sessions.first { $0.client?.name == "dana" }?.observers, 0)
+        XCTAssertNil(danaCollector.drain().first { $0.decode(DidSave.self) != nil }, "dana heard of a save")
+        // It was the MATCHES time limit that stopped the scope, for dana's set and dana's observer.
+        XCTAssertEqual(daemon.stop(), 0)
+        let log = daemon.log
+        daemon = nil
+        XCTAssertTrue(log.contains("MATCHES stopped"), log)
+        XCTAssertTrue(log.contains("of a scoped key is removed"), log)
     }
 
     func testABadPolicyStopsTheDaemonBeforeAnythingIsBound() throws {

@@ -10,7 +10,10 @@ import ZeroMQ
 ///   save with no subscriptions (target ≤ 2×); and how many result sets were
 ///   notified (target: only that owner's one);
 /// - a scoped fetch of one owner's rows out of 1M (owner indexed) against an
-///   unscoped fetch with the owner condition written by hand (target ≥ 0.9×).
+///   unscoped fetch with the owner condition written by hand (target ≥ 0.9×);
+/// - the same save once every one of those sessions also has a `store/observe`
+///   of Item under its scope, against no subscriptions (info: each scoped
+///   observer checks the saved row against its rule, one read per owner).
 struct ScopeCostBenchmark: Benchmark {
     static let name = "scope-cost"
     static let summary =
@@ -126,9 +129,20 @@ struct ScopeCostBenchmark: Benchmark {
         suite.check(
             "scope.\(owners)-owners.sets-notified", Double(notified), target: 1, .atMost,
             of: "result sets notified of one owner's saves", over: "")
+        // And every owner observing under its scope as well.
+        for subscriber in subscribers {
+            _ = try subscriber.call("store/observe", params: #"{"entities":["Item"]}"#)
+        }
+        let observed = try p50()
+        suite.check(
+            "scope.\(owners)-owners.observed.p50-ratio", observed / alone, target: nil, .atMost,
+            of: "save p50 with \(owners) owner-scoped subscriptions and observers", over: "none")
         suite.note(
             "\(owners)-owners",
-            ["none-p50-us": .double(alone), "live-p50-us": .double(live), "sets": .int(Int64(sets.count))])
+            [
+                "none-p50-us": .double(alone), "live-p50-us": .double(live), "observed-p50-us": .double(observed),
+                "sets": .int(Int64(sets.count)),
+            ])
         withExtendedLifetime(subscribers) {}
     }
 }

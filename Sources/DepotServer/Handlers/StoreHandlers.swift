@@ -26,15 +26,18 @@ extension DepotService {
         }
         handlers.allowGroupCommit(StoreSave.self)
         handlers.register(StoreObserve.self, .inline) { (params, context) throws(RPCError) in
-            // store/didSave would name objects outside a scope: not filtered yet.
-            try context.refuseScoped(StoreObserve.name)
             let schema = context.store.schema
             for (index, name) in (params.entities ?? []).enumerated() {
                 _ = try schema.entity(name, field: "params.entities[\(index)]")
             }
-            guard let observer = context.service.sessions.addObserver(params, routingID: context.routingID) else {
+            // A scoped key hears only of its scope: what it sees is read in the publish lane, in commit order.
+            let scoped = context.key?.scope.map { ScopedObservation(scope: $0, entities: params.entities) }
+            let registration = ObserverRegistration(parameters: params, scoped: scoped)
+            guard let observer = context.service.sessions.addObserver(registration, routingID: context.routingID)
+            else {
                 throw RPCError(code: .serverNotInitialized, message: "the session is closed")
             }
+            if let scoped { context.service.startObservation(scoped, observer: observer, routingID: context.routingID) }
             return StoreObserve.Result(observer: observer)
         }
         handlers.register(StoreUnobserve.self, .inline) { (params, context) throws(RPCError) in

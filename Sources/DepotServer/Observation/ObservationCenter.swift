@@ -12,12 +12,25 @@ struct ObservationCenter {
         guard !observers.isEmpty else { return }
         let changes = transaction.wireChanges
         var values: [ObjectID: JSONValue]?
-        for (routingID, observer, parameters) in observers {
+        // Made for the first scoped observer: none, no extra work.
+        var checks: ScopedObservation.Checks?
+        for (routingID, observer, registration) in observers {
+            let parameters = registration.parameters
             var selected = changes
-            if let entities = parameters.entities {
+            // The ids a scoped key may see, to pick their values by (nil: every id of `selected`).
+            var seen: Set<String>?
+            if let scoped = registration.scoped {
+                guard
+                    let visible = scopedChanges(
+                        transaction, scoped: scoped, store: store, checks: &checks, observer: observer,
+                        routingID: routingID, service: service)
+                else { continue }
+                selected = visible
+                seen = Set(visible.values.flatMap { $0.inserted + $0.updated.map(\.id) })
+            } else if let entities = parameters.entities {
                 selected = changes.filter { entities.contains($0.key) }
-                if selected.isEmpty { continue }
             }
+            if selected.isEmpty { continue }
             var objects: [String: JSONValue]?
             // Values of a very large transaction (a big batch) are left out: fetch them.
             if parameters.includeValues == true
@@ -28,8 +41,9 @@ struct ObservationCenter {
                 // Ids become text here, at the wire, once.
                 objects = values.map { values in
                     Dictionary(
-                        uniqueKeysWithValues: values.filter { selected.keys.contains($0.key.entity) }.map {
-                            ($0.key.description, $0.value)
+                        uniqueKeysWithValues: values.filter { selected.keys.contains($0.key.entity) }.compactMap {
+                            let id = $0.key.description
+                            return seen.map { $0.contains(id) } ?? true ? (id, $0.value) : nil
                         })
                 }
             }
@@ -37,6 +51,28 @@ struct ObservationCenter {
                 observer: observer, transaction: transaction.number, author: transaction.author, changes: selected,
                 objects: objects)
             service.notify(DidSave.self, params, to: routingID)
+        }
+    }
+
+    /// The changes of `transaction` that a scoped observer may see (`nil` when
+    /// none: before its baseline, or nothing in its scope). When the scope
+    /// cannot be evaluated the observer is removed, and that is logged: it must
+    /// not hear of objects outside its scope, nor miss what left it unnoticed.
+    private static func scopedChanges(
+        _ transaction: CommittedTransaction, scoped: ScopedObservation, store: Store?,
+        checks: inout ScopedObservation.Checks?, observer: String, routingID: [UInt8], service: DepotService
+    ) -> [String: EntityChanges]? {
+        do throws(RPCError) {
+            guard let store else { throw .internalError("no snapshot of the store after the commit") }
+            // Changed in place (a copy per observer would copy what every earlier one found).
+            if checks == nil { checks = ScopedObservation.Checks(transaction, store: store) }
+            return try scoped.changes(of: transaction, store: store, checks: &checks!)
+        } catch {
+            _ = service.sessions.removeObserver(observer, routingID: routingID)
+            service.logger.error(
+                "store/observe \(observer) of a scoped key is removed: its scope could not be evaluated for transaction \(transaction.number): \(error.message)"
+            )
+            return nil
         }
     }
 
@@ -60,5 +96,25 @@ struct ObservationCenter {
             }
         }
         return values
+    }
+}
+
+extension DepotService {
+    /// Reads the baseline of a scoped observer in the publish lane, after
+    /// every commit so far (with `scope`, or the one it was made with): until
+    /// then it hears of nothing. A failure removes the observer and is logged.
+    func startObservation(
+        _ scoped: ScopedObservation, scope: KeyScope? = nil, observer: String, routingID: [UInt8]
+    ) {
+        afterCommits { [self] snapshot in
+            do throws(RPCError) {
+                try scoped.start(scope: scope ?? scoped.scope, store: snapshot.get())
+            } catch {
+                _ = sessions.removeObserver(observer, routingID: routingID)
+                logger.error(
+                    "store/observe \(observer) of a scoped key is removed: its scope could not be read: \(error.message)"
+                )
+            }
+        }
     }
 }

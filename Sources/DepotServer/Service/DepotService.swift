@@ -183,13 +183,22 @@ public final class DepotService: Sendable {
 
     /// Re-scopes the sessions of keys whose scope changed (SIGHUP): their
     /// subscriptions of an entity whose rules changed are ended with
-    /// `results/didInvalidate {reason: "scope"}`; other requests see the new
-    /// scope at once. Returns how many subscriptions were ended.
+    /// `results/didInvalidate {reason: "scope"}`; their observers read what
+    /// they see again with the new scope; other requests see the new scope at
+    /// once. Returns how many subscriptions were ended.
     func rescope(keys changed: [String: Set<String>]) -> Int {
         var ended = 0
         for (keyID, entities) in changed where !entities.isEmpty {
             let routingIDs = sessions.routingIDs(ofKeys: [keyID])
             guard !routingIDs.isEmpty else { continue }
+            // Scoped observers read their baseline again with the new scope, in commit order (queued
+            // before the invalidations go out, so a save sent after one is judged by the new scope).
+            // A key that lost its scope keeps the old one there (narrower, never wider).
+            for observation in sessions.scopedObservers(of: routingIDs) {
+                let scope = observation.keyID.flatMap { keys?.key($0)?.scope }
+                startObservation(
+                    observation.scoped, scope: scope, observer: observation.observer, routingID: observation.routingID)
+            }
             ended += results.rescope(routingIDs, changed: { _, entity in entities.contains(entity) }, context: self)
         }
         return ended

@@ -17,7 +17,15 @@ struct Session: Sendable {
     /// When the client last sent anything.
     var lastSeen: ContinuousClock.Instant
     /// The session's `store/observe` registrations, by observer id.
-    var observers: [String: StoreObserve.Parameters] = [:]
+    var observers: [String: ObserverRegistration] = [:]
     /// Requests still running, so `$/cancelRequest` can reach them.
     var inFlight: [RequestID: Cancellation] = [:]
+}
+
+/// One `store/observe` registration.
+struct ObserverRegistration: Sendable {
+    /// What it asked for.
+    var parameters: StoreObserve.Parameters
+    /// What a scoped key may hear of, `nil` for a key without a scope.
+    var scoped: ScopedObservation?
 }

@@ -101,13 +101,13 @@ final class SessionRegistry: Sendable {
     }
 
     /// Adds an observer to the session; returns its id.
-    func addObserver(_ parameters: StoreObserve.Parameters, routingID: [UInt8]) -> String? {
+    func addObserver(_ registration: ObserverRegistration, routingID: [UInt8]) -> String? {
         let id = "o\(nextObserver.wrappingAdd(1, ordering: .relaxed).oldValue)"
         // Both under `observing`'s lock (then the sessions'), the order the clean-up in `observers()` takes them.
         return observing.withLock { observing in
             sessions.withLock { sessions in
                 guard sessions[routingID] != nil else { return nil }
-                sessions[routingID]!.observers[id] = parameters
+                sessions[routingID]!.observers[id] = registration
                 observing.insert(routingID)
                 return id
             }
@@ -119,12 +119,12 @@ final class SessionRegistry: Sendable {
         sessions.withLock { $0[routingID]?.observers.removeValue(forKey: id) != nil }
     }
 
-    /// Every (session, observer id, params) registered.
-    func observers() -> [(routingID: [UInt8], observer: String, parameters: StoreObserve.Parameters)] {
+    /// Every (session, observer id, registration) registered.
+    func observers() -> [(routingID: [UInt8], observer: String, registration: ObserverRegistration)] {
         let candidates = observing.withLock { $0 }
         guard !candidates.isEmpty else { return [] }
         let (found, gone) = sessions.withLock { sessions in
-            var found: [(routingID: [UInt8], observer: String, parameters: StoreObserve.Parameters)] = []
+            var found: [(routingID: [UInt8], observer: String, registration: ObserverRegistration)] = []
             var gone: [[UInt8]] = []
             for routingID in candidates {
                 guard let session = sessions[routingID], !session.observers.isEmpty else {
@@ -144,6 +144,20 @@ final class SessionRegistry: Sendable {
             }
         }
         return found
+    }
+
+    /// The scoped observers of the sessions `routingIDs`, with the session's key id.
+    func scopedObservers(of routingIDs: [[UInt8]]) -> [(
+        routingID: [UInt8], keyID: String?, observer: String, scoped: ScopedObservation
+    )] {
+        sessions.withLock { sessions in
+            routingIDs.flatMap { routingID in
+                let session = sessions[routingID]
+                return (session?.observers ?? [:]).compactMap { id, registration in
+                    registration.scoped.map { (routingID, session?.keyID, id, $0) }
+                }
+            }
+        }
     }
 
     /// Whether some session may have an observer (`false` means none has).

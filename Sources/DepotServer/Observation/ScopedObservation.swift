@@ -1,0 +1,187 @@
+import DepotProtocol
+import DepotStore
+import Synchronization
+
+/// What one `store/observe` registration of a scoped key may hear of
+/// (DESIGN.md §2, Row-level scopes): only objects in its read scope, and an
+/// object that leaves the scope (updated out of it, or deleted) is reported to
+/// the observer that could see it before.
+///
+/// It keeps, per entity with a read scope, the rows in scope as of the last
+/// transaction it published (its *baseline*). Each transaction's inserted and
+/// updated rows are checked against the scope in the store as the transaction
+/// left it; what was in scope before is the baseline. So for the key:
+/// - an insert in scope, or an update into the scope, is an `insert`;
+/// - an update in scope before and after is an `update`;
+/// - a delete, or an update out of the scope, of a row in scope before is a `delete`;
+/// - anything else is not reported.
+///
+/// Touched only from jobs of the publish lane (its start and each publish), in
+/// commit order; the lock only makes that safe to state.
+final class ScopedObservation: Sendable {
+    private struct State {
+        /// The key's scope; replaced when a reload changes it.
+        var scope: KeyScope
+        /// The rows in scope per scoped entity; `nil` until the baseline was read.
+        var visible: [String: Set<Int64>]?
+        /// The read rules that evaluate in memory on a row's own keys, by entity (others are read with SQL).
+        var inMemory: [String: InMemoryFollow] = [:]
+    }
+
+    /// The entities observed (`nil`: all).
+    private let entities: Set<String>?
+    private let state: Mutex<State>
+
+    /// An observation of `entities` (all when `nil`) through `scope`; it reports nothing until ``start(scope:store:)``.
+    init(scope: KeyScope, entities: [String]?) {
+        self.entities = entities.map(Set.init)
+        state = Mutex(State(scope: scope, visible: nil))
+    }
+
+    /// Reads the baseline: the rows of each observed entity with a read scope
+    /// that are in `scope` in `store` (a snapshot in commit order). Called in
+    /// the publish lane, again when a reload changes the key's scope.
+    func start(scope: KeyScope, store: Store) throws(RPCError) {
+        var visible: [String: Set<Int64>] = [:]
+        var inMemory: [String: InMemoryFollow] = [:]
+        for name in scopedEntities(of: scope, schema: store.schema) {
+            guard let read = scope.read(name) else { continue }
+            if read == .constant(false) {
+                visible[name] = []
+                continue
+            }
+            var request = FetchRequest(entity: name, resultType: .ids)
+            request.scope = read
+            visible[name] = Set(try store.fetch(request).ids?.compactMap { ObjectID($0)?.row } ?? [])
+            // The rule as a sorted request: the results engine's test of what evaluates in memory.
+            var sorted = FetchRequest(entity: name, sort: [SortDescriptor(key: "id")])
+            sorted.scope = read
+            if let follow = try? ResultsDefinition(.init(request: sorted), schema: store.schema).inMemory {
+                inMemory[name] = follow
+            }
+        }
+        state.withLock { $0 = State(scope: scope, visible: visible, inMemory: inMemory) }
+    }
+
+    /// What the observers found of one transaction's rows, shared among them:
+    /// the rows read once per entity for rules that evaluate in memory, and
+    /// what each other rule matched (one SQL read per entity and rule).
+    struct Checks {
+        /// The touched rows' values, read once per entity.
+        var rows: InMemoryRows
+        /// The rows each rule matched, by entity and rule.
+        var found: [Check: Set<Int64>] = [:]
+
+        /// Checks of `transaction`'s inserted and updated rows in `store`.
+        init(_ transaction: CommittedTransaction, store: Store) {
+            rows = InMemoryRows(
+                store: store,
+                changedRows: transaction.changes.mapValues { Set($0.inserted + $0.updated.map(\.row)) })
+        }
+    }
+
+    /// One entity's read rule, checked against one transaction's rows.
+    struct Check: Hashable {
+        /// The entity.
+        var entity: String
+        /// Its read rule.
+        var read: PredicateNode
+    }
+
+    /// The changes of `transaction` the key may see, by entity (none left out
+    /// when empty), advancing the baseline; `nil` before the baseline was read.
+    ///
+    /// - Parameters:
+    ///   - store: reads the state `transaction` left.
+    ///   - checks: what other observers found for `transaction`, shared with them.
+    func changes(of transaction: CommittedTransaction, store: Store, checks: inout Checks) throws(RPCError)
+        -> [String: EntityChanges]?
+    {
+        try state.withLock { (state) throws(RPCError) -> [String: EntityChanges]? in
+            guard state.visible != nil else { return nil }
+            var changes: [String: EntityChanges] = [:]
+            for (name, set) in transaction.changes {
+                if let entities, !entities.contains(name) { continue }
+                guard let read = state.scope.read(name) else {
+                    changes[name] = set.wire
+                    continue
+                }
+                let check = Check(entity: name, read: read)
+                let after: Set<Int64>
+                if let found = checks.found[check] {
+                    after = found
+                } else if read == .constant(false) {
+                    after = []
+                } else if let follow = state.inMemory[name], let entity = store.schema.entity(named: name) {
+                    var touched = Set(set.inserted + set.updated.map(\.row))
+                    if let equality = follow.equality {
+                        // `owner == $keyName`: only rows holding the key's value can match (no evaluation for others).
+                        let rows = try checks.rows.rows(of: entity)
+                        touched = touched.filter { rows[$0]?.object[equality.key] == equality.value }
+                    }
+                    after =
+                        touched.isEmpty
+                        ? [] : Set(try checks.rows.evaluate(follow, entity: entity, rows: touched).keys)
+                    checks.found[check] = after
+                } else {
+                    after = try Self.rows(set.inserted + set.updated.map(\.row), of: name, in: read, store: store)
+                    checks.found[check] = after
+                }
+                // The baseline is changed in place: a transaction costs what it touched, not what the key sees.
+                var seen = EntityChanges(inserted: [], updated: [], deleted: [])
+                for row in set.inserted where after.contains(row) {
+                    seen.inserted.append("\(name)/\(row)")
+                    state.visible![name, default: []].insert(row)
+                }
+                for (row, keys) in set.updated {
+                    switch (state.visible![name]?.contains(row) ?? false, after.contains(row)) {
+                    case (true, true):
+                        seen.updated.append(EntityChanges.Update(id: "\(name)/\(row)", keys: keys.sorted()))
+                    case (false, true):
+                        seen.inserted.append("\(name)/\(row)")
+                        state.visible![name, default: []].insert(row)
+                    case (true, false):
+                        seen.deleted.append("\(name)/\(row)")
+                        state.visible![name]?.remove(row)
+                    case (false, false): break
+                    }
+                }
+                for row in set.deleted where state.visible![name]?.remove(row) != nil {
+                    seen.deleted.append("\(name)/\(row)")
+                }
+                if !(seen.inserted.isEmpty && seen.updated.isEmpty && seen.deleted.isEmpty) { changes[name] = seen }
+            }
+            return changes
+        }
+    }
+
+    /// The scope the baseline was read with.
+    var scope: KeyScope { state.withLock { $0.scope } }
+
+    /// The observed entities that have a read scope.
+    private func scopedEntities(of scope: KeyScope, schema: Schema) -> [String] {
+        scope.entities.keys.filter { name in
+            scope.read(name) != nil && (entities?.contains(name) ?? true) && schema.entity(named: name) != nil
+        }
+    }
+
+    /// Which of `rows` of `entity` are in `read` in `store`: one read per 5,000 rows.
+    private static func rows(_ rows: [Int64], of entity: String, in read: PredicateNode, store: Store)
+        throws(RPCError) -> Set<Int64>
+    {
+        var found: Set<Int64> = []
+        for start in stride(from: 0, to: rows.count, by: 5_000) {
+            let chunk = rows[start..<min(start + 5_000, rows.count)]
+            var request = FetchRequest(entity: entity, resultType: .ids)
+            let named = PredicateNode.comparison(
+                Comparison(
+                    lhs: .keyPath(["SELF"]), op: .in,
+                    rhs: .list(chunk.map { .value(.string(ObjectID(entity: entity, row: $0).description)) })))
+            request.scope = .and([read, named])
+            for id in try store.fetch(request).ids ?? [] {
+                if let row = ObjectID(id)?.row { found.insert(row) }
+            }
+        }
+        return found
+    }
+}
