@@ -335,6 +335,7 @@ final class ScopeTests: XCTestCase {
         XCTAssertEqual(change.objects.first?.object?["n"], 2)
         let fresh = try await alice.call(StoreFetch.self, request).objects ?? []
         XCTAssertEqual(fresh.map { [$0["owner"] ?? .null, $0["n"] ?? .null] }, [["alice", 1], ["bob", 2]])
+    }
 
     /// `store/observe` of a scoped key: only in-scope ids; an object updated out
     /// of the scope or deleted is a delete for the observer that saw it, one
