@@ -53,11 +53,15 @@ final class ScopedObservation: Sendable {
             var request = FetchRequest(entity: name, resultType: .ids)
             request.scope = read
             visible[name] = Set(try store.fetch(request).ids?.compactMap { ObjectID($0)?.row } ?? [])
-            // The rule as a sorted request: the results engine's test of what evaluates in memory.
-            var sorted = FetchRequest(entity: name, sort: [SortDescriptor(key: "id")])
-            sorted.scope = read
-            if let follow = try? ResultsDefinition(.init(request: sorted), schema: store.schema).inMemory {
-                inMemory[name] = follow
+            // A rule on the entity's own keys is evaluated in memory on the touched rows, as the
+            // results engine does; one that follows a relationship is read through SQL.
+            if let entity = store.schema.entity(named: name),
+                let compiled = try? PredicateCompilation.compile(node: read, entity: entity, schema: store.schema),
+                compiled.dependencies.isEmpty
+            {
+                var request = FetchRequest(entity: name)
+                request.scope = read
+                inMemory[name] = InMemoryFollow(request: request, sort: [], entity: entity, dependencies: [])
             }
         }
         state.withLock { $0 = State(scope: scope, visible: visible, inMemory: inMemory) }
