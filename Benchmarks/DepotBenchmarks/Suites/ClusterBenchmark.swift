@@ -13,11 +13,13 @@ import PostgresNIO
 /// Measures, in one run: a single-object `store/save` through daemon A against a raw postgres-nio
 /// single-row insert transaction on the same server; and the latency from a save on A to the
 /// `results/didChange` of a subscription over N rows on daemon B, beside the same figure for a
-/// subscription on A itself.
+/// subscription on A itself. Then (issue 26) the log's upkeep on that store
+/// (``upkeep(_:server:arguments:replica:rows:updates:saveMs:)``), and the scale-out under equal
+/// per-daemon CPU quotas (``quotaScaleOut(_:server:store:)``).
 struct ClusterBenchmark: Benchmark {
     static let name = "cluster"
     static let summary =
-        "PostgreSQL-backed save vs raw postgres-nio insert transaction (≥ 0.5×); save on A → didChange on B p50 ≤ 2 ms, p99 ≤ 10 ms"
+        "PostgreSQL-backed save vs raw postgres-nio insert transaction (≥ 0.5×); save on A → didChange on B p50 ≤ 2 ms, p99 ≤ 10 ms; the log's upkeep; under equal CPU quotas 5 daemons' deliveries ≥ 4.5× one's, writers on 3 daemons ≥ 0.8× one's commits"
 
     struct Report: Codable {
         var rows: Int
