@@ -290,6 +290,49 @@ final class LogPruningTests: XCTestCase {
         XCTAssertEqual(try objectTables(firstPath)["e_Team"]?[1]["wins"], 5.databaseValue)
     }
 
+    /// PostgreSQL stops while a new daemon reads the snapshot (after its first batch of rows): the
+    /// start fails with -32603 naming PostgreSQL, and the data directory keeps nothing of the
+    /// half-read snapshot. Started again once the server is back, it loads the whole snapshot,
+    /// equals the others and follows the log.
+    func testPostgreSQLRestartingDuringABootstrapLeavesNothingHalfLoaded() throws {
+        let server = try PostgresServer.start()
+        defer { try? server.stop() }
+        var url = server.url
+        url.schema = uniqueSchema("bootstrap")
+        let a = try PostgresReplication(url: url, node: "a")
+        defer { a.stop() }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        var ids: [String] = []
+        for index in 0..<8 { ids.append(try insertTeam(first, index)) }
+
+        let joiningPath = temporaryReplicaPath()
+        let b = WatchedReplication(try PostgresReplication(url: url, node: "b", snapshotBatch: 2), url: url)
+        b.afterFirstBatch = { _ = try? server.pause() }
+        XCTAssertThrowsError(try Store(path: joiningPath, replication: b)) { error in
+            XCTAssertEqual((error as? RPCError)?.code, .internalError)
+            XCTAssertTrue("\(error)".contains("PostgreSQL"), "\(error)")
+        }
+        b.replication.stop()
+        XCTAssertEqual(try objectTables(joiningPath), [:], "nothing of the half-read snapshot stays")
+
+        try server.resume()
+        let c = try PostgresReplication(url: url, node: "b", snapshotBatch: 2)
+        defer { c.stop() }
+        let joined = try Store(path: joiningPath, replication: c)
+        XCTAssertEqual(joined.replicaPosition, first.replicaPosition)
+        XCTAssertEqual(try objectTables(joiningPath), try objectTables(firstPath))
+        // The first daemon's connection was cut too: it reconnects, writes, and the new one follows.
+        var saved = false
+        for _ in 0..<100 where !saved {
+            saved = (try? first.save(update(ids[0], wins: 11))) != nil
+            if !saved { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        XCTAssertTrue(saved, "writes resume after the restart")
+        try joined.catchUpWithCluster()
+        XCTAssertEqual(try objectTables(joiningPath), try objectTables(firstPath))
+    }
+
     // MARK: Helpers
 
     /// The offset the replica at `path` recorded between its checksum and the log's (0: they agree).
@@ -364,12 +407,16 @@ final class LogPruningTests: XCTestCase {
 }
 
 /// A daemon's real ``PostgresReplication`` that, each time a snapshot begins to be read, asks
-/// PostgreSQL on a connection of its own whether the cluster's write lock is free.
+/// PostgreSQL on a connection of its own whether the cluster's write lock is free, and can act
+/// after a snapshot's first batch (stop the server).
 private final class WatchedReplication: StoreReplication, @unchecked Sendable {
     // @unchecked: `lockFree` is touched on the store's writer only, then read by the test after.
     let replication: PostgresReplication
     private let url: PostgresURL
     private var lockFree: [Bool] = []
+    private var batches = 0
+    /// Called once, after a snapshot's first batch of rows was handed over.
+    var afterFirstBatch: (() -> Void)?
 
     init(_ replication: PostgresReplication, url: PostgresURL) {
         self.replication = replication
@@ -402,7 +449,12 @@ private final class WatchedReplication: StoreReplication, @unchecked Sendable {
             begin: { snapshot in
                 lockFree.append(try Self.lockIsFree(url: url, key: replication.log.lockKey))
                 try begin(snapshot)
-            }, rows: rows)
+            },
+            rows: { table, batch in
+                try rows(table, batch)
+                batches += 1
+                if batches == 1 { afterFirstBatch?() }
+            })
     }
 
     func stop() { replication.stop() }
