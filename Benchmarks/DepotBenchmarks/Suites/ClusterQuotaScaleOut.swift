@@ -46,6 +46,16 @@ extension ClusterBenchmark {
         }
         suite.note("quota-scale-out", (try? JSONCoding.encode(runs)) ?? .null)
         let one = runs[0]
+        if let three = runs.first(where: { $0.daemons == 3 }), let committer = three.fanOutDaemonCores.first,
+            committer > 0
+        {
+            // Both fan each save out to their own sessions too: this bounds applying from above.
+            let appliers = three.fanOutDaemonCores.dropFirst()
+            suite.check(
+                "cluster.quota-apply-vs-commit-cpu", appliers.reduce(0, +) / Double(appliers.count) / committer,
+                target: nil, .atMost, of: "CPU of a daemon applying the saves and fanning them out",
+                over: "of the daemon committing them and fanning them out")
+        }
         for run in runs.dropFirst() {
             suite.check(
                 "cluster.quota-fan-out-\(run.daemons)-vs-1", run.deliveriesPerSecond / one.deliveriesPerSecond,
