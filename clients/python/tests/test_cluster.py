@@ -11,11 +11,13 @@ import json
 import os
 import pathlib
 import random
+import socket
 import sqlite3
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from contextlib import closing
 from typing import Any, Dict, Iterator, List, Tuple
@@ -597,3 +599,144 @@ def test_a_replica_changed_behind_a_running_daemon_repairs_itself_and_its_subscr
             client.close()
         for running in daemons:
             running.stop()
+
+
+class PostgresProxy:
+    """A TCP proxy between one daemon and PostgreSQL that the test controls: ``cut`` closes every
+    connection and refuses new ones (a network cut the daemon hears of), ``stall`` stops forwarding
+    while keeping the connections open (a partition without FIN), ``heal`` ends either (stalled
+    connections are closed, as the partition's end would reset them)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.mode = "open"
+        self.lock = threading.Lock()
+        self.sockets: List[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                downstream, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.mode == "cut":
+                downstream.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.upstream)
+            except OSError:
+                downstream.close()
+                continue
+            with self.lock:
+                self.sockets += [downstream, upstream]
+            for source, target in ((downstream, upstream), (upstream, downstream)):
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        source.settimeout(0.05)
+        while True:
+            if self.mode == "stall":
+                time.sleep(0.05)
+                continue
+            try:
+                data = source.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                data = b""
+            # Received just as the stall began: held back, like what follows.
+            while self.mode == "stall":
+                time.sleep(0.05)
+            if not data:
+                for each in (source, target):
+                    try:
+                        each.close()
+                    except OSError:
+                        pass
+                return
+            try:
+                target.sendall(data)
+            except OSError:
+                return
+
+    def _close_all(self) -> None:
+        with self.lock:
+            sockets, self.sockets = self.sockets, []
+        for each in sockets:
+            try:
+                each.shutdown(socket.SHUT_RDWR)
+                each.close()
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.mode = "cut"
+        self._close_all()
+
+    def stall(self) -> None:
+        self.mode = "stall"
+
+    def heal(self) -> None:
+        if self.mode == "stall":
+            self._close_all()
+        self.mode = "open"
+
+    def close(self) -> None:
+        self.mode = "cut"
+        self.listener.close()
+        self._close_all()
+
+
+def test_a_network_cut_and_a_stall_between_one_daemon_and_postgresql() -> None:
+    """Daemon A reaches PostgreSQL through a proxy the test controls, B directly. Cut, then stalled
+    (no FIN: only the statement timeout, 10 s, notices): A's write fails with -32603 naming PostgreSQL
+    within bounded time and never hangs, A keeps serving reads from its replica, B writes on. Healed,
+    A follows what B committed meanwhile with exact deltas (the oracle) and writes again; both serve
+    the same objects."""
+    parsed = urllib.parse.urlsplit(STORE)
+    proxy = PostgresProxy(parsed.hostname or "127.0.0.1", parsed.port or 5432)
+    schema = f"c_{uuid.uuid4().hex[:12]}"
+    proxied = parsed._replace(netloc=f"{parsed.username}@127.0.0.1:{proxy.port}").geturl()
+    a = Daemon(store=f"{proxied}?schema={schema}")
+    with a.client() as client:
+        client.call("model/define", TEST_MODEL)
+    b = Daemon(store=f"{STORE}?schema={schema}")
+    try:
+        with a.client() as on_a, b.client() as on_b:
+            oracle = Oracle(on_a)
+            team: Dict[str, Any] = {
+                "entity": "Team", "values": {"teamName": "Before", "wins": 1, "qualifyingZone": "Asia"}}
+            oracle.check(on_b.save(inserted=[team])["transaction"])
+            for fault, bound in (("cut", 15.0), ("stall", 25.0)):
+                assert proxy.sockets, "daemon A goes through the proxy"
+                getattr(proxy, fault)()
+                started = time.monotonic()
+                with pytest.raises(depot.InternalError) as refused:
+                    on_a.save(inserted=[{**team, "values": {**team["values"], "teamName": f"A during {fault}"}}])
+                assert time.monotonic() - started < bound, "a clear error, not a hang"
+                assert "PostgreSQL" in str(refused.value)
+                during = on_b.save(inserted=[{**team, "values": {**team["values"], "teamName": f"B during {fault}"}}])
+                assert "A during" not in str(on_a.fetch(REQUEST)["objects"]), "reads go on from the replica"
+                proxy.heal()
+                oracle.check(during["transaction"])
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        after = on_a.save(
+                            inserted=[{**team, "values": {**team["values"], "teamName": f"A after {fault}"}}])
+                        break
+                    except depot.InternalError:
+                        assert time.monotonic() < deadline, "the daemon did not reconnect"
+                        time.sleep(0.2)
+                oracle.check(after["transaction"])
+                wait_until(lambda: on_b.fetch(REQUEST)["objects"] == on_a.fetch(REQUEST)["objects"],
+                           "both daemons to serve the same objects")
+            names = sorted(o["teamName"] for o in on_a.fetch(REQUEST)["objects"])
+            assert names == sorted(["Before", "B during cut", "A after cut", "B during stall", "A after stall"])
+    finally:
+        for running in (a, b):
+            running.stop()
+        proxy.close()
