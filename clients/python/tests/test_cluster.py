@@ -740,3 +740,95 @@ def test_a_network_cut_and_a_stall_between_one_daemon_and_postgresql() -> None:
         for running in (a, b):
             running.stop()
         proxy.close()
+
+
+def history_ids(record: Dict[str, Any]) -> List[str]:
+    """Every object id a history record names, whatever the change."""
+    ids: List[str] = []
+    for changes in record["changes"].values():
+        for value in changes.values():
+            if isinstance(value, list):
+                ids += [i if isinstance(i, str) else i["id"] for i in value]
+    return ids
+
+
+def test_a_checker_over_every_clients_history_finds_one_order_read_your_writes_and_monotonic_reads() -> None:
+    """Six sessions, two on each of three daemons, save and read at random at once (seed 26); each
+    session updates only objects it inserted, so it knows what it must read. Over every session's
+    history: each read's transaction is at least the session's previous read's and its own last save's
+    (monotonic reads, read-your-writes on the committing daemon), and shows its objects as it last wrote
+    them. Then every acknowledged save is in the log (PostgreSQL's change_log) and, with the same
+    number, in every daemon's history; the histories are equal (one order everywhere), and every
+    daemon serves the objects as their writers last wrote them."""
+    store, daemons = start_cluster(3)
+    errors: List[str] = []
+    acknowledged: List[Tuple[int, str, int]] = []  # (transaction, id, wins)
+    lock = threading.Lock()
+
+    def session(number: int) -> None:
+        rng = random.Random(26 * 100 + number)
+        mine: Dict[str, int] = {}
+        last_seen = 0
+        try:
+            with daemons[number % 3].client() as client:
+                for step in range(30):
+                    if rng.random() < 0.5 or not mine:
+                        if mine and rng.random() < 0.6:
+                            target = rng.choice(sorted(mine))
+                            wins = rng.randint(0, 99)
+                            result = client.save(updated=[{"id": target, "values": {"wins": wins}}])
+                        else:
+                            wins = rng.randint(0, 99)
+                            result = client.save(inserted=[{"entity": "Team", "values": {
+                                "teamName": f"s{number}-{step}", "wins": wins, "qualifyingZone": rng.choice(ZONES)}}])
+                            target = next(iter(result["versions"]))
+                        mine[target] = wins
+                        transaction = result["transaction"]
+                        with lock:
+                            acknowledged.append((transaction, target, wins))
+                        if transaction < last_seen:
+                            errors.append(f"session {number}: save {transaction} after reading {last_seen}")
+                        last_seen = max(last_seen, transaction)
+                    else:
+                        read = client.fetch(REQUEST)
+                        if read["transaction"] < last_seen:
+                            errors.append(f"session {number}: read {read['transaction']} after {last_seen}")
+                        last_seen = max(last_seen, read["transaction"])
+                        seen = {o["id"]: o["wins"] for o in read["objects"] if o["id"] in mine}
+                        if seen != mine:
+                            errors.append(f"session {number} step {step}: read {seen}, wrote {mine}")
+        except Exception as error:  # Any failure of a session is a failure of the test.
+            errors.append(f"session {number}: {error!r}")
+
+    threads = [threading.Thread(target=session, args=(n,)) for n in range(6)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not errors, errors
+        latest = max(t for t, _, _ in acknowledged)
+        clients = [d.client() for d in daemons]
+        try:
+            wait_until(lambda: all(c.call("store/history", {"since": 0, "limit": 1})["latest"] >= latest
+                                   for c in clients), "every daemon to follow the last save")
+            histories = [c.call("store/history", {"since": 0})["transactions"] for c in clients]
+            assert histories[1] == histories[0] and histories[2] == histories[0], "one order everywhere"
+            by_number = {record["transaction"]: record for record in histories[0]}
+            for transaction, target, _ in acknowledged:
+                assert target in history_ids(by_number[transaction]), f"save {transaction} of {target}"
+            logged = {row["changes"].get("transaction") for row in psql_rows(store, "change_log")
+                      if row["changes"].get("kind") == "data"}
+            assert {t for t, _, _ in acknowledged} <= logged, "every acknowledged save is in the log"
+            final: Dict[str, int] = {}
+            for transaction, target, wins in sorted(acknowledged):
+                final[target] = wins
+            for client in clients:
+                served = {o["id"]: o["wins"] for o in client.fetch(REQUEST)["objects"]}
+                assert served == final
+        finally:
+            for client in clients:
+                client.close()
+    finally:
+        for running in daemons:
+            running.stop()
