@@ -832,3 +832,63 @@ def test_a_checker_over_every_clients_history_finds_one_order_read_your_writes_a
     finally:
         for running in daemons:
             running.stop()
+
+
+def test_kill_9_at_many_points_of_the_write_path_loses_no_acknowledged_save() -> None:
+    """Eight times (seed 9), a daemon saving as fast as it can is killed with SIGKILL after a random
+    delay, so at a different point of its write path each time (running the write, appending, committing
+    locally, publishing), while the other daemon saves too; it restarts on its data directory. Every
+    acknowledged save is then on both daemons, the save in flight at each kill is on both or on neither,
+    no save is there twice, and both histories are equal."""
+    store, daemons = start_cluster(2)
+    survivor = daemons[0]
+    rng = random.Random(9)
+    acknowledged: List[str] = []
+    errors: List[str] = []
+
+    def saves(daemon: Daemon, tag: str, stop: threading.Event, victim: bool) -> None:
+        # A killed daemon never answers: the victim's client gives up soon.
+        with daemon.client(timeout=3 if victim else 20) as client:
+            for index in range(100_000):
+                if stop.is_set():
+                    return
+                name = f"{tag}-{index}"
+                try:
+                    client.save(inserted=[{"entity": "Team", "values": {
+                        "teamName": name, "wins": index % 10, "qualifyingZone": "Asia"}}])
+                except Exception as error:  # Killed under the save: its outcome is the log's.
+                    if not victim:
+                        errors.append(f"{name}: {error!r}")
+                    return
+                acknowledged.append(name)
+
+    try:
+        stop_survivor = threading.Event()
+        survivor_writer = threading.Thread(target=saves, args=(survivor, "s", stop_survivor, False))
+        survivor_writer.start()
+        for round_ in range(8):
+            stop = threading.Event()
+            writer = threading.Thread(target=saves, args=(daemons[1], f"v{round_}", stop, True))
+            writer.start()
+            time.sleep(rng.uniform(0.05, 0.5))
+            daemons[1].kill()
+            writer.join(timeout=15)
+            assert not writer.is_alive(), "a save on a killed daemon hung"
+            daemons[1] = Daemon(store=store, data_dir=daemons[1].data_dir)
+        stop_survivor.set()
+        survivor_writer.join(timeout=15)
+        with survivor.client() as first, daemons[1].client() as second:
+            latest = first.call("store/history", {"since": 0, "limit": 1})["latest"]
+            wait_until(lambda: second.call("store/history", {"since": 0, "limit": 1})["latest"] >= latest,
+                       "the restarted daemon to follow")
+            names = [[o["teamName"] for o in c.fetch(REQUEST)["objects"]] for c in (first, second)]
+            assert sorted(names[0]) == sorted(names[1])
+            assert len(names[0]) == len(set(names[0])), "no save applied twice"
+            assert set(acknowledged) <= set(names[0]), "every acknowledged save survives"
+            assert len(acknowledged) > 8
+            assert not errors, errors
+            assert (first.call("store/history", {"since": 0})["transactions"]
+                    == second.call("store/history", {"since": 0})["transactions"])
+    finally:
+        for running in daemons:
+            running.stop()
