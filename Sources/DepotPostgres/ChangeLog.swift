@@ -14,8 +14,9 @@ public struct ChangeLog: Sendable {
     /// The NOTIFY channel whose payload is a new transaction number: a wake-up hint, never the data.
     public var channel: String { "\(schema)_changes" }
 
-    /// The advisory lock that orders the log's writers (and its creation), one key per schema.
-    let lockKey: Int64
+    /// The advisory lock that orders the log's writers (and its creation), one key per schema
+    /// (PostgreSQL's `pg_advisory_lock(lockKey)`).
+    public let lockKey: Int64
 
     /// The log table's qualified name.
     var log: String { "\"\(schema)\".change_log" }

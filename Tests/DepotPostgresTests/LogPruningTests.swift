@@ -3,6 +3,9 @@ import DepotProtocol
 import DepotStore
 import Foundation
 import GRDB
+import Logging
+import PostgresNIO
+import Synchronization
 import XCTest
 
 /// The cluster's log pruned (DESIGN.md section 11) and replicas that rebuild themselves from the
@@ -253,6 +256,83 @@ final class LogPruningTests: XCTestCase {
         XCTAssertEqual(try objectTables(joinedPath), try objectTables(firstPath))
     }
 
+    /// A write that finds, under the cluster's write lock, that its replica diverged (an entry it
+    /// missed leaves a different checksum) releases the lock before the replica rebuilds itself:
+    /// while the snapshot is read another connection can take the lock. The write then runs again
+    /// under the lock and commits once, on the rebuilt replica.
+    func testAWriteThatFindsItsReplicaDivergedRebuildsItOutsideTheWriteLock() throws {
+        let url = try clusterURL("unlocked")
+        let a = try PostgresReplication(url: url, node: "a")
+        let b = WatchedReplication(try PostgresReplication(url: url, node: "b", snapshotBatch: 2), url: url)
+        defer { [a, b.replication].forEach { $0.stop() } }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        var ids: [String] = []
+        for index in 0..<6 { ids.append(try insertTeam(first, index)) }
+        let secondPath = temporaryReplicaPath()
+        let second = try Store(path: secondPath, replication: b)
+        XCTAssertEqual(b.lockFreeDuringSnapshots, [true], "joined from the snapshot")
+        try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET rating = 42.5 WHERE id = 1") }
+        // The next entry touches that row: the replica finds it out while applying it, which its
+        // own write does under the lock (its first, unlocked try is refused: the log moved on).
+        _ = try first.save(update(ids[0], wins: 3))
+        let head = try XCTUnwrap(a.entries(after: 0, limit: 100).last?.number)
+
+        let (_, transaction) = try second.save(update(ids[1], wins: 5))
+        XCTAssertTrue(second.takeRebuild(), "rebuilt from the snapshot")
+        XCTAssertEqual(b.lockFreeDuringSnapshots, [true, true], "the write lock was free while the snapshot was read")
+        XCTAssertNil(second.divergenceError)
+        XCTAssertEqual(try a.entries(after: 0, limit: 100).map(\.number), Array(1...(head + 1)), "appended once")
+        XCTAssertEqual(second.replicaPosition, head + 1)
+        try first.catchUpWithCluster()
+        XCTAssertEqual(try first.latestTransaction(), transaction?.number)
+        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try objectTables(firstPath)["e_Team"]?[1]["wins"], 5.databaseValue)
+    }
+
+    /// PostgreSQL stops while a new daemon reads the snapshot (after its first batch of rows): the
+    /// start fails with -32603 naming PostgreSQL, and the data directory keeps nothing of the
+    /// half-read snapshot. Started again once the server is back, it loads the whole snapshot,
+    /// equals the others and follows the log.
+    func testPostgreSQLRestartingDuringABootstrapLeavesNothingHalfLoaded() throws {
+        let server = try PostgresServer.start()
+        defer { try? server.stop() }
+        var url = server.url
+        url.schema = uniqueSchema("bootstrap")
+        let a = try PostgresReplication(url: url, node: "a")
+        defer { a.stop() }
+        let (first, firstPath) = try newReplica(a)
+        _ = try first.defineModel([Self.team, Self.tag])
+        var ids: [String] = []
+        for index in 0..<8 { ids.append(try insertTeam(first, index)) }
+
+        let joiningPath = temporaryReplicaPath()
+        let b = WatchedReplication(try PostgresReplication(url: url, node: "b", snapshotBatch: 2), url: url)
+        b.afterFirstBatch = { _ = try? server.pause() }
+        XCTAssertThrowsError(try Store(path: joiningPath, replication: b)) { error in
+            XCTAssertEqual((error as? RPCError)?.code, .internalError)
+            XCTAssertTrue("\(error)".contains("PostgreSQL"), "\(error)")
+        }
+        b.replication.stop()
+        XCTAssertEqual(try objectTables(joiningPath), [:], "nothing of the half-read snapshot stays")
+
+        try server.resume()
+        let c = try PostgresReplication(url: url, node: "b", snapshotBatch: 2)
+        defer { c.stop() }
+        let joined = try Store(path: joiningPath, replication: c)
+        XCTAssertEqual(joined.replicaPosition, first.replicaPosition)
+        XCTAssertEqual(try objectTables(joiningPath), try objectTables(firstPath))
+        // The first daemon's connection was cut too: it reconnects, writes, and the new one follows.
+        var saved = false
+        for _ in 0..<100 where !saved {
+            saved = (try? first.save(update(ids[0], wins: 11))) != nil
+            if !saved { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        XCTAssertTrue(saved, "writes resume after the restart")
+        try joined.catchUpWithCluster()
+        XCTAssertEqual(try objectTables(joiningPath), try objectTables(firstPath))
+    }
+
     // MARK: Helpers
 
     /// The offset the replica at `path` recorded between its checksum and the log's (0: they agree).
@@ -323,5 +403,83 @@ final class LogPruningTests: XCTestCase {
             }
             return tables
         }
+    }
+}
+
+/// A daemon's real ``PostgresReplication`` that, each time a snapshot begins to be read, asks
+/// PostgreSQL on a connection of its own whether the cluster's write lock is free, and can act
+/// after a snapshot's first batch (stop the server).
+private final class WatchedReplication: StoreReplication, @unchecked Sendable {
+    // @unchecked: `lockFree` is touched on the store's writer only, then read by the test after.
+    let replication: PostgresReplication
+    private let url: PostgresURL
+    private var lockFree: [Bool] = []
+    private var batches = 0
+    /// Called once, after a snapshot's first batch of rows was handed over.
+    var afterFirstBatch: (() -> Void)?
+
+    init(_ replication: PostgresReplication, url: PostgresURL) {
+        self.replication = replication
+        self.url = url
+    }
+
+    /// One answer per snapshot read: whether another session could take the write lock.
+    var lockFreeDuringSnapshots: [Bool] { lockFree }
+
+    func beginWrite(after position: Int64, locked: Bool) throws(RPCError) -> [ReplicatedEntry] {
+        try replication.beginWrite(after: position, locked: locked)
+    }
+
+    func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool { try replication.commitWrite(entries) }
+
+    func abandonWrite() { replication.abandonWrite() }
+
+    func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
+        try replication.entries(after: position, limit: limit)
+    }
+
+    func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void) {
+        replication.startFollowing(position: position, newEntries)
+    }
+
+    func readSnapshot(
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+    ) throws -> Bool {
+        try replication.readSnapshot(
+            begin: { snapshot in
+                lockFree.append(try Self.lockIsFree(url: url, key: replication.log.lockKey))
+                try begin(snapshot)
+            },
+            rows: { table, batch in
+                try rows(table, batch)
+                batches += 1
+                if batches == 1 { afterFirstBatch?() }
+            })
+    }
+
+    func stop() { replication.stop() }
+
+    /// Whether a new session takes the advisory lock `key` at once (it then frees it).
+    private static func lockIsFree(url: PostgresURL, key: Int64) throws -> Bool {
+        let outcome = Mutex<Result<Bool, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let logger = Logger(label: "depot.tests.lock")
+            let result: Result<Bool, any Error>
+            do {
+                // Closing the session frees the lock if it took it.
+                let connection = try await PostgresConnection.connect(
+                    configuration: url.configuration, id: 1, logger: logger)
+                defer { Task { try? await connection.close() } }
+                let rows = try await connection.query("SELECT pg_try_advisory_lock(\(key))", logger: logger).collect()
+                result = .success(try rows.first?.decode(Bool.self) ?? false)
+            } catch {
+                result = .failure(error)
+            }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
     }
 }

@@ -1,7 +1,9 @@
 import DepotClient
 import DepotPostgres
 import DepotProtocol
+import DepotStore
 import Foundation
+import GRDB
 import Logging
 import PostgresNIO
 
@@ -11,11 +13,13 @@ import PostgresNIO
 /// Measures, in one run: a single-object `store/save` through daemon A against a raw postgres-nio
 /// single-row insert transaction on the same server; and the latency from a save on A to the
 /// `results/didChange` of a subscription over N rows on daemon B, beside the same figure for a
-/// subscription on A itself.
+/// subscription on A itself. Then (issue 26) the log's upkeep on that store
+/// (``upkeep(_:server:arguments:replica:rows:updates:saveMs:)``), and the scale-out under equal
+/// per-daemon CPU quotas (``quotaScaleOut(_:server:store:)``).
 struct ClusterBenchmark: Benchmark {
     static let name = "cluster"
     static let summary =
-        "PostgreSQL-backed save vs raw postgres-nio insert transaction (≥ 0.5×); save on A → didChange on B p50 ≤ 2 ms, p99 ≤ 10 ms"
+        "PostgreSQL-backed save vs raw postgres-nio insert transaction (≥ 0.5×); save on A → didChange on B p50 ≤ 2 ms, p99 ≤ 10 ms; the log's upkeep; under equal CPU quotas 5 daemons' deliveries ≥ 4.5× one's, writers on 3 daemons ≥ 0.8× one's commits"
 
     struct Report: Codable {
         var rows: Int
@@ -122,8 +126,120 @@ struct ClusterBenchmark: Benchmark {
         first.stop()
         second.stop()
 
+        try await upkeep(
+            suite, server: server, arguments: arguments, replica: first.dataDirectory, rows: rows, updates: samples,
+            saveMs: measured[0].p50 / 1_000_000)
         try await scaleOut(suite, server: server, store: store)
+        try await quotaScaleOut(suite, server: server, store: store)
         try fanOut(suite, store: store)
+    }
+
+    /// What keeping the log for years costs, on the store just loaded (`rows` objects, its whole
+    /// history in the log), its daemons stopped:
+    ///
+    /// - checksum upkeep per save: ``ReplicaChecksum/delta(_:changeset:)`` of each of the latency
+    ///   loop's `count` one-object updates (the log's newest entries) (their changesets read back from the log), on daemon A's replica
+    ///   file, against the median single-object save (`saveMs`) — the checksum's own work, isolated;
+    /// - the full checksum a daemon computes at start-up, per 100,000 rows;
+    /// - a new daemon joining from the snapshot against one replaying the same store's log (the
+    ///   snapshot hidden by renaming `object_model`): time from its start to its first subscribe
+    ///   answering with every row;
+    /// - one prune of the whole log but its head.
+    private func upkeep(
+        _ suite: SuiteRun, server: ThrowawayPostgres, arguments: [String], replica: URL, rows: Int, updates count: Int,
+        saveMs: Double
+    ) async throws {
+        var url = server.url
+        url.schema = "bench_cluster"
+        let reader = try PostgresReplication(url: url, node: "bench-reader")
+        defer { reader.stop() }
+        var head: Int64 = 0
+        while let last = try reader.entries(after: head, limit: 100_000).last?.number { head = last }
+        let updates = try reader.entries(after: max(0, head - Int64(count)), limit: count).compactMap {
+            entry -> [UInt8]? in
+            guard case .data(_, _, let changeset, _) = entry.content, !changeset.isEmpty else { return nil }
+            return changeset
+        }
+        let (deltaMs, fullSeconds) = try Self.checksumCosts(
+            replica: replica.appendingPathComponent("depot.sqlite"), changesets: updates)
+
+        let joinSeconds = try await secondsToServe(suite, label: "depotd-joins", arguments: arguments, rows: rows)
+        let logger = Logger(label: "depot.bench.cluster")
+        let admin = try await PostgresConnection.connect(configuration: server.url.configuration, id: 2, logger: logger)
+        defer { Task { try? await admin.close() } }
+        try await admin.query("ALTER TABLE bench_cluster.object_model RENAME TO object_model_hidden", logger: logger)
+        let replaySeconds = try await secondsToServe(suite, label: "depotd-replays", arguments: arguments, rows: rows)
+        try await admin.query("ALTER TABLE bench_cluster.object_model_hidden RENAME TO object_model", logger: logger)
+
+        // Every daemon is stopped: a grace of 1 ms lets the log go down to its head.
+        try await Task.sleep(for: .milliseconds(50))
+        let pruner = try PostgresReplication(
+            url: url, node: "bench-pruner", logRetention: .count(1), logGrace: .milliseconds(1))
+        defer { pruner.stop() }
+        let pruneStart = ContinuousClock.now
+        let pruned = try pruner.prune()
+        let pruneSeconds = (ContinuousClock.now - pruneStart).seconds
+        suite.note(
+            "upkeep",
+            [
+                "rows": .int(Int64(rows)), "logEntries": .int(head), "checksumUpdates": .int(Int64(updates.count)),
+                "checksumDeltaPerSaveMsP50": .double(deltaMs), "saveMsMedian": .double(saveMs),
+                "fullChecksumSeconds": .double(fullSeconds),
+                "fullChecksumSecondsPer100kRows": .double(fullSeconds * 100_000 / Double(max(rows, 1))),
+                "joinFromSnapshotSeconds": .double(joinSeconds), "joinByReplayingLogSeconds": .double(replaySeconds),
+                "prunedEntries": .int(pruned), "pruneSeconds": .double(pruneSeconds),
+                "pruneMsPer10kEntries": .double(pruneSeconds * 1000 * 10_000 / Double(max(pruned, 1))),
+            ])
+        suite.check(
+            "cluster.checksum-share-of-save", deltaMs / saveMs, target: nil, .atMost,
+            of: "checksum delta per save (ms)", over: "single-object save (ms)")
+        suite.check(
+            "cluster.full-checksum-s-per-100k", fullSeconds * 100_000 / Double(max(rows, 1)), target: nil, .atMost,
+            of: "s")
+        suite.check(
+            "cluster.join-snapshot-vs-replay", replaySeconds / joinSeconds, target: nil,
+            of: "log replay (s)", over: "snapshot join (s)")
+        suite.check(
+            "cluster.prune-ms-per-10k", pruneSeconds * 1000 * 10_000 / Double(max(pruned, 1)), target: nil, .atMost,
+            of: "ms")
+    }
+
+    /// On the replica file at `replica`: the median milliseconds of ``ReplicaChecksum/delta(_:changeset:)``
+    /// over `changesets` (already applied there), and the seconds of one ``ReplicaChecksum/full(_:)``.
+    private static func checksumCosts(replica: URL, changesets: [[UInt8]]) throws -> (Double, Double) {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let file = try DatabaseQueue(path: replica.path, configuration: configuration)
+        return try file.read { db -> (Double, Double) in
+            var each: [Double] = []
+            for changeset in changesets {
+                let start = ContinuousClock.now
+                _ = try ReplicaChecksum.delta(db, changeset: changeset)
+                each.append((ContinuousClock.now - start).milliseconds)
+            }
+            let start = ContinuousClock.now
+            _ = try ReplicaChecksum.full(db)
+            return (percentile(each, 0.5), (ContinuousClock.now - start).seconds)
+        }
+    }
+
+    /// Seconds from starting a daemon on an empty data directory until a subscription on it
+    /// answers with all `rows` objects.
+    private func secondsToServe(_ suite: SuiteRun, label: String, arguments: [String], rows: Int) async throws
+        -> Double
+    {
+        let start = ContinuousClock.now
+        let daemon = try suite.startDaemon(.tcp, label: label, extraArguments: arguments)
+        defer { daemon.stop() }
+        let client = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(600))
+        defer { client.abort() }
+        let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "createdAt")])
+        while true {
+            let subscribed = try? await client.call(
+                ResultsSubscribe.self, .init(request: request, include: .noObjects), timeout: .seconds(600))
+            if let subscribed, subscribed.count >= rows { return (ContinuousClock.now - start).seconds }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     /// Saves/s with every save fanned out to `sessions` subscribed sessions per daemon: three daemons

@@ -10,9 +10,9 @@ import GRDB
 /// The hash sees values as the store means them, not as one file stores them: an integral REAL
 /// counts as the INTEGER it equals (a column added later has no type affinity, and a replica
 /// started from a snapshot may hold `2.0` where another holds `2`).
-enum ReplicaChecksum {
+public enum ReplicaChecksum {
     /// The checksum of every object row `db` holds.
-    static func full(_ db: Database) throws -> UInt64 {
+    public static func full(_ db: Database) throws -> UInt64 {
         var checksum: UInt64 = 0
         for table in try objectTables(db) {
             let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(EntitySchema.quote(table))")
@@ -26,7 +26,7 @@ enum ReplicaChecksum {
     /// What `changeset`, just applied to (or just recorded in) `db`, did to the checksum: the rows
     /// it touched, before and after, XORed. An update's changeset carries only the changed columns:
     /// the rest are read from the row as it is now.
-    static func delta(_ db: Database, changeset: [UInt8]) throws -> UInt64 {
+    public static func delta(_ db: Database, changeset: [UInt8]) throws -> UInt64 {
         var delta: UInt64 = 0
         var columnsByTable: [String: [String]] = [:]
         for change in try ChangeSession.changedRows(changeset) where isObjectTable(change.table) {

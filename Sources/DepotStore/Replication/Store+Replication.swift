@@ -11,6 +11,10 @@ extension Store {
     /// The most log entries one catch-up applies in one local transaction.
     static let catchUpBatch = 256
 
+    /// The most times one write rebuilds the replica (it found it diverged under the write lock)
+    /// before it fails with the divergence.
+    static let rebuildsPerWrite = 2
+
     /// Whether writes go through a cluster's log.
     public var isReplicated: Bool { replication != nil }
 
@@ -65,12 +69,21 @@ extension Store {
             // A replica behind the log may be why (an entity, an object or a value it has not seen
             // yet): the write under the lock, after catching up, gives the answer that counts.
         }
-        let value: T?
-        do {
-            value = try attemptWrite(replication, locked: true, model: model, body)
-        } catch {
-            switch error {
-            case .atCommit(let error), .beforeCommit(let error): throw error
+        var value: T?
+        var rebuilds = 0
+        while true {
+            do {
+                value = try attemptWrite(replication, locked: true, model: model, body)
+                break
+            } catch .beforeCommit where divergence.withLock({ $0 }) != nil && rebuilds < Self.rebuildsPerWrite {
+                // What it missed showed the replica diverged. The try released the write lock; the
+                // next rebuilds the replica first, without the lock (a snapshot takes the store's
+                // size, and every writer of the cluster would wait on it), then takes it again.
+                rebuilds += 1
+            } catch {
+                switch error {
+                case .atCommit(let error), .beforeCommit(let error): throw error
+                }
             }
         }
         guard let value else { throw .internalError("the cluster's log refused a write made under its lock") }
@@ -90,7 +103,8 @@ extension Store {
         defer { if open { replication.abandonWrite() } }
         do {
             let pending = try replication.beginWrite(after: clusterPosition.withLock { $0 }, locked: locked)
-            if !pending.isEmpty { try apply(pending) }
+            // Never rebuilt here: the write lock may be held (see replicatedWrite).
+            if !pending.isEmpty { try apply(pending, repairing: false) }
         } catch {
             throw .beforeCommit(error)
         }
@@ -191,8 +205,12 @@ extension Store {
 
     /// Applies `entries` (the log's, in order, from right after this replica's position) in one
     /// local transaction; returns whether it left out a group cut at the end.
+    ///
+    /// - Parameter repairing: whether a replica found diverged rebuilds itself at once; if not
+    ///   (the caller may hold the cluster's write lock), it records the divergence and throws it,
+    ///   and the next ``repairIfDiverged()`` rebuilds it.
     @discardableResult
-    private func apply(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
+    private func apply(_ entries: [ReplicatedEntry], repairing: Bool = true) throws(RPCError) -> Bool {
         var schema = self.schema
         var position = clusterPosition.withLock { $0 }
         // A group's entries are applied together: an incomplete group at the end waits for the next read.
@@ -200,7 +218,8 @@ extension Store {
         while let last = complete.last, case .data(_, _, _, continued: true) = last.content { complete.removeLast() }
         let cutGroup = complete.count < entries.count
         guard !complete.isEmpty else { return cutGroup }
-        if divergence.withLock({ $0 }) != nil {
+        if let refusal = divergence.withLock({ $0 }) {
+            guard repairing else { throw refusal }
             // A rebuild failed before: try again; the entries are read again from its position.
             try repairIfDiverged()
             return false
@@ -258,6 +277,11 @@ extension Store {
                 "this replica cannot follow the cluster's log (\(error)) and is rebuilding itself from the cluster's snapshot"
             )
             divergence.withLock { $0 = refusal }
+            guard repairing else {
+                // Known wrong from now on: no read until the rebuild commits.
+                rebuilding.store(true, ordering: .releasing)
+                throw refusal
+            }
             try rebuildFromCluster(because: error.description)
             return false
         } catch {
