@@ -97,53 +97,32 @@ private func isReplicatedTable(_ table: UnsafePointer<CChar>?) -> Int32 {
 }
 
 extension ChangeSession {
-    /// The keys of the rows `changeset` touches, table by table in the changeset's order: those
-    /// it inserted or updated, and those it deleted (`[id]` for an entity's row, `[a, b]` for a pair).
-    static func changedKeys(_ changeset: [UInt8]) throws(ReplicationError) -> [(
+    /// The integer keys of the rows `rows` touch, table by table in their order: those inserted
+    /// or updated, and those deleted (`[id]` for an entity's row, `[a, b]` for a pair).
+    static func changedKeys(_ rows: [ChangedRow]) throws(ReplicationError) -> [(
         table: String, written: [[Int64]], deleted: [[Int64]]
     )] {
-        guard !changeset.isEmpty else { return [] }
-        // The iterator reads the bytes as it goes: they must outlive it at a fixed address.
-        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: changeset.count, alignment: 1)
-        defer { bytes.deallocate() }
-        bytes.copyBytes(from: changeset)
-        var iterator: OpaquePointer?
-        guard sqlite3changeset_start(&iterator, Int32(bytes.count), bytes.baseAddress) == 0, let iterator else {
-            throw .changeset("cannot read a changeset")
-        }
-        defer { sqlite3changeset_finalize(iterator) }
         var tables: [(table: String, written: [[Int64]], deleted: [[Int64]])] = []
         var index: [String: Int] = [:]
-        while sqlite3changeset_next(iterator) == 100 /* SQLITE_ROW */ {
-            var name: UnsafePointer<CChar>?
-            var columns: Int32 = 0
-            var operation: Int32 = 0
-            var indirect: Int32 = 0
-            var primaryKey: UnsafeMutablePointer<UInt8>?
-            var keyColumns: Int32 = 0
-            guard sqlite3changeset_op(iterator, &name, &columns, &operation, &indirect) == 0, let name,
-                sqlite3changeset_pk(iterator, &primaryKey, &keyColumns) == 0, let primaryKey
-            else { throw .changeset("cannot read a change of a changeset") }
+        for row in rows {
+            // An insert has new values only; an update has its key among the old ones, a delete all of them.
+            let values = row.operation == .insert ? row.new : row.old
             var key: [Int64] = []
-            for column in 0..<Int32(keyColumns) where primaryKey[Int(column)] != 0 {
-                var value: OpaquePointer?
-                // An insert has new values only; an update has its key among the old ones, a delete all of them.
-                let code =
-                    operation == 18 /* SQLITE_INSERT */
-                    ? sqlite3changeset_new(iterator, column, &value) : sqlite3changeset_old(iterator, column, &value)
-                guard code == 0, let value else { throw .changeset("cannot read the key of a changed row") }
-                key.append(sqlite3_value_int64(value))
+            for (column, isKey) in row.primaryKey.enumerated() where isKey {
+                guard column < values.count, let value = values[column].flatMap(Int64.fromDatabaseValue) else {
+                    throw .changeset("cannot read the key of a changed row")
+                }
+                key.append(value)
             }
-            let table = String(cString: name)
             let position: Int
-            if let known = index[table] {
+            if let known = index[row.table] {
                 position = known
             } else {
                 position = tables.count
-                index[table] = position
-                tables.append((table, [], []))
+                index[row.table] = position
+                tables.append((row.table, [], []))
             }
-            if operation == 9 /* SQLITE_DELETE */ {
+            if row.operation == .delete {
                 tables[position].deleted.append(key)
             } else {
                 tables[position].written.append(key)

@@ -52,9 +52,11 @@ public struct ObjectTablesChange: Sendable, Equatable {
 
     /// The rows `changeset` touched, read whole from `db` (the write's own open transaction).
     static func rows(_ db: Database, changeset: [UInt8]) throws -> ObjectTablesChange {
+        // The changeset is read once: its keys name the object rows, its values the save ids.
+        let changedRows = try ChangeSession.changedRows(changeset)
         var tables: [Table] = []
-        for (name, written, deleted) in try ChangeSession.changedKeys(changeset)
-        where name.hasPrefix("e_") || name.hasPrefix("j_") {
+        let objectRows = changedRows.filter { $0.table.hasPrefix("e_") || $0.table.hasPrefix("j_") }
+        for (name, written, deleted) in try ChangeSession.changedKeys(objectRows) {
             // The changeset also carries the ids of committed saves (``SaveIdLog``): not objects.
             var rows: [[String: DatabaseValue]] = []
             if name.hasPrefix("j_") {
@@ -74,7 +76,7 @@ public struct ObjectTablesChange: Sendable, Equatable {
         }
         var change = ObjectTablesChange(tables: tables)
         let names = try db.columns(in: SaveIdLog.table).map(\.name)
-        for row in try ChangeSession.changedRows(changeset) where row.table == SaveIdLog.table {
+        for row in changedRows where row.table == SaveIdLog.table {
             switch row.operation {
             case .insert, .update:
                 // An update carries only what changed: the row is read whole, as the write left it.
