@@ -209,7 +209,9 @@ final class ClientStreamingFetchTests: XCTestCase {
         XCTAssertEqual(done.count, Self.itemCount / 3)
         XCTAssertTrue(done.allSatisfy(\.done))
 
-        // Cancel once objects flow: the sequence throws a cancellation error after what came.
+        // Cancel as soon as objects flow: the sequence throws a cancellation error after what came.
+        // (At the first object, not later: the daemon streams far faster than this loop consumes,
+        // and a cancel sent after it has sent every batch finds the fetch already answered.)
         let cancelled = try await connection.execute(
             AsynchronousFetchRequest(
                 fetchRequest: FetchRequest(entity: "Item", sort: [SortDescriptor(key: "name")], batchSize: 1_000)))
@@ -217,13 +219,13 @@ final class ClientStreamingFetchTests: XCTestCase {
         do {
             for try await _ in cancelled.objects {
                 before += 1
-                if before == 2_000 { cancelled.cancel() }
+                if before == 1 { cancelled.cancel() }
             }
             XCTFail("the fetch should have been cancelled")
         } catch {
             XCTAssertTrue(error.isCancellation, "\(error)")
         }
-        XCTAssertGreaterThanOrEqual(before, 2_000)
+        XCTAssertGreaterThanOrEqual(before, 1)
         XCTAssertLessThan(before, Self.itemCount)
         do {
             _ = try await cancelled.value
