@@ -248,30 +248,7 @@ final class ClientPersistentStoreTests: XCTestCase {
         XCTAssertEqual(record.objectsFetched, 5, "only the changed objects were fetched")
 
         // The oracle: the change applied to the stored results gives a fresh fetch, values included.
-        var layout = oldLayout
-        layout.seq = caughtUp.seq - 1
-        try layout.apply(
-            ResultsDidChange.Parameters(
-                subscription: "oracle", seq: caughtUp.seq, transaction: caughtUp.transaction ?? 0,
-                sections: caughtUp.sectionChanges.map {
-                    SectionChange(type: $0.type == .insert ? .insert : .delete, index: $0.index, name: $0.name)
-                },
-                objects: caughtUp.objectChanges.map { change in
-                    let type: ObjectChange.Kind =
-                        switch change.type {
-                        case .insert: .insert
-                        case .delete: .delete
-                        case .move: .move
-                        case .update: .update
-                        }
-                    return ObjectChange(
-                        type: type, indexPath: change.indexPath.map(Array.init),
-                        newIndexPath: change.newIndexPath.map(Array.init), id: change.id)
-                }))
-        var values = oldObjects
-        for change in caughtUp.objectChanges where change.type != .delete {
-            values[change.id] = try XCTUnwrap(change.object, "\(change.type) of \(change.id) carries its values")
-        }
+        let (layout, values) = try ClientSupport.apply(caughtUp, to: oldLayout, values: oldObjects)
         let fresh = try await other.call(StoreFetch.self, request).objects ?? []
         let freshObjects = try fresh.map { try DepotObject(json: $0) }
         XCTAssertEqual(layout.ids, freshObjects.map(\.id))

@@ -110,7 +110,7 @@ final class ClientReplicaReconnectTests: XCTestCase {
         let other = try await second.connect(name: "checker")
         let fresh = try (try await other.call(StoreFetch.self, ClientFetchedResultsTests.teamsRequest()).objects ?? [])
             .map { try DepotObject(json: $0) }
-        let (layout, values) = try Self.apply(caughtUp, to: oldLayout, values: oldObjects)
+        let (layout, values) = try ClientSupport.apply(caughtUp, to: oldLayout, values: oldObjects)
         XCTAssertEqual(layout.ids, fresh.map(\.id))
         XCTAssertEqual(layout.ids.map { values[$0] }, fresh.map { Optional($0) })
         XCTAssertEqual(controller.fetchedObjects, fresh)
@@ -196,36 +196,5 @@ final class ClientReplicaReconnectTests: XCTestCase {
         XCTAssertEqual(controller.fetchedObjects, fresh)
         XCTAssertEqual(fresh.first { $0.id == setup.ids["Japan"]! }?.int("wins"), 5)
         await setup.connection.close()
-    }
-
-    /// `change` applied to `layout` and `values` (the results before it), as a fresh client would.
-    static func apply(
-        _ change: FetchedResultsChangeSet<DepotObject>, to layout: ResultsLayout, values: [String: DepotObject]
-    ) throws -> (ResultsLayout, [String: DepotObject]) {
-        var layout = layout
-        layout.seq = change.seq - 1
-        try layout.apply(
-            ResultsDidChange.Parameters(
-                subscription: "oracle", seq: change.seq, transaction: change.transaction ?? 0,
-                sections: change.sectionChanges.map {
-                    SectionChange(type: $0.type == .insert ? .insert : .delete, index: $0.index, name: $0.name)
-                },
-                objects: change.objectChanges.map { object in
-                    let type: ObjectChange.Kind =
-                        switch object.type {
-                        case .insert: .insert
-                        case .delete: .delete
-                        case .move: .move
-                        case .update: .update
-                        }
-                    return ObjectChange(
-                        type: type, indexPath: object.indexPath.map(Array.init),
-                        newIndexPath: object.newIndexPath.map(Array.init), id: object.id)
-                }))
-        var values = values
-        for object in change.objectChanges where object.type != .delete {
-            values[object.id] = try XCTUnwrap(object.object, "\(object.type) of \(object.id) carries its values")
-        }
-        return (layout, values)
     }
 }

@@ -54,4 +54,35 @@ enum ClientSupport {
         if condition() { return true }
         return await first(stream, timeout: timeout) { _ in condition() } != nil || condition()
     }
+
+    /// `change` applied to `layout` and `values` (the results before it), as a fresh client would.
+    static func apply(
+        _ change: FetchedResultsChangeSet<DepotObject>, to layout: ResultsLayout, values: [String: DepotObject]
+    ) throws -> (ResultsLayout, [String: DepotObject]) {
+        var layout = layout
+        layout.seq = change.seq - 1
+        try layout.apply(
+            ResultsDidChange.Parameters(
+                subscription: "oracle", seq: change.seq, transaction: change.transaction ?? 0,
+                sections: change.sectionChanges.map {
+                    SectionChange(type: $0.type == .insert ? .insert : .delete, index: $0.index, name: $0.name)
+                },
+                objects: change.objectChanges.map { object in
+                    let type: ObjectChange.Kind =
+                        switch object.type {
+                        case .insert: .insert
+                        case .delete: .delete
+                        case .move: .move
+                        case .update: .update
+                        }
+                    return ObjectChange(
+                        type: type, indexPath: object.indexPath.map(Array.init),
+                        newIndexPath: object.newIndexPath.map(Array.init), id: object.id)
+                }))
+        var values = values
+        for object in change.objectChanges where object.type != .delete {
+            values[object.id] = try XCTUnwrap(object.object, "\(object.type) of \(object.id) carries its values")
+        }
+        return (layout, values)
+    }
 }

@@ -96,6 +96,17 @@ public struct Comparison: Hashable, Sendable {
         self.options = options
         self.position = position
     }
+
+    /// The same comparison with its key path on the left: `value op keyPath` becomes `keyPath op' value`,
+    /// and `value IN collection` becomes `ANY collection == value`. Other comparisons come back unchanged.
+    public var keyPathOnLeft: Comparison {
+        guard case .value = lhs, case .keyPath = rhs else { return self }
+        if op == .in {
+            return Comparison(modifier: .any, lhs: rhs, op: .equal, rhs: lhs, options: options, position: position)
+        }
+        guard let flipped = op.flipped else { return self }
+        return Comparison(modifier: modifier, lhs: rhs, op: flipped, rhs: lhs, options: options, position: position)
+    }
 }
 
 /// One side of a comparison.

@@ -226,17 +226,7 @@ public struct PredicateEvaluator {
         if comparison.op == .in, let substring = try substringTest(comparison, scope) {
             return try compareScalars(substring, scope)
         }
-        if case .value = comparison.lhs, case .keyPath = comparison.rhs {
-            if comparison.op == .in {
-                comparison = Comparison(
-                    modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options,
-                    position: comparison.position)
-            } else if let flipped = comparison.op.flipped {
-                comparison = Comparison(
-                    modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs,
-                    options: comparison.options, position: comparison.position)
-            }
-        }
+        comparison = comparison.keyPathOnLeft
         if case .keyPath(let path) = comparison.lhs,
             case .collection(let objects, let destination, let remainder) = try resolve(path, in: scope)
         {

@@ -183,19 +183,7 @@ struct PredicateCompiler {
         if comparison.op == .in, let substring = try substringTest(comparison, in: scope) {
             return try compileScalar(substring, in: scope)
         }
-        // `value op keyPath`: put the key path on the left.
-        if case .value = comparison.lhs, case .keyPath = comparison.rhs {
-            if comparison.op == .in {
-                // `value IN collection` means ANY collection == value.
-                comparison = Comparison(
-                    modifier: .any, lhs: comparison.rhs, op: .equal, rhs: comparison.lhs, options: comparison.options,
-                    position: comparison.position)
-            } else if let flipped = comparison.op.flipped {
-                comparison = Comparison(
-                    modifier: comparison.modifier, lhs: comparison.rhs, op: flipped, rhs: comparison.lhs,
-                    options: comparison.options, position: comparison.position)
-            }
-        }
+        comparison = comparison.keyPathOnLeft
         if case .keyPath(let path) = comparison.lhs,
             case .collection(let owner, let relationship, let destination, let remainder, _) = try resolve(
                 path, in: scope)
