@@ -120,6 +120,50 @@ final class MessageTests: XCTestCase {
         let progress = WorkDoneProgress(kind: .begin, title: "Fetching Item").json
         XCTAssertEqual(progress["total"], .null, "begin always carries total")
     }
+
+    /// The save result written straight to bytes is byte for byte what the Encoder writes, whatever its maps hold.
+    func testSaveResultBytesEqualTheEncodedResult() throws {
+        var generator = SplitMix64(state: 28)
+        let keys = ["t1", "Item/12", "é\"\\\n", "a", "B", "😀", "Item/2", "item/10", ""]
+        let results =
+            [
+                StoreSave.Result(ids: [:], versions: [:], transaction: 0),
+                StoreSave.Result(ids: ["t1": "Item/1"], versions: ["Item/1": 1], transaction: 7),
+            ]
+            + (0..<200).map { _ in
+                StoreSave.Result(
+                    ids: Dictionary(
+                        (0..<Int.random(in: 0...4, using: &generator)).map { _ in
+                            (keys.randomElement(using: &generator)!, keys.randomElement(using: &generator)!)
+                        }, uniquingKeysWith: { first, _ in first }),
+                    versions: Dictionary(
+                        (0..<Int.random(in: 0...6, using: &generator)).map { _ in
+                            (keys.randomElement(using: &generator)!, Int64.random(in: .min ... .max, using: &generator))
+                        }, uniquingKeysWith: { first, _ in first }),
+                    transaction: Int64.random(in: 0...Int64.max, using: &generator))
+            }
+        for result in results {
+            XCTAssertEqual(
+                String(decoding: result.jsonBytes, as: UTF8.self),
+                String(decoding: try JSONCoding.encodeBytes(result), as: UTF8.self))
+            XCTAssertEqual(
+                try JSONCoding.decode(StoreSave.Result.self, from: JSONParser.parse(result.jsonBytes)), result)
+        }
+    }
+}
+
+/// A fixed-seed generator (SplitMix64), so that a failing sequence runs again the same
+/// (this target does not depend on DepotTestSupport's `SeededGenerator`).
+private struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }
 
 final class JSONStreamReaderTests: XCTestCase {

@@ -200,7 +200,7 @@ extension DepotService {
             case .failure(let error): return .respond(MessageEncoder.response(id: id, error: error))
             }
         }
-        if !Self.preSession.contains(method) && sessions.session(for: routingID) == nil {
+        if !Self.preSession.contains(method) && !sessions.hasSession(routingID) {
             return .respond(
                 MessageEncoder.response(
                     id: id,

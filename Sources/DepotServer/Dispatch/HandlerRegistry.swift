@@ -57,7 +57,7 @@ struct HandlerRegistry: Sendable {
         }
     }
 
-    /// Registers a handler that writes its own result bytes (large results).
+    /// Registers a handler that writes its own result bytes (large results, or small ones on a hot path).
     mutating func registerRaw<M: Method>(
         _ method: M.Type, _ execution: Execution,
         _ body: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> [UInt8]

@@ -17,12 +17,13 @@ extension DepotService {
             return StoreGet.Result(
                 objects: zip(params.ids, objects).map { id, object in visible.contains(id) ? object : .null })
         }
-        handlers.register(StoreSave.self, .write) { (params, context) throws(RPCError) in
-            // What it commits reaches subscribers through the store's commit stream.
+        handlers.registerRaw(StoreSave.self, .write) { (params, context) throws(RPCError) in
+            // What it commits reaches subscribers through the store's commit stream. The result is
+            // written straight to bytes (every save answers with one), not through an Encoder.
             try context.store.save(
                 params, in: context.writeGroup,
                 writeScope: context.key.flatMap { key in key.scope?.writeScope(keyName: key.name) }
-            ).0
+            ).0.jsonBytes
         }
         handlers.allowGroupCommit(StoreSave.self)
         handlers.register(StoreObserve.self, .inline) { (params, context) throws(RPCError) in

@@ -30,12 +30,18 @@ final class SessionRegistry: Sendable {
         sessions.withLock { $0[routingID] }
     }
 
+    /// Whether `routingID` has a session (without copying it, as ``session(for:)`` does).
+    func hasSession(_ routingID: [UInt8]) -> Bool {
+        sessions.withLock { $0.index(forKey: routingID) != nil }
+    }
+
     /// Notes that `routingID` sent something; returns whether it has a session.
     @discardableResult
     func touch(_ routingID: [UInt8]) -> Bool {
+        // One look-up, and no copy of the session (every request touches it).
         sessions.withLock { sessions in
-            guard sessions[routingID] != nil else { return false }
-            sessions[routingID]!.lastSeen = .now
+            guard let index = sessions.index(forKey: routingID) else { return false }
+            sessions.values[index].lastSeen = .now
             return true
         }
     }

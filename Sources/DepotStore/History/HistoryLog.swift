@@ -27,13 +27,21 @@ enum HistoryLog {
     static func insert(
         _ db: Database, number: Int64?, timestamp: Double, author: String?, text: String, retention: HistoryRetention
     ) throws -> Int64 {
-        let previous = try Int64.fetchOneCached(db, sql: "SELECT bytes FROM depot_transaction ORDER BY id DESC LIMIT 1")
-        let bytes = (previous ?? 0) + Int64(text.utf8.count + (author?.utf8.count ?? 0)) + rowOverhead
+        // The running total is the newest row's plus this one's, added up inside the insert: a
+        // separate read of the newest row would cost every commit a fetch. Read back only to prune.
+        let size = Int64(text.utf8.count + (author?.utf8.count ?? 0)) + rowOverhead
         try db.executeCached(
-            sql: "INSERT INTO depot_transaction (id, timestamp, author, changes, bytes) VALUES (?, ?, ?, ?, ?)",
-            arguments: [number, timestamp, author, text, bytes])
+            sql: """
+                INSERT INTO depot_transaction (id, timestamp, author, changes, bytes) VALUES (?, ?, ?, ?,
+                    IFNULL((SELECT bytes FROM depot_transaction ORDER BY id DESC LIMIT 1), 0) + ?)
+                """,
+            arguments: [number, timestamp, author, text, size])
         let inserted = db.lastInsertedRowID
         if inserted % 64 == 0 {
+            let bytes =
+                try Int64.fetchOneCached(
+                    db, sql: "SELECT bytes FROM depot_transaction WHERE id = ?", arguments: [inserted])
+                ?? size
             try prune(db, latest: inserted, bytes: bytes, retention: retention, now: timestamp)
             if number == nil { try SaveIdLog.prune(db) }
         }

@@ -126,7 +126,8 @@ extension SaveOperation {
                 }
             }
             do {
-                try statement(db, insert.entity, .insert(columns)).execute(arguments: StatementArguments(arguments))
+                try statement(db, insert.entity, .insert(columns)).execute(
+                    arguments: StatementArguments(databaseValues: arguments))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw RPCError(
                     code: .uniqueConstraint,
@@ -204,7 +205,7 @@ extension SaveOperation {
             if !assignments.isEmpty {
                 do {
                     try statement(db, update.entity, .update(assignments)).execute(
-                        arguments: StatementArguments(arguments + [update.id.row.databaseValue]))
+                        arguments: StatementArguments(databaseValues: arguments + [update.id.row.databaseValue]))
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                     throw RPCError(
                         code: .uniqueConstraint,

@@ -162,7 +162,7 @@ extension SaveOperation {
                 claimed[signature] = position
                 let matches = try Int64.fetchAll(
                     statement(db, entity, .matching(constraint: constraintIndex, excludingRow: false)),
-                    arguments: StatementArguments(values))
+                    arguments: StatementArguments(databaseValues: values))
                 guard let existing = matches.first(where: { !deleted.contains(ObjectID(entity: entity.name, row: $0)) })
                 else { continue }
                 switch policy {
@@ -195,7 +195,7 @@ extension SaveOperation {
                 if values.contains(.null) { continue }
                 let matches = try Int64.fetchAll(
                     statement(db, update.entity, .matching(constraint: constraintIndex, excludingRow: true)),
-                    arguments: StatementArguments(values + [update.id.row.databaseValue]))
+                    arguments: StatementArguments(databaseValues: values + [update.id.row.databaseValue]))
                 if let other = matches.first(where: { !deleted.contains(ObjectID(entity: update.entity.name, row: $0)) }
                 ) {
                     violations.append(
