@@ -74,18 +74,19 @@ extension Store {
     }
 
     /// Starts a new, empty replica from the cluster's snapshot, when the cluster has one past
-    /// the start of its log; does nothing otherwise.
-    func bootstrapFromCluster() throws(RPCError) {
-        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty else { return }
+    /// the start of its log; does nothing otherwise. Returns whether it loaded the snapshot.
+    func bootstrapFromCluster() throws(RPCError) -> Bool {
+        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty else { return false }
         let loaded: (schema: Schema, position: Int64)?
         do {
             loaded = try pool.write { db in try Self.load(db, from: replication) }
         } catch {
             throw .internalError("this replica could not start from the cluster's snapshot: \(error)")
         }
-        guard let loaded else { return }
+        guard let loaded else { return false }
         replaceSchema(loaded.schema)
         clusterPosition.withLock { $0 = loaded.position }
+        return true
     }
 
     /// Rebuilds this replica from the cluster's snapshot, in one local transaction: it can no
