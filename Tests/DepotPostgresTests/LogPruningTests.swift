@@ -48,6 +48,15 @@ final class LogPruningTests: XCTestCase {
 
         XCTAssertEqual(try a.prune(), behind, "everything the daemon behind has applied, nothing more")
         XCTAssertEqual(try a.firstEntry(), behind + 1)
+        let vacuums = try PostgresServer.sharedOrFail().withConnectionBlocking { connection, logger in
+            try await connection.query(
+                """
+                SELECT vacuum_count FROM pg_stat_user_tables WHERE schemaname = \(url.schema) AND relname = 'change_log'
+                """, logger: logger
+            ).collect().first?.decode(Int64.self)
+        }
+        XCTAssertGreaterThanOrEqual(
+            vacuums ?? 0, 1, "a prune that removed entries vacuums the log, so new entries reuse their space")
         try second.catchUpWithCluster()
         XCTAssertFalse(second.takeRebuild(), "the log still had what it needed")
         XCTAssertEqual(second.replicaPosition, first.replicaPosition)
