@@ -589,7 +589,7 @@ final class BlockingConnection: @unchecked Sendable {
         }
     }
 
-    private static func interval(_ duration: Duration) -> DispatchTimeInterval {
+    fileprivate static func interval(_ duration: Duration) -> DispatchTimeInterval {
         let (seconds, attoseconds) = duration.components
         return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
@@ -691,9 +691,7 @@ final class PendingQuery: Sendable {
 
     /// The outcome, once it came within `limit`; nil if it did not.
     fileprivate func outcome(within limit: Duration) -> Result<[PostgresRow], any Error>? {
-        let (seconds, attoseconds) = limit.components
-        let interval = DispatchTimeInterval.nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
-        guard done.wait(timeout: .now() + interval) == .success else { return nil }
+        guard done.wait(timeout: .now() + BlockingConnection.interval(limit)) == .success else { return nil }
         return result.withLock { $0 }
     }
 }
