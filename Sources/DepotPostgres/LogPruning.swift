@@ -44,12 +44,23 @@ public struct LogPruning: Sendable {
         }
     }
 
-    /// Deletes the entries the policy no longer keeps; returns how many went.
+    /// Deletes the entries the policy no longer keeps, then, if any went, vacuums the log so that
+    /// new entries reuse their space; returns how many went.
+    ///
+    /// Without the `VACUUM` the table would grow by every entry ever written until autovacuum came
+    /// by (a minute apart by default, and only past its thresholds): the rows stay flat, the size
+    /// does not. The log holds the retention plus a prune interval's entries, so each vacuum reads
+    /// little; `SKIP_LOCKED` lets another daemon's vacuum of the same table go first.
     func prune(on connection: PostgresConnection, logger: Logger) async throws(ChangeLogError) -> Int64 {
         guard prunes else { return 0 }
         return try await mappingErrors {
-            try await connection.query(PostgresQuery(unsafeSQL: pruneStatement), logger: logger)
+            let removed =
+                try await connection.query(PostgresQuery(unsafeSQL: pruneStatement), logger: logger)
                 .collect().first?.decode(Int64.self) ?? 0
+            if removed > 0 {
+                try await connection.query(PostgresQuery(unsafeSQL: "VACUUM (SKIP_LOCKED) \(log.log)"), logger: logger)
+            }
+            return removed
         }
     }
 

@@ -182,17 +182,43 @@ struct PostgresObjectTables: Sendable {
             "SELECT checksum FROM \(unescaped: log.log) WHERE \"transaction\" = \(position)", logger: logger
         ).collect().first?.decode(Int64?.self)
         let snapshot = ReplicaSnapshot(
-            position: position, transaction: transaction, version: version, entities: entities, tables: [:],
+            position: position, transaction: transaction, version: version, entities: entities,
             highestIDs: highestIDs, checksum: checksum ?? nil)
         return (snapshot, try await tableNames(on: connection, logger: logger))
     }
 
-    /// Declares the cursor `depot_snapshot` over every row of object table `name`, as JSON
-    /// (`depot_save_id`: of ``ChangeLog/saveIDs``).
+    /// Declares the cursor `depot_snapshot` over every row of object table `name`, every column
+    /// (`depot_save_id`: of ``ChangeLog/saveIDs``); its rows come in binary, ``storedValue(_:)`` reads them.
     func snapshotCursor(_ name: String) -> PostgresQuery {
         let table = name == ReplicaSnapshot.saveIDsTable ? log.saveIDs : "\"\(log.schema)\".\(EntitySchema.quote(name))"
-        return PostgresQuery(
-            unsafeSQL: "DECLARE depot_snapshot NO SCROLL CURSOR FOR SELECT to_jsonb(t)::text FROM \(table) t")
+        return PostgresQuery(unsafeSQL: "DECLARE depot_snapshot NO SCROLL CURSOR FOR SELECT * FROM \(table)")
+    }
+
+    /// The rows of one FETCH from ``snapshotCursor(_:)`` as a snapshot's batch: each value as the
+    /// store stores one of its column (booleans as 0 and 1, `bytea` as a blob); nil for no rows.
+    static func batch(_ rows: [PostgresRow]) throws -> ReplicaSnapshot.Batch? {
+        guard let first = rows.first else { return nil }
+        let columns = first.map(\.columnName)
+        var values: [DatabaseValue] = []
+        values.reserveCapacity(rows.count * columns.count)
+        for row in rows {
+            for cell in row { values.append(try storedValue(cell)) }
+        }
+        return ReplicaSnapshot.Batch(columns: columns, values: values)
+    }
+
+    /// One cell of a table ``PostgresStoreSchema`` lays out, as the store stores its value.
+    static func storedValue(_ cell: PostgresCell) throws -> DatabaseValue {
+        guard cell.bytes != nil else { return .null }
+        switch cell.dataType {
+        case .int8, .int4, .int2: return try cell.decode(Int64.self).databaseValue
+        case .float8, .float4: return try cell.decode(Double.self).databaseValue
+        case .bool: return (try cell.decode(Bool.self) ? 1 : 0).databaseValue
+        case .bytea:
+            var buffer = cell.bytes!
+            return Data(buffer.readBytes(length: buffer.readableBytes) ?? []).databaseValue
+        default: return try cell.decode(String.self).databaseValue
+        }
     }
 
     /// The names of the object tables in the log's schema.

@@ -54,7 +54,7 @@ public final class PostgresReplication: StoreReplication {
     public init(
         url: PostgresURL, node: String, statementTimeout: Duration = .seconds(10),
         pollInterval: Duration = .milliseconds(100), logRetention: HistoryRetention = .forever,
-        logGrace: Duration = .seconds(600), pruneInterval: Duration = .seconds(10), snapshotBatch: Int = 10_000,
+        logGrace: Duration = .seconds(600), pruneInterval: Duration = .seconds(10), snapshotBatch: Int = 20_000,
         logger: Logger = Logger(label: "depot.cluster")
     ) throws(RPCError) {
         self.snapshotBatch = max(1, snapshotBatch)
@@ -244,9 +244,10 @@ public final class PostgresReplication: StoreReplication {
 
     /// The objects and the log position they reflect, read in one REPEATABLE READ transaction on
     /// the writer's connection: the header first, then each table through a cursor,
-    /// ``snapshotBatch`` rows a round trip, handed to `rows` as they come.
+    /// ``snapshotBatch`` rows a round trip, in binary, handed to `rows` as they come. The next
+    /// batch is asked for before `rows` stores the one at hand, so PostgreSQL reads while SQLite writes.
     public func readSnapshot(
-        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: ReplicaSnapshot.Batch) throws -> Void
     ) throws -> Bool {
         try writer.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", wait: lockTimeout)
         var open = true
@@ -261,21 +262,17 @@ public final class PostgresReplication: StoreReplication {
             return false
         }
         try begin(snapshot)
+        let fetch = PostgresQuery(unsafeSQL: "FETCH \(snapshotBatch) FROM depot_snapshot")
         // The ids of committed saves last, loaded like a table of the replica's.
         for table in tables + [ReplicaSnapshot.saveIDsTable] {
             try writer.query(objectTables.snapshotCursor(table))
+            var next = try writer.submit(fetch)
             while true {
-                let fetched = try writer.query(
-                    PostgresQuery(unsafeSQL: "FETCH \(snapshotBatch) FROM depot_snapshot"), wait: lockTimeout)
-                guard !fetched.isEmpty else { break }
-                var batch: [[String: JSONValue]] = []
-                batch.reserveCapacity(fetched.count)
-                for row in fetched {
-                    if case .object(let values) = try JSONParser.parse(try row.decode(String.self)) {
-                        batch.append(values)
-                    }
-                }
+                let fetched = try writer.wait(for: next, limit: lockTimeout)
+                guard let batch = try PostgresObjectTables.batch(fetched) else { break }
+                if fetched.count == snapshotBatch { next = try writer.submit(fetch) }
                 try rows(table, batch)
+                if fetched.count < snapshotBatch { break }
             }
             try writer.query("CLOSE depot_snapshot")
         }
@@ -553,24 +550,33 @@ final class BlockingConnection: @unchecked Sendable {
     func query(_ query: PostgresQuery, refusingOn refusal: String?, wait: Duration? = nil) throws(RPCError)
         -> [PostgresRow]?
     {
-        let limit = wait ?? timeout
-        let connection = try connected()
-        let outcome = Mutex<Result<[PostgresRow], any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        connection.query(query, logger: logger).whenComplete { result in
-            outcome.withLock { $0 = result.map(\.rows) }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + Self.interval(limit)) == .success else {
-            throw fail(ChangeLogError.database("no answer within \(limit)"))
-        }
-        switch outcome.withLock({ $0! }) {
+        let pending = try submit(query)
+        switch pending.outcome(within: wait ?? timeout) {
+        case nil:
+            throw fail(ChangeLogError.database("no answer within \(wait ?? timeout)"))
         case .success(let rows):
             return rows
         case .failure(let error as PSQLError) where refusal != nil && error.serverInfo?[.sqlState] == refusal:
             return nil
         case .failure(let error):
             throw fail(error)
+        }
+    }
+
+    /// Sends `query` without waiting for its rows: ``wait(for:limit:)`` gets them. Queries run in
+    /// the order they were sent, so the caller may work while PostgreSQL answers.
+    func submit(_ query: PostgresQuery) throws(RPCError) -> PendingQuery {
+        let pending = PendingQuery()
+        try connected().query(query, logger: logger).whenComplete { result in pending.complete(result.map(\.rows)) }
+        return pending
+    }
+
+    /// The rows of a query sent with ``submit(_:)``, waiting at most `limit` (the statement timeout by default).
+    func wait(for pending: PendingQuery, limit: Duration? = nil) throws(RPCError) -> [PostgresRow] {
+        switch pending.outcome(within: limit ?? timeout) {
+        case nil: throw fail(ChangeLogError.database("no answer within \(limit ?? timeout)"))
+        case .success(let rows): return rows
+        case .failure(let error): throw fail(error)
         }
     }
 
@@ -583,7 +589,7 @@ final class BlockingConnection: @unchecked Sendable {
         }
     }
 
-    private static func interval(_ duration: Duration) -> DispatchTimeInterval {
+    fileprivate static func interval(_ duration: Duration) -> DispatchTimeInterval {
         let (seconds, attoseconds) = duration.components
         return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
@@ -669,5 +675,23 @@ final class BlockingConnection: @unchecked Sendable {
             return .failure(ChangeLogError.database("no answer within \(limit ?? timeout)"))
         }
         return outcome.withLock { $0! }
+    }
+}
+
+/// A query sent on a ``BlockingConnection`` whose rows are not yet waited for.
+final class PendingQuery: Sendable {
+    private let result = Mutex<Result<[PostgresRow], any Error>?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    /// Records the query's outcome and wakes the waiter.
+    fileprivate func complete(_ outcome: Result<[PostgresRow], any Error>) {
+        result.withLock { $0 = outcome }
+        done.signal()
+    }
+
+    /// The outcome, once it came within `limit`; nil if it did not.
+    fileprivate func outcome(within limit: Duration) -> Result<[PostgresRow], any Error>? {
+        guard done.wait(timeout: .now() + BlockingConnection.interval(limit)) == .success else { return nil }
+        return result.withLock { $0 }
     }
 }

@@ -31,13 +31,13 @@ final class LogPruningTests: XCTestCase {
     /// the daemon behind catches up from the log without a rebuild. Once it has moved on, the
     /// retention decides (the newest 5); a size bound combined with others keeps the newest entry.
     func testPruningKeepsWhatEveryDaemonSeenWithinTheGraceStillNeeds() throws {
-        let url = try clusterURL("pruning")
+        let url = try TestReplica.clusterURL("pruning")
         let a = try PostgresReplication(url: url, node: "a", logRetention: .count(5), logGrace: .seconds(60))
         let b = try PostgresReplication(url: url, node: "b", logRetention: .count(5), logGrace: .seconds(60))
         defer { [a, b].forEach { $0.stop() } }
-        let (first, firstPath) = try newReplica(a)
+        let (first, firstPath) = try TestReplica.open(a)
         _ = try first.defineModel([Self.team, Self.tag])
-        let (second, secondPath) = try newReplica(b)
+        let (second, secondPath) = try TestReplica.open(b)
         var ids: [String] = []
         for index in 0..<10 { ids.append(try insertTeam(first, index)) }
         try second.catchUpWithCluster()
@@ -48,10 +48,19 @@ final class LogPruningTests: XCTestCase {
 
         XCTAssertEqual(try a.prune(), behind, "everything the daemon behind has applied, nothing more")
         XCTAssertEqual(try a.firstEntry(), behind + 1)
+        let vacuums = try PostgresServer.sharedOrFail().withConnectionBlocking { connection, logger in
+            try await connection.query(
+                """
+                SELECT vacuum_count FROM pg_stat_user_tables WHERE schemaname = \(url.schema) AND relname = 'change_log'
+                """, logger: logger
+            ).collect().first?.decode(Int64.self)
+        }
+        XCTAssertGreaterThanOrEqual(
+            vacuums ?? 0, 1, "a prune that removed entries vacuums the log, so new entries reuse their space")
         try second.catchUpWithCluster()
         XCTAssertFalse(second.takeRebuild(), "the log still had what it needed")
         XCTAssertEqual(second.replicaPosition, first.replicaPosition)
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
         XCTAssertEqual(
             try second.history(since: 0, limit: nil).transactions, try first.history(since: 0, limit: nil).transactions)
 
@@ -71,7 +80,7 @@ final class LogPruningTests: XCTestCase {
         // The log goes on from there.
         _ = try second.save(update(ids[0], wins: 100))
         try first.catchUpWithCluster()
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
     }
 
     /// A daemon away longer than the grace holds nothing back: the log is pruned past it, and when
@@ -79,15 +88,15 @@ final class LogPruningTests: XCTestCase {
     /// begins there, and it reads the snapshot a few rows at a time), then follows and writes
     /// like the others.
     func testADaemonAwayPastThePrunedPointRebuildsFromTheSnapshotAndFollows() throws {
-        let url = try clusterURL("away")
+        let url = try TestReplica.clusterURL("away")
         let grace = Duration.milliseconds(300)
         let a = try PostgresReplication(url: url, node: "a", logRetention: .count(3), logGrace: grace)
         defer { a.stop() }
-        let (first, firstPath) = try newReplica(a)
+        let (first, firstPath) = try TestReplica.open(a)
         _ = try first.defineModel([Self.team, Self.tag])
         var ids: [String] = []
         for index in 0..<10 { ids.append(try insertTeam(first, index)) }
-        let secondPath = temporaryReplicaPath()
+        let secondPath = TestReplica.temporaryPath()
         let away: Int64
         do {
             let b = try PostgresReplication(url: url, node: "b", logRetention: .count(3), logGrace: grace)
@@ -113,7 +122,7 @@ final class LogPruningTests: XCTestCase {
         XCTAssertTrue(second.takeRebuild(), "rebuilt from the snapshot")
         XCTAssertNil(second.divergenceError)
         XCTAssertEqual(second.replicaPosition, first.replicaPosition)
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
         let begins = try XCTUnwrap(second.historyBegins())
         XCTAssertEqual(begins, try first.latestTransaction())
         XCTAssertEqual(try second.latestTransaction(), try first.latestTransaction())
@@ -126,7 +135,7 @@ final class LogPruningTests: XCTestCase {
         XCTAssertEqual(saved.ids["n"], "Team/12", "ids given before the rebuild are not given again")
         XCTAssertEqual(transaction?.number, begins + 2)
         try first.catchUpWithCluster()
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
         XCTAssertEqual(
             try second.history(since: begins, limit: nil).transactions,
             try first.history(since: begins, limit: nil).transactions)
@@ -136,20 +145,20 @@ final class LogPruningTests: XCTestCase {
     /// them does not apply (a changeset conflict), and the replica rebuilds itself from the
     /// snapshot instead of refusing to follow; it then holds exactly what the others hold.
     func testAReplicaChangedBehindItsBackRepairsItselfWhenAnEntryConflicts() throws {
-        let url = try clusterURL("conflict")
+        let url = try TestReplica.clusterURL("conflict")
         let a = try PostgresReplication(url: url, node: "a")
         let b = try PostgresReplication(url: url, node: "b")
         defer { [a, b].forEach { $0.stop() } }
-        let (first, firstPath) = try newReplica(a)
+        let (first, firstPath) = try TestReplica.open(a)
         _ = try first.defineModel([Self.team, Self.tag])
         var ids: [String] = []
         for index in 0..<6 { ids.append(try insertTeam(first, index)) }
-        let (second, secondPath) = try newReplica(b)
+        let (second, secondPath) = try TestReplica.open(b)
         try edit(secondPath) { db in
             try db.execute(sql: "UPDATE e_Team SET wins = 999 WHERE id = 1")
             try db.execute(sql: "DELETE FROM e_Team WHERE id = 2")
         }
-        XCTAssertNotEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertNotEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
 
         _ = try first.save(update(ids[0], wins: 7))
         _ = try first.save(update(ids[1], wins: 8))
@@ -157,28 +166,29 @@ final class LogPruningTests: XCTestCase {
         XCTAssertTrue(second.takeRebuild())
         XCTAssertNil(second.divergenceError)
         XCTAssertEqual(second.replicaPosition, first.replicaPosition)
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
         // And it writes again.
         _ = try second.save(update(ids[2], wins: 9))
         try first.catchUpWithCluster()
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
     }
 
     /// A row changed in a stopped replica's file, in a column no later entry changes (no changeset
     /// would ever conflict): the full checksum at start-up finds it, and the replica rebuilds itself.
     func testAReplicaChangedWhileStoppedIsFoundAtStartUpAndRebuilt() throws {
-        let url = try clusterURL("startup")
+        let url = try TestReplica.clusterURL("startup")
         let a = try PostgresReplication(url: url, node: "a")
         defer { a.stop() }
-        let (first, firstPath) = try newReplica(a)
+        let (first, firstPath) = try TestReplica.open(a)
         _ = try first.defineModel([Self.team, Self.tag])
         for index in 0..<5 { _ = try insertTeam(first, index) }
-        let secondPath = temporaryReplicaPath()
+        let secondPath = TestReplica.temporaryPath()
         do {
             let b = try PostgresReplication(url: url, node: "b")
             defer { b.stop() }
             let second = try Store(path: secondPath, replication: b)
-            XCTAssertEqual(try checksumOffset(secondPath), "0", "the snapshot's tables agree with the log")
+            XCTAssertEqual(
+                try TestReplica.checksums(secondPath).offset, "0", "the snapshot's tables agree with the log")
             _ = try second.save(update("Team/3", wins: 4))
         }
         try first.catchUpWithCluster()
@@ -188,7 +198,7 @@ final class LogPruningTests: XCTestCase {
         defer { b.stop() }
         let second = try Store(path: secondPath, replication: b)
         XCTAssertTrue(second.takeRebuild(), "found at start-up")
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
         // A restart with nothing changed rebuilds nothing.
         let c = try PostgresReplication(url: url, node: "c")
         defer { c.stop() }
@@ -200,15 +210,15 @@ final class LogPruningTests: XCTestCase {
     /// changeset applies without a conflict, but the checksum the entry carries differs from the
     /// replica's, and the replica rebuilds itself.
     func testAnEntryWhoseChecksumDiffersMakesTheReplicaRebuildItself() throws {
-        let url = try clusterURL("checksum")
+        let url = try TestReplica.clusterURL("checksum")
         let a = try PostgresReplication(url: url, node: "a")
         let b = try PostgresReplication(url: url, node: "b")
         defer { [a, b].forEach { $0.stop() } }
-        let (first, firstPath) = try newReplica(a)
+        let (first, firstPath) = try TestReplica.open(a)
         _ = try first.defineModel([Self.team, Self.tag])
         var ids: [String] = []
         for index in 0..<5 { ids.append(try insertTeam(first, index)) }
-        let (second, secondPath) = try newReplica(b)
+        let (second, secondPath) = try TestReplica.open(b)
         // Entries carry the checksum of what they leave.
         XCTAssertTrue(try a.entries(after: 0, limit: 100).allSatisfy { $0.checksum != nil })
         try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET rating = 99.5 WHERE id = 1") }
@@ -216,22 +226,22 @@ final class LogPruningTests: XCTestCase {
         _ = try first.save(update(ids[0], wins: 3))
         try second.catchUpWithCluster()
         XCTAssertTrue(second.takeRebuild())
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
         // Both follow on with equal checksums: no rebuild for an ordinary entry.
         _ = try second.save(update(ids[1], wins: 5))
         try first.catchUpWithCluster()
         XCTAssertFalse(first.takeRebuild())
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
     }
 
     /// The ids of committed saves travel to PostgreSQL with their entries and come with the
     /// snapshot: a save resent with its `saveId` to a daemon that joined after it committed is
     /// answered as before and appends nothing; so it is after a rebuild.
     func testADaemonFromASnapshotRecognizesASaveResentWithItsSaveId() throws {
-        let url = try clusterURL("saveids")
+        let url = try TestReplica.clusterURL("saveids")
         let a = try PostgresReplication(url: url, node: "a")
         defer { a.stop() }
-        let (first, firstPath) = try newReplica(a)
+        let (first, firstPath) = try TestReplica.open(a)
         _ = try first.defineModel([Self.team, Self.tag])
         let save = StoreSave.Parameters(
             inserted: [InsertedObject(entity: "Team", tempId: "t", values: ["name": "resent"])], saveId: "resent-1")
@@ -240,7 +250,7 @@ final class LogPruningTests: XCTestCase {
 
         let b = try PostgresReplication(url: url, node: "b")
         defer { b.stop() }
-        let (joined, joinedPath) = try newReplica(b)
+        let (joined, joinedPath) = try TestReplica.open(b)
         let head = try XCTUnwrap(a.entries(after: 0, limit: 100).last?.number)
         let (again, transaction) = try joined.save(save)
         XCTAssertEqual(again, answer, "answered as before")
@@ -253,7 +263,7 @@ final class LogPruningTests: XCTestCase {
         try joined.catchUpWithCluster()
         XCTAssertTrue(joined.takeRebuild())
         XCTAssertEqual(try joined.save(save).0, answer)
-        XCTAssertEqual(try objectTables(joinedPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(joinedPath), try TestReplica.objectTables(firstPath))
     }
 
     /// A write that finds, under the cluster's write lock, that its replica diverged (an entry it
@@ -261,15 +271,15 @@ final class LogPruningTests: XCTestCase {
     /// while the snapshot is read another connection can take the lock. The write then runs again
     /// under the lock and commits once, on the rebuilt replica.
     func testAWriteThatFindsItsReplicaDivergedRebuildsItOutsideTheWriteLock() throws {
-        let url = try clusterURL("unlocked")
+        let url = try TestReplica.clusterURL("unlocked")
         let a = try PostgresReplication(url: url, node: "a")
         let b = WatchedReplication(try PostgresReplication(url: url, node: "b", snapshotBatch: 2), url: url)
         defer { [a, b.replication].forEach { $0.stop() } }
-        let (first, firstPath) = try newReplica(a)
+        let (first, firstPath) = try TestReplica.open(a)
         _ = try first.defineModel([Self.team, Self.tag])
         var ids: [String] = []
         for index in 0..<6 { ids.append(try insertTeam(first, index)) }
-        let secondPath = temporaryReplicaPath()
+        let secondPath = TestReplica.temporaryPath()
         let second = try Store(path: secondPath, replication: b)
         XCTAssertEqual(b.lockFreeDuringSnapshots, [true], "joined from the snapshot")
         try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET rating = 42.5 WHERE id = 1") }
@@ -286,8 +296,8 @@ final class LogPruningTests: XCTestCase {
         XCTAssertEqual(second.replicaPosition, head + 1)
         try first.catchUpWithCluster()
         XCTAssertEqual(try first.latestTransaction(), transaction?.number)
-        XCTAssertEqual(try objectTables(secondPath), try objectTables(firstPath))
-        XCTAssertEqual(try objectTables(firstPath)["e_Team"]?[1]["wins"], 5.databaseValue)
+        XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(firstPath)["e_Team"]?[1]["wins"], 5.databaseValue)
     }
 
     /// PostgreSQL stops while a new daemon reads the snapshot (after its first batch of rows): the
@@ -301,12 +311,12 @@ final class LogPruningTests: XCTestCase {
         url.schema = uniqueSchema("bootstrap")
         let a = try PostgresReplication(url: url, node: "a")
         defer { a.stop() }
-        let (first, firstPath) = try newReplica(a)
+        let (first, firstPath) = try TestReplica.open(a)
         _ = try first.defineModel([Self.team, Self.tag])
         var ids: [String] = []
         for index in 0..<8 { ids.append(try insertTeam(first, index)) }
 
-        let joiningPath = temporaryReplicaPath()
+        let joiningPath = TestReplica.temporaryPath()
         let b = WatchedReplication(try PostgresReplication(url: url, node: "b", snapshotBatch: 2), url: url)
         b.afterFirstBatch = { _ = try? server.pause() }
         XCTAssertThrowsError(try Store(path: joiningPath, replication: b)) { error in
@@ -314,14 +324,14 @@ final class LogPruningTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("PostgreSQL"), "\(error)")
         }
         b.replication.stop()
-        XCTAssertEqual(try objectTables(joiningPath), [:], "nothing of the half-read snapshot stays")
+        XCTAssertEqual(try TestReplica.objectTables(joiningPath), [:], "nothing of the half-read snapshot stays")
 
         try server.resume()
         let c = try PostgresReplication(url: url, node: "b", snapshotBatch: 2)
         defer { c.stop() }
         let joined = try Store(path: joiningPath, replication: c)
         XCTAssertEqual(joined.replicaPosition, first.replicaPosition)
-        XCTAssertEqual(try objectTables(joiningPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(joiningPath), try TestReplica.objectTables(firstPath))
         // The first daemon's connection was cut too: it reconnects, writes, and the new one follows.
         var saved = false
         for _ in 0..<100 where !saved {
@@ -330,32 +340,10 @@ final class LogPruningTests: XCTestCase {
         }
         XCTAssertTrue(saved, "writes resume after the restart")
         try joined.catchUpWithCluster()
-        XCTAssertEqual(try objectTables(joiningPath), try objectTables(firstPath))
+        XCTAssertEqual(try TestReplica.objectTables(joiningPath), try TestReplica.objectTables(firstPath))
     }
 
     // MARK: Helpers
-
-    /// The offset the replica at `path` recorded between its checksum and the log's (0: they agree).
-    private func checksumOffset(_ path: String) throws -> String? {
-        try DatabaseQueue(path: path).read { db in
-            try String.fetchOne(db, sql: "SELECT value FROM depot_meta WHERE key = 'checksumOffset'")
-        }
-    }
-
-    private func clusterURL(_ prefix: String) throws -> PostgresURL {
-        var url = try PostgresServer.sharedOrFail().url
-        url.schema = uniqueSchema(prefix)
-        return url
-    }
-
-    private func newReplica(_ replication: PostgresReplication) throws -> (Store, String) {
-        let path = temporaryReplicaPath()
-        return (try Store(path: path, replication: replication), path)
-    }
-
-    private func temporaryReplicaPath() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
-    }
 
     /// Inserts a team with a tag of its own, both related; returns the team's id.
     private func insertTeam(_ store: Store, _ index: Int) throws -> String {
@@ -385,25 +373,6 @@ final class LogPruningTests: XCTestCase {
         try queue.write(body)
     }
 
-    /// Every row of every object table of the replica at `path`, by table, in key order.
-    private func objectTables(_ path: String) throws -> [String: [[String: DatabaseValue]]] {
-        var configuration = Configuration()
-        configuration.readonly = true
-        let queue = try DatabaseQueue(path: path, configuration: configuration)
-        return try queue.read { db in
-            var tables: [String: [[String: DatabaseValue]]] = [:]
-            let names = try String.fetchAll(
-                db,
-                sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'e_*' OR name GLOB 'j_*')")
-            for name in names {
-                let order = name.hasPrefix("j_") ? "a, b" : "id"
-                tables[name] = try Row.fetchAll(db, sql: "SELECT * FROM \"\(name)\" ORDER BY \(order)").map { row in
-                    Dictionary(row.map { ($0, $1) }, uniquingKeysWith: { first, _ in first })
-                }
-            }
-            return tables
-        }
-    }
 }
 
 /// A daemon's real ``PostgresReplication`` that, each time a snapshot begins to be read, asks
@@ -443,7 +412,7 @@ private final class WatchedReplication: StoreReplication, @unchecked Sendable {
     }
 
     func readSnapshot(
-        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: ReplicaSnapshot.Batch) throws -> Void
     ) throws -> Bool {
         try replication.readSnapshot(
             begin: { snapshot in

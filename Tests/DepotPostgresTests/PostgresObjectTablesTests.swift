@@ -46,10 +46,8 @@ final class PostgresObjectTablesTests: XCTestCase {
         url.schema = uniqueSchema("tables")
         let replications = try (0..<2).map { try PostgresReplication(url: url, node: "daemon-\($0)") }
         defer { replications.forEach { $0.stop() } }
-        let paths = (0..<2).map { _ in
-            FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
-        }
-        let stores = try (0..<2).map { try Store(path: paths[$0], replication: replications[$0]) }
+        let opened = try replications.map(TestReplica.open)
+        let (stores, paths) = (opened.map(\.0), opened.map(\.1))
         _ = try stores[0].defineModel([Self.team, Self.player, Self.tag])
 
         var random = SeededGenerator(seed: 26)
@@ -215,7 +213,7 @@ final class PostgresObjectTablesTests: XCTestCase {
         url.schema = uniqueSchema("joining")
         let first = try PostgresReplication(url: url, node: "first")
         defer { first.stop() }
-        let firstPath = temporaryReplicaPath()
+        let firstPath = TestReplica.temporaryPath()
         let store = try Store(path: firstPath, replication: first)
         _ = try store.defineModel([Self.team, Self.player, Self.tag])
         var teams: [String] = []
@@ -239,7 +237,7 @@ final class PostgresObjectTablesTests: XCTestCase {
 
         let joining = try PostgresReplication(url: url, node: "joining")
         defer { joining.stop() }
-        let joinedPath = temporaryReplicaPath()
+        let joinedPath = TestReplica.temporaryPath()
         let joined = try Store(path: joinedPath, replication: joining)
         XCTAssertEqual(joined.replicaPosition, store.replicaPosition, "at the head, from the snapshot")
         XCTAssertEqual(try joined.historyBegins(), latest)
@@ -247,6 +245,10 @@ final class PostgresObjectTablesTests: XCTestCase {
         XCTAssertEqual(try joined.latestTransaction(), latest)
         XCTAssertEqual(joined.schema.version, store.schema.version)
         XCTAssertEqual(try tablesInReplica(joinedPath), try tablesInReplica(firstPath))
+        // The checksum it kept while loading is that of its rows read back, and the log's.
+        let checksums = try TestReplica.checksums(joinedPath)
+        XCTAssertEqual(checksums.recorded, checksums.full)
+        XCTAssertEqual(checksums.offset, "0", "the snapshot's tables agree with the log")
 
         // It follows the log from there, and writes through it.
         _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: teams[0], values: ["wins": 9])]))
@@ -264,10 +266,6 @@ final class PostgresObjectTablesTests: XCTestCase {
     }
 
     // MARK: Helpers
-
-    private func temporaryReplicaPath() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
-    }
 
     /// The rows of every object table in PostgreSQL, by table, ordered by key, each value normalized.
     private func tablesInPostgreSQL(url: PostgresURL, server: PostgresServer) throws -> [String: [[String: JSONValue]]]
@@ -334,27 +332,5 @@ final class PostgresObjectTablesTests: XCTestCase {
         case .bool(let flag): .double(flag ? 1 : 0)
         default: value
         }
-    }
-}
-
-extension PostgresServer {
-    /// Runs `body` on a new connection from a synchronous test, waiting for it.
-    fileprivate func withConnectionBlocking<Value: Sendable>(
-        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> Value
-    ) throws -> Value {
-        let outcome = Shared<Result<Value, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            let logger = Logger(label: "depot.tests.postgres")
-            do {
-                let value = try await self.withConnection { try await body($0, logger) }
-                outcome.withLock { $0 = .success(value) }
-            } catch {
-                outcome.withLock { $0 = .failure(error) }
-            }
-            done.signal()
-        }
-        done.wait()
-        return try outcome.withLock { $0! }.get()
     }
 }

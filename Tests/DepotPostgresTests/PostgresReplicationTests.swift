@@ -35,7 +35,7 @@ final class PostgresReplicationTests: XCTestCase {
         let replications = try (0..<4).map { try PostgresReplication(url: url, node: "daemon-\($0)") }
         let reader = try PostgresReplication(url: url, node: "reader")
         defer { (replications + [reader]).forEach { $0.stop() } }
-        let stores = try replications.map { try Store(path: temporaryReplicaPath(), replication: $0) }
+        let stores = try replications.map { try Store(path: TestReplica.temporaryPath(), replication: $0) }
         _ = try stores[0].defineModel(model)
         let shared = try stores[0].save(
             StoreSave.Parameters(inserted: [
@@ -271,10 +271,6 @@ final class PostgresReplicationTests: XCTestCase {
         ReplicatedEntry(
             number: number, author: nil, timestamp: Date().timeIntervalSince1970,
             content: .model(entities: [], removing: []))
-    }
-
-    private func temporaryReplicaPath() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
     }
 
     /// Runs `body(0..<count)` each on a thread of its own (stores and the log's writer block their

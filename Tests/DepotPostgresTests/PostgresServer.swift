@@ -92,3 +92,25 @@ final class PostgresServer: Sendable {
 func uniqueSchema(_ prefix: String) -> String {
     "\(prefix)_\(UInt32.random(in: 0...UInt32.max))"
 }
+
+extension PostgresServer {
+    /// Runs `body` on a new connection from a synchronous test, waiting for it.
+    func withConnectionBlocking<Value: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> Value
+    ) throws -> Value {
+        let outcome = Shared<Result<Value, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let logger = Logger(label: "depot.tests.postgres")
+            do {
+                let value = try await self.withConnection { try await body($0, logger) }
+                outcome.withLock { $0 = .success(value) }
+            } catch {
+                outcome.withLock { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
+    }
+}

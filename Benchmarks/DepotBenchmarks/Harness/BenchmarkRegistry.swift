@@ -19,6 +19,8 @@ enum BenchmarkRegistry {
         CurveBenchmark.self,
         ScopeCostBenchmark.self,
         ClusterBenchmark.self,
+        ClusterJoinBenchmark.self,
+        ClusterLogSizeBenchmark.self,
         ReplicaBenchmark.self,
     ]
 

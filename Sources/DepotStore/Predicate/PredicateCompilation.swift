@@ -5,7 +5,7 @@ import GRDB
 /// A piece of SQL with its bound arguments. Values are never spliced into `sql`.
 public struct SQLFragment: Sendable {
     /// The SQL text; it refers to the fetched entity's table by the alias `t0`
-    /// and numbers its parameters `?1`…`?n` (`$1`…`$n` in PostgreSQL): a statement
+    /// and numbers its parameters `?1`…`?n`: a statement
     /// that embeds it numbers any parameters of its own from `n+1`.
     public var sql: String
     /// The values bound to the `?` placeholders of `sql`, in order.
@@ -21,34 +21,31 @@ public struct SQLFragment: Sendable {
 /// The entry points from fetches, batch operations and fetched results into
 /// the predicate language (docs/predicates.md).
 public enum PredicateCompilation {
-    /// The `WHERE` condition for `predicate` over `entity` (alias `t0`) in
-    /// `dialect`; always true (`1`, `TRUE`) for no predicate.
+    /// The `WHERE` condition for `predicate` over `entity` (alias `t0`);
+    /// always true (`1`) for no predicate.
     ///
     /// - Throws: -32014 with `data.position` and `data.expected` for a syntax
     ///   error; -32602 for an unknown key path, a type mismatch, a missing
-    ///   `$variable`, a wrong number of `%@` arguments, or a construct that
-    ///   `dialect` cannot evaluate as the in-memory evaluator does (docs/cluster.md).
+    ///   `$variable` or a wrong number of `%@` arguments.
     public static func whereClause(
-        predicate: String?, arguments: JSONValue?, scope: PredicateNode? = nil, entity: EntitySchema, schema: Schema,
-        dialect: SQLDialect = .sqlite
+        predicate: String?, arguments: JSONValue?, scope: PredicateNode? = nil, entity: EntitySchema, schema: Schema
     ) throws(RPCError) -> SQLFragment {
         try compile(
-            predicate: predicate, arguments: arguments, scope: scope, entity: entity, schema: schema, dialect: dialect
+            predicate: predicate, arguments: arguments, scope: scope, entity: entity, schema: schema
         )
         .fragment
     }
 
-    /// The condition in `dialect` and the changes it depends on.
+    /// The condition and the changes it depends on.
     ///
     /// `scope` (a key's row-level scope, DESIGN.md §2) is joined to the parsed
     /// predicate as a tree, `predicate AND scope`: no text of the request can widen it.
     public static func compile(
-        predicate: String?, arguments: JSONValue?, scope: PredicateNode? = nil, entity: EntitySchema, schema: Schema,
-        dialect: SQLDialect = .sqlite
+        predicate: String?, arguments: JSONValue?, scope: PredicateNode? = nil, entity: EntitySchema, schema: Schema
     ) throws(RPCError) -> (fragment: SQLFragment, dependencies: Set<PredicateDependency>) {
         let node = try combined(predicate: predicate, arguments: arguments, scope: scope)
-        guard let node else { return (SQLFragment(sql: dialect.literal(true)), []) }
-        return try compile(node: node, entity: entity, schema: schema, dialect: dialect)
+        guard let node else { return (SQLFragment(sql: SQLiteSpelling.literal(true)), []) }
+        return try compile(node: node, entity: entity, schema: schema)
     }
 
     /// The request's parsed predicate AND `scope`, or `nil` when both are empty.
@@ -66,11 +63,11 @@ public enum PredicateCompilation {
         }
     }
 
-    /// The condition for a parsed `node` in `dialect` and the changes it depends on.
+    /// The condition for a parsed `node` and the changes it depends on.
     public static func compile(
-        node: PredicateNode, entity: EntitySchema, schema: Schema, dialect: SQLDialect = .sqlite
+        node: PredicateNode, entity: EntitySchema, schema: Schema
     ) throws(RPCError) -> (fragment: SQLFragment, dependencies: Set<PredicateDependency>) {
-        var compiler = PredicateCompiler(schema: schema, dialect: dialect)
+        var compiler = PredicateCompiler(schema: schema)
         let sql = try compiler.compile(node, in: .init(entity: entity, alias: "t0", pathFromRoot: []))
         try validateRegularExpressions(node)
         return (SQLFragment(sql: sql, arguments: compiler.arguments), compiler.dependencies)

@@ -15,19 +15,17 @@ public enum PredicateDependency: Hashable, Sendable {
     case any(entity: String)
 }
 
-/// Compiles a ``PredicateNode`` to a condition in a ``SQLDialect`` (SQLite
-/// unless told otherwise) over the fetched entity's table, aliased `t0`.
+/// Compiles a ``PredicateNode`` to a SQLite condition (``SQLiteSpelling``) over the
+/// fetched entity's table, aliased `t0`.
 ///
 /// Every comparison compiles to an expression that is 0 or 1, never NULL, so
 /// that NOT, AND and OR follow Core Data's in-memory semantics rather than
 /// SQL's three-valued logic: `nil == nil` and `nil != 'x'` are true, ordering
 /// comparisons with nil are false, ANY over an empty set is false, ALL over
 /// an empty set is true. Values are always bound as parameters; key paths are
-/// resolved against the model and their identifiers quoted. In PostgreSQL the
-/// conditions are booleans rather than 0/1, with the same truth values.
+/// resolved against the model and their identifiers quoted.
 struct PredicateCompiler {
     let schema: Schema
-    let dialect: SQLDialect
     private(set) var arguments: [DatabaseValue] = []
     private(set) var dependencies: Set<PredicateDependency> = []
     private var aliasCount = 0
@@ -36,9 +34,8 @@ struct PredicateCompiler {
 
     /// A compiler whose SQL goes into a statement that already binds `boundBefore`
     /// (its own parameters are numbered after them).
-    init(schema: Schema, dialect: SQLDialect = .sqlite, boundBefore: [DatabaseValue] = []) {
+    init(schema: Schema, boundBefore: [DatabaseValue] = []) {
         self.schema = schema
-        self.dialect = dialect
         self.arguments = boundBefore
     }
 
@@ -70,7 +67,7 @@ struct PredicateCompiler {
     /// may appear twice in the SQL (BETWEEN, IN) without binding it twice.
     private mutating func bind(_ value: DatabaseValue) -> String {
         arguments.append(value)
-        return dialect.placeholder(arguments.count)
+        return SQLiteSpelling.placeholder(arguments.count)
     }
 
     // MARK: Key paths
@@ -123,8 +120,7 @@ struct PredicateCompiler {
             if let attribute = entity.attributes[key] {
                 guard components.isEmpty else { throw unknownKey(components.first!, of: entity, path: path) }
                 let sql = column(key)
-                // PostgreSQL's object tables have no shadow columns: there `[cd]` folds as it reads.
-                if dialect == .sqlite, let shadow = entity.foldedColumn(key) { foldedColumns[sql] = read(shadow) }
+                if let shadow = entity.foldedColumn(key) { foldedColumns[sql] = read(shadow) }
                 return .scalar(sql: sql, type: attribute.type, destination: nil)
             }
             if let relationship = entity.toOne[key], let destination = schema.entity(named: relationship.destination) {
@@ -162,7 +158,7 @@ struct PredicateCompiler {
 
     mutating func compile(_ node: PredicateNode, in scope: Scope) throws(RPCError) -> String {
         switch node {
-        case .constant(let value): return dialect.literal(value)
+        case .constant(let value): return SQLiteSpelling.literal(value)
         case .not(let inner): return "(NOT \(try compile(inner, in: scope)))"
         case .and(let parts):
             var compiled: [String] = []
@@ -293,7 +289,7 @@ struct PredicateCompiler {
             let stored = try typedValue(value, type: type, destination: destination, position: position)
             let placeholder = bind(stored)
             return Operand(
-                sql: type == .boolean ? dialect.boolean(placeholder) : placeholder, type: type, constant: stored,
+                sql: placeholder, type: type, constant: stored,
                 argumentIndex: arguments.count)
         case .aggregate(let function, let collection, let key):
             guard
@@ -316,14 +312,14 @@ struct PredicateCompiler {
                     field: "predicate")
             }
             switch function {
-            case .sum: return Operand(sql: "(SELECT \(dialect.sum(valueSQL)) \(from))", type: .double)
-            case .avg: return Operand(sql: "(SELECT \(dialect.average(valueSQL)) \(from))", type: .double)
+            case .sum: return Operand(sql: "(SELECT \(SQLiteSpelling.sum(valueSQL)) \(from))", type: .double)
+            case .avg: return Operand(sql: "(SELECT \(SQLiteSpelling.average(valueSQL)) \(from))", type: .double)
             case .min:
                 return Operand(
-                    sql: "(SELECT \(dialect.extreme("MIN", valueSQL, type: valueType)) \(from))", type: valueType)
+                    sql: "(SELECT \(SQLiteSpelling.extreme("MIN", valueSQL)) \(from))", type: valueType)
             default:
                 return Operand(
-                    sql: "(SELECT \(dialect.extreme("MAX", valueSQL, type: valueType)) \(from))", type: valueType)
+                    sql: "(SELECT \(SQLiteSpelling.extreme("MAX", valueSQL)) \(from))", type: valueType)
             }
         case .subqueryCount(let collection, let variable, let predicate):
             guard
@@ -365,18 +361,15 @@ struct PredicateCompiler {
                     try operand(
                         element, in: scope, expecting: left.type, destination: left.destination, position: position))
             }
-            for value in values { try checkDialect(left, value, comparison) }
             let lhs = fold(left, options, type: left.type)
             var folded: [String] = []
             for value in values { folded.append(fold(value, options, type: left.type, against: left)) }
             if comparison.op == .between {
-                let isText = isText(left) || values.contains(where: isText)
-                let ordered = dialect.ordered(lhs, isText: isText)
-                return dialect.orFalse("\(ordered) >= \(folded[0]) AND \(ordered) <= \(folded[1])")
+                return SQLiteSpelling.orFalse("\(lhs) >= \(folded[0]) AND \(lhs) <= \(folded[1])")
             }
             // Still names the left side: its bound arguments (`NO IN {}`) must appear in the SQL.
-            if values.isEmpty { return "(\(dialect.literal(false)) AND \(lhs) IS NULL)" }
-            return "(" + folded.map { dialect.nullSafeEquals(lhs, $0) }.joined(separator: " OR ") + ")"
+            if values.isEmpty { return "(\(SQLiteSpelling.literal(false)) AND \(lhs) IS NULL)" }
+            return "(" + folded.map { SQLiteSpelling.nullSafeEquals(lhs, $0) }.joined(separator: " OR ") + ")"
         }
         if comparison.op.isStringOperator, let type = left.type, type != .string {
             throw .invalidParams(
@@ -386,65 +379,42 @@ struct PredicateCompiler {
         let right = try operand(
             comparison.rhs, in: scope, expecting: left.type, destination: left.destination, position: position)
         try checkTypes(left, right, comparison)
-        try checkDialect(left, right, comparison)
         // MATCHES folds by its own rules (its pattern is not a string to fold).
-        if comparison.op == .matches { return try matches(left, right, comparison) }
+        if comparison.op == .matches { return matches(left, right, comparison) }
         let lhs = fold(left, options, type: left.type ?? right.type, against: right)
         let rhs = fold(right, options, type: left.type ?? right.type, against: left)
-        let ordered = dialect.ordered(lhs, isText: isText(left) || isText(right))
         switch comparison.op {
-        case .equal: return dialect.isSame(lhs, rhs)
-        case .notEqual: return dialect.isDistinct(lhs, rhs)
-        case .less: return dialect.orFalse("\(ordered) < \(rhs)")
-        case .lessOrEqual: return dialect.orFalse("\(ordered) <= \(rhs)")
-        case .greater: return dialect.orFalse("\(ordered) > \(rhs)")
-        case .greaterOrEqual: return dialect.orFalse("\(ordered) >= \(rhs)")
+        case .equal: return SQLiteSpelling.isSame(lhs, rhs)
+        case .notEqual: return SQLiteSpelling.isDistinct(lhs, rhs)
+        case .less: return SQLiteSpelling.orFalse("\(lhs) < \(rhs)")
+        case .lessOrEqual: return SQLiteSpelling.orFalse("\(lhs) <= \(rhs)")
+        case .greater: return SQLiteSpelling.orFalse("\(lhs) > \(rhs)")
+        case .greaterOrEqual: return SQLiteSpelling.orFalse("\(lhs) >= \(rhs)")
         case .beginsWith:
             if readsShadow(left, options), case .string? = right.constant?.storage {
                 // A range over the shadow column's index narrows the rows; the exact test stays.
                 // Text that begins with the prefix sorts before the prefix and 0xFF (never in UTF-8).
                 return
-                    "(\(lhs) >= \(rhs) AND \(lhs) < \(rhs) || CAST(X'FF' AS TEXT) AND \(dialect.beginsWith(lhs, rhs)))"
+                    "(\(lhs) >= \(rhs) AND \(lhs) < \(rhs) || CAST(X'FF' AS TEXT) AND \(SQLiteSpelling.beginsWith(lhs, rhs)))"
             }
-            return dialect.beginsWith(lhs, rhs)
-        case .endsWith: return dialect.endsWith(lhs, rhs)
-        case .contains: return dialect.contains(lhs, rhs)
-        case .like: return dialect.like(lhs, rhs)
-        case .matches: return try matches(left, right, comparison)
-        case .in, .between: return dialect.literal(false)
+            return SQLiteSpelling.beginsWith(lhs, rhs)
+        case .endsWith: return SQLiteSpelling.endsWith(lhs, rhs)
+        case .contains: return SQLiteSpelling.contains(lhs, rhs)
+        case .like: return SQLiteSpelling.like(lhs, rhs)
+        case .matches: return matches(left, right, comparison)
+        case .in, .between: return SQLiteSpelling.literal(false)
         }
     }
 
-    /// `MATCHES`: SQLite calls `depot_matches` (ICU through Foundation); PostgreSQL
-    /// runs the pattern translated to its own syntax (``PostgreSQLPattern``), which
-    /// needs the pattern at compile time.
-    private mutating func matches(_ left: Operand, _ right: Operand, _ comparison: Comparison) throws(RPCError)
-        -> String
-    {
-        let flags = comparison.options.rawValue
-        switch dialect {
-        case .sqlite:
-            return dialect.orFalse("depot_matches(\(left.sql), \(right.sql), \(flags))")
-        case .postgresql:
-            if right.isNullLiteral { return dialect.literal(false) }
-            // The pattern was bound last, as written: bind its translation in its place.
-            guard case .value(.string(let pattern)) = comparison.rhs, right.sql == dialect.placeholder(arguments.count)
-            else {
-                throw .invalidParams(
-                    "MATCHES on PostgreSQL needs a constant pattern (a string, a $variable or a %@ argument), not a key path, at character \(comparison.position)",
-                    field: "predicate")
-            }
-            let translated = try PostgreSQLPattern.translate(pattern, caseInsensitive: flags & 1 != 0)
-            arguments[arguments.count - 1] = translated.databaseValue
-            let subject = flags & 2 != 0 ? dialect.fold(left.sql, 2) : left.sql
-            return dialect.orFalse("\(subject) ~ \(right.sql)")
-        }
+    /// `MATCHES`: `depot_matches` (ICU through Foundation).
+    private func matches(_ left: Operand, _ right: Operand, _ comparison: Comparison) -> String {
+        SQLiteSpelling.orFalse("depot_matches(\(left.sql), \(right.sql), \(comparison.options.rawValue))")
     }
 
     /// Applies `[c]`/`[d]` folding to a string operand.
     private func fold(_ sql: String, _ options: Comparison.Options, type: AttributeType?) -> String {
         guard !options.isEmpty, type == nil || type == .string else { return sql }
-        return dialect.fold(sql, options.rawValue)
+        return SQLiteSpelling.fold(sql, options.rawValue)
     }
 
     /// Whether `[cd]` reads `operand`'s shadow column instead of folding its value.
@@ -467,43 +437,6 @@ struct PredicateCompiler {
             return operand.sql
         }
         return fold(operand.sql, options, type: type)
-    }
-
-    /// Whether an operand is text (for its ordering).
-    private func isText(_ operand: Operand) -> Bool {
-        if let type = operand.type { return type == .string || type == .uuid || type == .json }
-        if case .string? = operand.constant?.storage { return true }
-        return false
-    }
-
-    /// What PostgreSQL's typed comparisons need beyond ``checkTypes(_:_:_:)``: a
-    /// constant of unknown type (`'a' == 3`) compared with a value of another kind
-    /// is an error there, where SQLite and the evaluator order kinds (numbers before text).
-    private func checkDialect(_ left: Operand, _ right: Operand, _ comparison: Comparison) throws(RPCError) {
-        guard dialect == .postgresql else { return }
-        func kind(_ operand: Operand) -> String? {
-            if operand.isNullLiteral { return nil }
-            if let type = operand.type {
-                switch type {
-                case .string, .uuid, .json: return "text"
-                case .integer, .double, .date: return "a number"
-                case .boolean: return "a boolean"
-                case .binary: return "binary"
-                }
-            }
-            if operand.destination != nil { return "a number" }
-            switch operand.constant?.storage {
-            case .string?: return "text"
-            case .int64?, .double?: return "a number"
-            case .blob?: return "binary"
-            default: return nil
-            }
-        }
-        if let leftKind = kind(left), let rightKind = kind(right), leftKind != rightKind {
-            throw .invalidParams(
-                "on PostgreSQL, \(comparison.op.rawValue) cannot compare \(leftKind) with \(rightKind), at character \(comparison.position)",
-                field: "predicate")
-        }
     }
 
     private func checkTypes(_ left: Operand, _ right: Operand, _ comparison: Comparison) throws(RPCError) {

@@ -50,10 +50,10 @@ public struct ObjectTablesChange: Sendable, Equatable {
             && lhs.forgottenIDs == rhs.forgottenIDs
     }
 
-    /// The rows `changeset` touched, read whole from `db` (the write's own open transaction).
-    static func rows(_ db: Database, changeset: [UInt8]) throws -> ObjectTablesChange {
-        // The changeset is read once: its keys name the object rows, its values the save ids.
-        let changedRows = try ChangeSession.changedRows(changeset)
+    /// The rows a changeset touched (`changedRows`, ``ChangeSession/changedRows(_:)``: their keys
+    /// name the object rows, their values the save ids), read whole from `db` (the write's own
+    /// open transaction).
+    static func rows(_ db: Database, changedRows: [ChangedRow]) throws -> ObjectTablesChange {
         var tables: [Table] = []
         let objectRows = changedRows.filter { $0.table.hasPrefix("e_") || $0.table.hasPrefix("j_") }
         for (name, written, deleted) in try ChangeSession.changedKeys(objectRows) {

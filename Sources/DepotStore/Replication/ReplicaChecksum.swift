@@ -27,9 +27,14 @@ public enum ReplicaChecksum {
     /// it touched, before and after, XORed. An update's changeset carries only the changed columns:
     /// the rest are read from the row as it is now.
     public static func delta(_ db: Database, changeset: [UInt8]) throws -> UInt64 {
+        try delta(db, rows: ChangeSession.changedRows(changeset))
+    }
+
+    /// ``delta(_:changeset:)`` from the changeset's rows, already read (``ChangeSession/changedRows(_:)``).
+    static func delta(_ db: Database, rows: [ChangedRow]) throws -> UInt64 {
         var delta: UInt64 = 0
         var columnsByTable: [String: [String]] = [:]
-        for change in try ChangeSession.changedRows(changeset) where isObjectTable(change.table) {
+        for change in rows where isObjectTable(change.table) {
             let names: [String]
             if let known = columnsByTable[change.table] {
                 names = known
@@ -68,9 +73,14 @@ public enum ReplicaChecksum {
 
     /// The hash of one row of `table`.
     static func hash(table: String, columns: [(String, DatabaseValue)]) -> UInt64 {
+        hash(table: table, orderedColumns: columns.filter { !EntitySchema.isShadowColumn($0.0) }.sorted { $0.0 < $1.0 })
+    }
+
+    /// ``hash(table:columns:)`` of columns already sorted by name, without shadow columns.
+    static func hash(table: String, orderedColumns columns: [(String, DatabaseValue)]) -> UInt64 {
         var hasher = FNV()
         hasher.add(table)
-        for (name, value) in columns.sorted(by: { $0.0 < $1.0 }) where !EntitySchema.isShadowColumn(name) {
+        for (name, value) in columns {
             hasher.add(name)
             switch value.storage {
             case .null:
@@ -104,7 +114,8 @@ public enum ReplicaChecksum {
             db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB 'e_*' OR name GLOB 'j_*')")
     }
 
-    private static func isObjectTable(_ name: String) -> Bool { name.hasPrefix("e_") || name.hasPrefix("j_") }
+    /// Whether `name` is an object table (`e_…`, `j_…`).
+    static func isObjectTable(_ name: String) -> Bool { name.hasPrefix("e_") || name.hasPrefix("j_") }
 
     /// FNV-1a, 64 bits, finished with SplitMix64's mix so that XORed hashes spread over every bit.
     private struct FNV {

@@ -14,9 +14,6 @@ public struct ReplicaSnapshot: Sendable {
     public var version: Int64
     /// The model's entities at ``position``.
     public var entities: [EntityDescription]
-    /// Every row of every object table (`e_<Entity>`, `j_<Entity>.<relationship>`): column to value,
-    /// as JSON (numbers, strings, booleans, `\x…` hex for binary, null).
-    public var tables: [String: [[String: JSONValue]]]
     /// For each entity table, the highest id ever given (deleted objects' ids are never reused).
     public var highestIDs: [String: Int64]
     /// The checksum the log's entry at ``position`` carries (``ReplicaChecksum``), if it carries one.
@@ -29,14 +26,13 @@ public struct ReplicaSnapshot: Sendable {
     /// A snapshot.
     public init(
         position: Int64, transaction: Int64, version: Int64, entities: [EntityDescription],
-        tables: [String: [[String: JSONValue]]], highestIDs: [String: Int64], checksum: Int64? = nil
+        highestIDs: [String: Int64], checksum: Int64? = nil
     ) {
         self.checksum = checksum
         self.position = position
         self.transaction = transaction
         self.version = version
         self.entities = entities
-        self.tables = tables
         self.highestIDs = highestIDs
     }
 }
@@ -44,8 +40,28 @@ public struct ReplicaSnapshot: Sendable {
 extension StoreReplication {
     /// No snapshot: a replica replays the log from its start.
     public func readSnapshot(
-        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: ReplicaSnapshot.Batch) throws -> Void
     ) throws -> Bool { false }
+}
+
+extension ReplicaSnapshot {
+    /// Rows of one table of a snapshot, as the store stores them: ``values`` holds one value per
+    /// column of ``columns`` for each row, row after row (one array for the batch, not one per row).
+    public struct Batch: Sendable {
+        /// The table's columns, in the order each row's values come.
+        public var columns: [String]
+        /// `columns.count` values per row.
+        public var values: [DatabaseValue]
+
+        /// A batch of `values.count / columns.count` rows.
+        public init(columns: [String], values: [DatabaseValue]) {
+            self.columns = columns
+            self.values = values
+        }
+
+        /// The number of rows.
+        public var count: Int { columns.isEmpty ? 0 : values.count / columns.count }
+    }
 }
 
 extension Store {
@@ -58,18 +74,19 @@ extension Store {
     }
 
     /// Starts a new, empty replica from the cluster's snapshot, when the cluster has one past
-    /// the start of its log; does nothing otherwise.
-    func bootstrapFromCluster() throws(RPCError) {
-        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty else { return }
+    /// the start of its log; does nothing otherwise. Returns whether it loaded the snapshot.
+    func bootstrapFromCluster() throws(RPCError) -> Bool {
+        guard let replication, clusterPosition.withLock({ $0 }) == 0, schema.entities.isEmpty else { return false }
         let loaded: (schema: Schema, position: Int64)?
         do {
             loaded = try pool.write { db in try Self.load(db, from: replication) }
         } catch {
             throw .internalError("this replica could not start from the cluster's snapshot: \(error)")
         }
-        guard let loaded else { return }
+        guard let loaded else { return false }
         replaceSchema(loaded.schema)
         clusterPosition.withLock { $0 = loaded.position }
+        return true
     }
 
     /// Rebuilds this replica from the cluster's snapshot, in one local transaction: it can no
@@ -155,12 +172,37 @@ extension Store {
 
     /// Fills the empty replica `db` from the cluster's snapshot, read as it goes (one batch of rows
     /// in memory), inside the caller's local transaction: the model (at the cluster's version),
-    /// every row, the ids already given, the history number, the position, the checksum. Returns
-    /// the model and the position, nil when the cluster keeps no snapshot.
+    /// every row (``SnapshotLoader``), the ids already given, the history number, the position, the
+    /// checksum. Returns the model and the position, nil when the cluster keeps no snapshot.
+    ///
+    /// Only the page cache is enlarged for the load: the store keeps SQLite in WAL mode, where a
+    /// commit at `synchronous = NORMAL` writes the WAL without an fsync and the checkpoint after
+    /// the commit syncs it once before copying it into the file, so `synchronous = OFF` would save
+    /// nothing for one large transaction (and a power loss before that checkpoint loses the load,
+    /// not the file: the replica starts from the snapshot again); `journal_mode = OFF` cannot be
+    /// set while the pool's connections share the WAL.
     static func load(_ db: Database, from replication: any StoreReplication) throws -> (
         schema: Schema, position: Int64
     )? {
-        var started: (schema: Schema, snapshot: ReplicaSnapshot)?
+        let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000
+        // 128 MiB while the tables fill and their indexes are built, then as it was.
+        try db.execute(sql: "PRAGMA cache_size = -131072")
+        let loaded: Result<(schema: Schema, position: Int64)?, any Error>
+        do {
+            loaded = .success(try fill(db, from: replication))
+        } catch {
+            loaded = .failure(error)
+        }
+        try db.execute(sql: "PRAGMA cache_size = \(cacheSize)")
+        return try loaded.get()
+    }
+
+    /// ``load(_:from:)`` without its pragma.
+    private static func fill(_ db: Database, from replication: any StoreReplication) throws -> (
+        schema: Schema, position: Int64
+    )? {
+        var started: (schema: Schema, snapshot: ReplicaSnapshot, tables: Set<String>)?
+        var loader: SnapshotLoader?
         let found = try replication.readSnapshot(
             begin: { snapshot in
                 var (schema, _) = try ModelMigrator.migrate(db, from: .empty, to: snapshot.entities)
@@ -168,23 +210,22 @@ extension Store {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('modelVersion', ?)",
                     arguments: [String(snapshot.version)])
-                started = (schema, snapshot)
+                // The tables the model has; a table left in PostgreSQL by hand is not loaded.
+                var tables: Set<String> = [SaveIdLog.table]
+                for entity in schema.entities {
+                    tables.insert(entity.tableName)
+                    for join in entity.joins.values where join.isFirstSide { tables.insert(join.name) }
+                }
+                loader = try SnapshotLoader(db, tables: tables.sorted())
+                started = (schema, snapshot, tables)
             },
             rows: { table, batch in
-                guard let schema = started?.schema else { return }
-                if let entity = schema.entities.first(where: { $0.tableName == table }) {
-                    try insert(db, table: table, rows: batch) { column in entity.attributes[column]?.type }
-                } else if table == SaveIdLog.table {
-                    try insert(db, table: table, rows: batch) { _ in nil }
-                } else if schema.entities.contains(where: {
-                    $0.joins.values.contains { $0.isFirstSide && $0.name == table }
-                }) {
-                    try insert(db, table: table, rows: batch) { _ in nil }
-                }
-                // A table the model does not have (left in PostgreSQL by hand) is not loaded.
+                guard let tables = started?.tables, tables.contains(table) else { return }
+                try loader?.insert(into: table, batch)
             })
-        guard found, let started, started.snapshot.position > 0 else { return nil }
-        let (schema, snapshot) = started
+        guard found, let started, let loader, started.snapshot.position > 0 else { return nil }
+        try loader.finish()
+        let (schema, snapshot, _) = started
         var sequences = snapshot.highestIDs
         sequences["depot_transaction"] = snapshot.transaction
         for (table, highest) in sequences where highest > 0 {
@@ -195,44 +236,11 @@ extension Store {
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('historyBegins', ?)",
             arguments: [String(snapshot.transaction)])
         try saveClusterPosition(db, snapshot.position)
-        // The replica's own checksum; any offset from the log's says the tables differ from the log.
-        let checksum = try ReplicaChecksum.full(db)
+        // The replica's own checksum, kept while loading; any offset from the log's says the tables
+        // differ from the log.
+        let checksum = loader.checksum
         try saveChecksum(db, checksum, offset: snapshot.checksum.map { checksum ^ UInt64(bitPattern: $0) } ?? 0)
         return (schema, snapshot.position)
-    }
-
-    /// Inserts `rows` into `table`, each value stored as the store stores a value of its column's type.
-    private static func insert(
-        _ db: Database, table: String, rows: [[String: JSONValue]], type: (String) -> AttributeType?
-    ) throws {
-        for row in rows {
-            let columns = row.keys.sorted()
-            let values = columns.map { stored(row[$0]!, type: type($0)) }
-            try db.execute(
-                sql: """
-                    INSERT INTO \(EntitySchema.quote(table)) (\(columns.map(EntitySchema.quote).joined(separator: ", ")))
-                    VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))
-                    """, arguments: StatementArguments(values))
-        }
-    }
-
-    /// A value as PostgreSQL's `to_jsonb` gives it, as the store holds one of `type` (nil: an id).
-    private static func stored(_ value: JSONValue, type: AttributeType?) -> DatabaseValue {
-        switch (value, type) {
-        case (.null, _): return .null
-        case (.bool(let flag), _): return (flag ? 1 : 0).databaseValue
-        case (.string(let text), .binary?) where text.hasPrefix("\\x"):
-            var bytes: [UInt8] = []
-            var index = text.index(text.startIndex, offsetBy: 2)
-            while index < text.endIndex, let next = text.index(index, offsetBy: 2, limitedBy: text.endIndex) {
-                bytes.append(UInt8(text[index..<next], radix: 16) ?? 0)
-                index = next
-            }
-            return Data(bytes).databaseValue
-        case (.string(let text), _): return text.databaseValue
-        case (_, .double?), (_, .date?): return (value.doubleValue ?? 0).databaseValue
-        default: return value.intValue.map(\.databaseValue) ?? (value.doubleValue ?? 0).databaseValue
-        }
     }
 }
 

@@ -189,8 +189,10 @@ extension Store {
             }
             return []
         }
-        let tables = try ObjectTablesChange.rows(db, changeset: changeset)
-        let checksum = try (Self.storedChecksum(db)?.checksum ?? 0) ^ ReplicaChecksum.delta(db, changeset: changeset)
+        // The changeset is read once, for the object tables and the checksum.
+        let changedRows = try ChangeSession.changedRows(changeset)
+        let tables = try ObjectTablesChange.rows(db, changedRows: changedRows)
+        let checksum = try (Self.storedChecksum(db)?.checksum ?? 0) ^ ReplicaChecksum.delta(db, rows: changedRows)
         try Self.saveChecksum(db, checksum)
         return rows.enumerated().map { index, row in
             let isLast = index == rows.count - 1

@@ -38,12 +38,13 @@ public protocol StoreReplication: AnyObject, Sendable {
     func startFollowing(position: @escaping @Sendable () -> Int64, _ newEntries: @escaping @Sendable () -> Void)
 
     /// Reads the cluster's objects at one position in one snapshot, for a replica to start from:
-    /// `begin` gets the position, model, ids and checksum (``ReplicaSnapshot/tables`` empty), then
-    /// `rows` gets every object table's rows, a batch at a time, while the snapshot stays open;
-    /// memory holds one batch. Returns false, calling neither, when the cluster keeps no snapshot
-    /// (a new replica then replays the log). Called on the store's writer, inside its transaction.
+    /// `begin` gets the position, model, ids and checksum, then `rows` gets every object table's
+    /// rows, a batch at a time, while the snapshot stays open; memory holds a batch or two (the
+    /// next may be read while `rows` stores one). Returns false, calling neither, when the cluster
+    /// keeps no snapshot (a new replica then replays the log). Called on the store's writer,
+    /// inside its transaction.
     func readSnapshot(
-        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: [[String: JSONValue]]) throws -> Void
+        begin: (ReplicaSnapshot) throws -> Void, rows: (_ table: String, _ batch: ReplicaSnapshot.Batch) throws -> Void
     ) throws -> Bool
 
     /// Stops following and closes the connections.
