@@ -76,23 +76,27 @@ struct BatchRows: Sendable {
     }
 
     /// Checks and converts one object, noting its problems (the generic path).
+    ///
+    /// An object's problems are listed by key name, then its missing required
+    /// attributes in model order: the same list however its dictionary iterates.
     mutating func convert(_ object: [String: JSONValue], at index: Int) -> Row {
         var row = Row(repeating: nil, count: positions.count)
+        var found: [(key: String, code: String, message: String)] = []
         for (key, value) in object {
             guard let position = positions[key] else {
                 let why =
                     entity.toMany[key] != nil
                     ? "to-many relationships cannot be set by batchInsert"
                     : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
-                problem(index, key, "unknownKey", why)
+                found.append((key, "unknownKey", why))
                 continue
             }
             if let attribute = entity.attributes[key] {
                 do {
                     row[position] = try ValueCoding.databaseValue(value, type: attribute.type)
                 } catch {
-                    problem(
-                        index, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
+                    found.append(
+                        (key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())"))
                 }
             } else if let relationship = entity.toOne[key] {
                 if value.isNull {
@@ -101,12 +105,15 @@ struct BatchRows: Sendable {
                     row[position] = id.row.databaseValue
                     references[relationship.destination, default: []].insert(id.row)
                 } else {
-                    problem(
-                        index, key, "badReference",
-                        "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
+                    found.append(
+                        (
+                            key, "badReference",
+                            "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())"
+                        ))
                 }
             }
         }
+        for (key, code, message) in found.sorted(by: { $0.key < $1.key }) { problem(index, key, code, message) }
         for attribute in entity.description.attributes where !attribute.optional {
             guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull,
                 !hasDefault[position]
