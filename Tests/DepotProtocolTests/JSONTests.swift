@@ -114,6 +114,27 @@ final class MessageTests: XCTestCase {
         }
     }
 
+    /// A batch's objects are taken as they are (no container per member) and still decode,
+    /// encode and fail as any other field does.
+    func testBatchObjectsDecodeAndEncodeAsTheyAre() throws {
+        let objects: JSONValue = [["name": "a", "n": nil, "tags": [1, 2]], [:], ["nested": ["x": 1.5]]]
+        let decoded = try JSONCoding.decode(BatchInsert.Parameters.self, from: ["entity": "Item", "objects": objects])
+        XCTAssertEqual(decoded.objects, objects.arrayValue?.map { $0.objectValue ?? [:] })
+        XCTAssertEqual(decoded.objects[0]["n"], .null)
+        XCTAssertEqual(try JSONCoding.encode(decoded)["objects"], objects)
+        XCTAssertThrowsError(
+            try JSONCoding.decode(BatchInsert.Parameters.self, from: ["entity": "Item", "objects": [["a": 1], 2]])
+        ) { error in
+            XCTAssertEqual((error as? RPCError)?.code, .invalidParams)
+            XCTAssertEqual((error as? RPCError)?.data?["field"], "params.objects[1]")
+        }
+        XCTAssertThrowsError(
+            try JSONCoding.decode(BatchInsert.Parameters.self, from: ["entity": "Item", "objects": ["a": 1]])
+        ) { error in
+            XCTAssertEqual((error as? RPCError)?.data?["field"], "params.objects")
+        }
+    }
+
     func testResponsesAreBuiltAroundEncodedResults() throws {
         let bytes = MessageEncoder.response(id: .number(4), resultJSON: Array(#"{"ok":true}"#.utf8))
         XCTAssertEqual(try JSONParser.parse(bytes), ["jsonrpc": "2.0", "id": 4, "result": ["ok": true]])

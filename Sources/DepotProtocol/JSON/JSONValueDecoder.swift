@@ -27,6 +27,10 @@ private struct ValueDecoder: Decoder {
 
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
         if T.self == JSONValue.self { return value as! T }
+        if T.self == [[String: JSONValue]].self, let objects = value.objectElements {
+            // A batch's objects, taken as they are (anything but objects decodes below, naming the problem).
+            return objects as! T
+        }
         if let choices = T.self as? any (CaseIterable & RawRepresentable).Type {
             // Depot's own words for an enum's bad value, not the standard library's
             // "Cannot initialize X from invalid String value y".
@@ -197,4 +201,18 @@ func allowedRawValues<E: CaseIterable & RawRepresentable>(of type: E.Type) -> [S
 func briefText(of value: JSONValue) -> String {
     let text = String(decoding: JSONWriter.encode(value), as: UTF8.self)
     return text.count <= 60 ? text : String(text.prefix(57)) + "..."
+}
+
+extension JSONValue {
+    /// The members of each element when this is an array of objects only.
+    fileprivate var objectElements: [[String: JSONValue]]? {
+        guard case .array(let elements) = self else { return nil }
+        var objects: [[String: JSONValue]] = []
+        objects.reserveCapacity(elements.count)
+        for element in elements {
+            guard case .object(let members) = element else { return nil }
+            objects.append(members)
+        }
+        return objects
+    }
 }

@@ -75,6 +75,11 @@ private func encodeValue<T: Encodable>(_ value: T, into node: Node, codingPath: 
         node.set(json)
         return
     }
+    if T.self == [[String: JSONValue]].self {
+        // A batch's objects: no container per object and member.
+        node.set(.array((value as! [[String: JSONValue]]).map(JSONValue.object)))
+        return
+    }
     try value.encode(to: ValueEncoder(node: node, codingPath: codingPath))
 }
 

@@ -90,11 +90,35 @@ public enum BatchInsert: Method {
 
         /// Calls `body` with each object in order and its index, parsing one at a time.
         public func forEachObject(_ body: (Int, JSONValue) throws -> Void) throws {
+            try forEachObject(reading: { _, _ in false }, body)
+        }
+
+        /// Calls `read` with each element's index and a reader positioned at
+        /// it, so that the element can be read member by member without a
+        /// ``JSONValue`` tree. When `read` returns `false` or throws a
+        /// ``JSONParser/Failure``, the reader goes back to the element's start
+        /// and `body` gets it parsed, as ``forEachObject(_:)`` gives it: what
+        /// `read` does not take (a problem to report, broken JSON) is reported
+        /// exactly as the generic path reports it. Any other error of `read`
+        /// ends the reading.
+        public func forEachObject(
+            reading read: (Int, inout JSONStreamReader) throws -> Bool, _ body: (Int, JSONValue) throws -> Void
+        ) throws {
             try JSONStreamReader.read(bytes, range: objects) { reader in
                 try reader.beginArray()
                 var index = 0
                 while try reader.nextElement() {
-                    try body(index, try reader.value())
+                    let start = reader
+                    let taken: Bool
+                    do {
+                        taken = try read(index, &reader)
+                    } catch is JSONParser.Failure {
+                        taken = false
+                    }
+                    if !taken {
+                        reader = start
+                        try body(index, try reader.value())
+                    }
                     index += 1
                 }
                 try reader.end()

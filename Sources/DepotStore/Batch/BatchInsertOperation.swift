@@ -1,12 +1,14 @@
 import DepotProtocol
 import GRDB
+import GRDBSQLite
 
 /// `store/batchInsert`: many objects of one entity in one transaction, with
 /// find-or-create over the entity's uniqueness constraints (DESIGN.md §6).
 ///
 /// Unlike a save it keeps per-object work to the minimum a million rows can
-/// afford: values are checked and converted once, rows go through one cached
-/// prepared INSERT, and a row is looked up only when the entity has
+/// afford: values are checked and converted once (by the typed path of
+/// ``BatchRows`` where it can), rows are bound straight into one prepared
+/// INSERT held for the batch, and a row is looked up only when the entity has
 /// uniqueness constraints. Objects come one at a time (``add(_:at:_:)``), so a
 /// streamed request never holds them all; every problem is reported at once
 /// and the transaction rolls back, so the batch is all or nothing.
@@ -31,6 +33,10 @@ struct BatchInsertOperation {
     /// Per uniqueness constraint, its column positions.
     private let constraints: [[Int]]
     private let insertSQL: String
+    /// The to-one columns with an inverse: (position, destination, inverse key).
+    private let inverses: [(position: Int, destination: String, inverse: String)]
+    /// The prepared INSERT, taken from the statement cache at the batch's first insert.
+    private var insertStatement: Statement?
 
     // What the batch has done so far.
     private var recorder = ChangeRecorder()
@@ -38,6 +44,8 @@ struct BatchInsertOperation {
     private var updated = 0
     private var ignored = 0
     private var count = 0
+    /// The rows inserted so far, in order: recorded as inserted at the end, at once.
+    private var insertedRows: [Int64] = []
     /// Rows this batch wrote, by constraint values: later duplicates within the batch find them.
     private var written: [[DatabaseValue]: Int64] = [:]
     /// The objects checked and converted so far, their problems and the rows they reference.
@@ -47,7 +55,7 @@ struct BatchInsertOperation {
 
     init(
         schema: Schema, statements: SaveStatements, entity: EntitySchema, onConflict: ConflictResolution,
-        author: String?
+        author: String?, typed: Bool = true
     ) {
         self.schema = schema
         self.statements = statements
@@ -55,7 +63,7 @@ struct BatchInsertOperation {
         self.onConflict = onConflict
         self.author = author
         columns = entity.columnKeys
-        rows = BatchRows(entity: entity)
+        rows = BatchRows(entity: entity, typed: typed)
         defaults = entity.columnKeys.map { key in
             guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
                 let type = entity.attributes[key]?.type
@@ -64,6 +72,10 @@ struct BatchInsertOperation {
         }
         constraints = entity.description.uniquenessConstraints.map { keys in
             keys.compactMap { entity.columnKeys.firstIndex(of: $0) }
+        }
+        inverses = entity.columnKeys.enumerated().compactMap { position, key in
+            guard let relationship = entity.toOne[key], let inverse = relationship.inverse else { return nil }
+            return (position, relationship.destination, inverse)
         }
         insertSQL =
             "INSERT INTO \(entity.table) (_version, \(columns.map(entity.column).joined(separator: ", "))) VALUES (1\(String(repeating: ", ?", count: columns.count)))"
@@ -93,12 +105,21 @@ struct BatchInsertOperation {
     /// one has a problem nothing more is written, and ``finish(_:)`` reports
     /// every problem at once (the caller's transaction then rolls back).
     mutating func add(_ object: [String: JSONValue], at index: Int, _ db: Database) throws {
-        let row = rows.convert(object, at: index)
+        let row = (rows.problemCount == 0 ? rows.convertTyped(object) : nil) ?? rows.convert(object, at: index)
         guard rows.problemCount == 0 else {
             count = index + 1
             return
         }
         try add(row, at: index, db)
+    }
+
+    /// Writes one object read from a streamed request's bytes by the typed
+    /// path (``BatchRows/readTyped(_:)``); `false` when that path does not
+    /// take it (the caller then reads it again for ``add(_:at:_:)``).
+    mutating func add(reading reader: inout JSONStreamReader, at index: Int, _ db: Database) throws -> Bool {
+        guard rows.problemCount == 0, let row = try rows.readTyped(&reader) else { return false }
+        try add(row, at: index, db)
+        return true
     }
 
     /// Writes one converted object: found over the uniqueness constraints, or inserted.
@@ -144,29 +165,61 @@ struct BatchInsertOperation {
             }
             return
         }
-        do {
-            try db.cachedStatement(sql: insertSQL).execute(
-                arguments: StatementArguments(
-                    row.indices.map { position in
-                        if let value = row[position], value != .null || defaults[position] == nil { return value }
-                        return defaults[position] ?? .null
-                    }))
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            throw RPCError(
-                code: .uniqueConstraint,
-                message: "objects[\(index)] violates a uniqueness constraint of \(entity.name): \(error.message ?? "")")
-        }
-        let rowID = db.lastInsertedRowID
+        let rowID = try insert(row, at: index, db)
         if writeScope != nil { writtenRows.append(rowID) }
-        recorder.insert(entity.name, rowID)
+        insertedRows.append(rowID)
         noteInverses(of: row, columns: columns, old: nil, recorder: &recorder, row: rowID)
         for signature in signatures { written[signature] = rowID }
         inserted += 1
     }
 
+    /// Inserts one row: its values, or the attribute's default where it gives none or null.
+    ///
+    /// Bound straight into the held statement with GRDB's own binding of
+    /// each ``DatabaseValue`` (the bytes stored are those of a GRDB execute),
+    /// without building statement arguments per row.
+    private mutating func insert(_ row: Row, at index: Int, _ db: Database) throws -> Int64 {
+        let statement: Statement
+        if let held = insertStatement {
+            statement = held
+        } else {
+            statement = try db.cachedStatement(sql: insertSQL)
+            sqlite3_reset(statement.sqliteStatement)
+            insertStatement = statement
+        }
+        let handle = statement.sqliteStatement
+        for (position, given) in row.enumerated() {
+            var value = given ?? .null
+            if value.isNull, let fallback = defaults[position] { value = fallback }
+            let code = value.bind(to: handle, at: CInt(position + 1))
+            guard code == SQLITE_OK else { throw failure(code, db) }
+        }
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE else {
+            let error = failure(code, db)
+            sqlite3_reset(handle)
+            guard error.resultCode == .SQLITE_CONSTRAINT else { throw error }
+            throw RPCError(
+                code: .uniqueConstraint,
+                message: "objects[\(index)] violates a uniqueness constraint of \(entity.name): \(error.message ?? "")")
+        }
+        sqlite3_reset(handle)
+        return sqlite3_last_insert_rowid(db.sqliteConnection)
+    }
+
+    /// The error SQLite reported for the INSERT, as GRDB reports it.
+    private func failure(_ code: CInt, _ db: Database) -> DatabaseError {
+        DatabaseError(
+            resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+            sql: insertSQL)
+    }
+
     /// Reports the problems found, if any (-32010), else records the transaction.
     mutating func finish(_ db: Database) throws -> (BatchInsert.Result, CommittedTransaction?) {
-        for (name, rowsReferenced) in rows.references {
+        recorder.insert(entity.name, rows: insertedRows)
+        insertedRows = []
+        // By destination name: the problems come in one order whichever path noted the references first.
+        for (name, rowsReferenced) in rows.references.sorted(by: { $0.key < $1.key }) {
             guard let destination = schema.entity(named: name) else { continue }
             for row in rowsReferenced.sorted()
             where try
@@ -236,113 +289,14 @@ struct BatchInsertOperation {
     private func noteInverses(
         of row: Row, columns: [String], old: [Int: DatabaseValue]?, recorder: inout ChangeRecorder, row rowID: Int64
     ) {
-        for (position, value) in row.enumerated() {
-            guard let value, let relationship = entity.toOne[columns[position]], let inverse = relationship.inverse
-            else { continue }
+        for (position, destination, inverse) in inverses {
+            guard let value = row[position] else { continue }
             if let target = Int64.fromDatabaseValue(value) {
-                recorder.update(relationship.destination, target, key: inverse)
+                recorder.update(destination, target, key: inverse)
             }
             if let previous = old?[position].flatMap(Int64.fromDatabaseValue) {
-                recorder.update(relationship.destination, previous, key: inverse)
+                recorder.update(destination, previous, key: inverse)
             }
         }
     }
-}
-
-/// A batch's objects checked and converted to column values, with every
-/// problem found and the rows they reference: the part of a batch insert that
-/// needs no store, so a batch can do it before it holds the writer (and a
-/// streamed one object by object inside it).
-struct BatchRows: Sendable {
-    /// One object's converted values by column key; `nil` where the object gave none.
-    typealias Row = [DatabaseValue?]
-
-    let entity: EntitySchema
-    /// The converted objects, in order (left empty once a problem was found: nothing will be written).
-    private(set) var rows: [Row] = []
-    /// How many objects were checked.
-    private(set) var count = 0
-    /// Referenced rows by destination entity, checked once against the store at the end.
-    private(set) var references: [String: Set<Int64>] = [:]
-    /// The first hundred problems, as the -32010 error lists them.
-    private(set) var problems: [JSONValue] = []
-    private(set) var problemCount = 0
-
-    private let positions: [String: Int]
-    /// Per column, whether the attribute has a default (a missing required value is then no problem).
-    private let hasDefault: [Bool]
-
-    init(entity: EntitySchema) {
-        self.entity = entity
-        positions = Dictionary(uniqueKeysWithValues: entity.columnKeys.enumerated().map { ($1, $0) })
-        hasDefault = entity.columnKeys.map { key in
-            guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
-                let type = entity.attributes[key]?.type
-            else { return false }
-            return (try? ValueCoding.databaseValue(value, type: type)) != nil
-        }
-    }
-
-    /// Checks and converts every object of a batch.
-    init(entity: EntitySchema, objects: [[String: JSONValue]]) {
-        self.init(entity: entity)
-        rows.reserveCapacity(objects.count)
-        for (index, object) in objects.enumerated() {
-            let row = convert(object, at: index)
-            if problemCount == 0 { rows.append(row) }
-        }
-        if problemCount > 0 { rows = [] }
-        count = objects.count
-    }
-
-    mutating func problem(_ index: Int, _ key: String?, _ code: String, _ message: String) {
-        problemCount += 1
-        guard problems.count < 100 else { return }
-        problems.append([
-            "object": index < 0 ? .null : .string("objects[\(index)]"), "key": key.map { .string($0) } ?? .null,
-            "code": .string(code), "message": .string(message),
-        ])
-    }
-
-    /// Checks and converts one object, noting its problems.
-    mutating func convert(_ object: [String: JSONValue], at index: Int) -> Row {
-        var row = Row(repeating: nil, count: positions.count)
-        for (key, value) in object {
-            guard let position = positions[key] else {
-                let why =
-                    entity.toMany[key] != nil
-                    ? "to-many relationships cannot be set by batchInsert"
-                    : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
-                problem(index, key, "unknownKey", why)
-                continue
-            }
-            if let attribute = entity.attributes[key] {
-                do {
-                    row[position] = try ValueCoding.databaseValue(value, type: attribute.type)
-                } catch {
-                    problem(
-                        index, key, "type", "\(entity.name).\(key) must be \(error.expected), got \(value.excerpt())")
-                }
-            } else if let relationship = entity.toOne[key] {
-                if value.isNull {
-                    row[position] = .null
-                } else if let text = value.stringValue, let id = ObjectID(text), id.entity == relationship.destination {
-                    row[position] = id.row.databaseValue
-                    references[relationship.destination, default: []].insert(id.row)
-                } else {
-                    problem(
-                        index, key, "badReference",
-                        "\(key) must be the id of a \(relationship.destination), got \(value.excerpt())")
-                }
-            }
-        }
-        for attribute in entity.description.attributes where !attribute.optional {
-            guard let position = positions[attribute.name], (object[attribute.name] ?? .null).isNull,
-                !hasDefault[position]
-            else { continue }
-            problem(index, attribute.name, "required", "\(entity.name).\(attribute.name) is required")
-        }
-        return row
-    }
-
 }

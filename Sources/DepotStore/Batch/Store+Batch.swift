@@ -27,7 +27,9 @@ extension Store {
         let schema = schema
         let entity = try schema.entity(params.entity, field: "params.entity")
         return PreparedBatchInsert(
-            params: params, schemaVersion: schema.version, rows: BatchRows(entity: entity, objects: params.objects))
+            params: params, schemaVersion: schema.version,
+            rows: BatchRows(
+                entity: entity, objects: params.objects, typed: typedBatchInsert.load(ordering: .relaxed)))
     }
 
     /// `store/batchInsert` of a batch checked and converted beforehand (``prepareBatchInsert(_:)``):
@@ -55,7 +57,8 @@ extension Store {
         var operation = BatchInsertOperation(
             schema: schema, statements: saveStatements,
             entity: try schema.entity(params.entity, field: "params.entity"),
-            onConflict: params.onConflict ?? .error, author: params.author)
+            onConflict: params.onConflict ?? .error, author: params.author,
+            typed: typedBatchInsert.load(ordering: .relaxed))
         operation.cancellation = cancellation
         operation.progress = progress
         operation.retention = historyRetention
@@ -72,7 +75,11 @@ extension Store {
             var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
             operation.writeScope = writeScope
             do {
-                try params.forEachObject { index, value in
+                // The typed path reads each object straight from the bytes; what it leaves
+                // (a problem to report) is parsed and takes the generic path.
+                try params.forEachObject(reading: { index, reader in
+                    try operation.add(reading: &reader, at: index, db)
+                }) { index, value in
                     guard case .object(let object) = value else {
                         throw RPCError.invalidParams(
                             "params.objects[\(index)] must be an object, got \(value.excerpt())",

@@ -55,6 +55,13 @@ struct ChangeRecorder {
         insertedSet[entity, default: []].insert(row)
     }
 
+    /// Records `rows` as inserted, in order (a batch's inserts, at once).
+    mutating func insert(_ entity: String, rows: [Int64]) {
+        guard !rows.isEmpty else { return }
+        inserted[entity, default: []].append(contentsOf: rows)
+        insertedSet[entity, default: []].formUnion(rows)
+    }
+
     mutating func update(_ entity: String, _ row: Int64, key: String) {
         if updatedKeys[entity]?[row] == nil { updatedOrder[entity, default: []].append(row) }
         updatedKeys[entity, default: [:]][row, default: []].insert(key)

@@ -34,6 +34,9 @@ public final class Store: Sendable {
     let rebuilt = Atomic<Bool>(false)
     /// The save's statements, prepared on the writer's connection by entity and shape.
     let saveStatements = SaveStatements()
+    /// Whether batch inserts take the typed path where it applies (``BatchRows``):
+    /// tests turn it off to compare it with the generic path.
+    let typedBatchInsert = Atomic<Bool>(true)
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
     ///
