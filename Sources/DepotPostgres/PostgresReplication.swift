@@ -44,6 +44,8 @@ public final class PostgresReplication: StoreReplication {
     private let holdsLock = Mutex(false)
     /// The newest entry this daemon appended: its own NOTIFY hints need no catch-up.
     private let lastOwnEntry = Mutex<Int64>(0)
+    /// Other daemons' entries heard in NOTIFY payloads, not yet applied here.
+    private let hinted = HintedEntries()
 
     /// Connects to the server `url` names and creates the log's tables there if missing.
     ///
@@ -143,11 +145,13 @@ public final class PostgresReplication: StoreReplication {
         let rebuild = tables.first { $0.model != nil }
         var bindings = PostgresBindings(capacity: entries.count * 5 + 1)
         var rows: [String] = []
+        var changes: [String] = []
         for entry in entries {
             let base = bindings.count
             bindings.append(entry.number)
             bindings.append(node)
-            bindings.append(String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self))
+            changes.append(String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self))
+            bindings.append(changes[changes.count - 1])
             if case .data(_, _, let changeset, _) = entry.content, !changeset.isEmpty {
                 bindings.append(ByteBuffer(bytes: changeset))
             } else {
@@ -194,6 +198,9 @@ public final class PostgresReplication: StoreReplication {
                         AND EXISTS (SELECT 1 FROM entry))
                 """
         }
+        // The hint carries the entries when they fit: another daemon applies them without reading the log.
+        bindings.append(LogHint.payload(for: entries, changes: changes))
+        let payload = bindings.count
         let append = PostgresQuery(
             unsafeSQL: """
                 WITH entry AS (
@@ -202,7 +209,7 @@ public final class PostgresReplication: StoreReplication {
                     WHERE (SELECT coalesce(max("transaction"), 0) FROM \(log.log)) = \(first.number - 1)
                         AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
                     RETURNING "transaction")\(mirror)
-                SELECT pg_notify('\(log.channel)', max("transaction")::text)::text\(mirror.isEmpty ? "" : ", (SELECT count(*) FROM mirrored)")
+                SELECT pg_notify('\(log.channel)', $\(payload)::text)::text\(mirror.isEmpty ? "" : ", (SELECT count(*) FROM mirrored)")
                 FROM entry HAVING count(*) > 0
                 """, binds: bindings)
         let appended: Bool
@@ -295,8 +302,10 @@ public final class PostgresReplication: StoreReplication {
         writer.send("SELECT pg_advisory_unlock_all()")
     }
 
-    /// Up to `limit` entries after `position`, on the writer's connection.
+    /// Up to `limit` entries after `position`: those NOTIFY payloads carried when they follow
+    /// `position` exactly (``HintedEntries``), else read on the writer's connection.
     public func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
+        if let heard = hinted.take(after: position, limit: limit) { return heard }
         let rows = try writer.query(
             """
             SELECT "transaction", changes::text, changeset, checksum FROM \(unescaped: log.log)
@@ -407,7 +416,7 @@ public final class PostgresReplication: StoreReplication {
     {
         let applied = position
         let position = { @Sendable [self] in max(position(), lastOwnEntry.withLock { $0 }) }
-        let task = Task { [configuration, log, logger, pollInterval, statementTimeout] in
+        let task = Task { [configuration, log, logger, pollInterval, statementTimeout, hinted] in
             var backoff = Duration.milliseconds(50)
             var attempt = 0
             while !Task.isCancelled {
@@ -417,13 +426,21 @@ public final class PostgresReplication: StoreReplication {
                         configuration: configuration, id: attempt, logger: logger)
                     defer { Task { try? await connection.close() } }
                     backoff = .milliseconds(50)
-                    // Whatever was committed while this daemon was away or disconnected.
+                    // Whatever was committed while this daemon was away or disconnected, from the log.
+                    hinted.reset()
                     newEntries()
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask {
                             try await connection.listen(on: log.channel) { notifications in
-                                for try await notification in notifications
-                                where Int64(notification.payload) ?? .max > position() {
+                                for try await notification in notifications {
+                                    // Not one of ours: read the log.
+                                    let head = LogHint.head(of: notification.payload) ?? .max
+                                    guard head > position() else { continue }
+                                    if head < .max {
+                                        hinted.hear(
+                                            head: head, entries: LogHint.entries(in: notification.payload),
+                                            after: applied())
+                                    }
                                     newEntries()
                                 }
                             }
@@ -435,6 +452,7 @@ public final class PostgresReplication: StoreReplication {
                                 let head = try await withTimeout(statementTimeout) {
                                     try await log.lastTransaction(on: connection, logger: logger)
                                 }
+                                hinted.sawHead(head)
                                 if head > position() { newEntries() }
                             }
                         }
