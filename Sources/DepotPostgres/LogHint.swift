@@ -29,7 +29,8 @@ enum LogHint {
                 } else { "-" }
             let checksum = entry.checksum.map(String.init) ?? "-"
             // Counted before it is built: a big changeset is never joined into a string only to be dropped.
-            size += 4 + String(entry.number).utf8.count + checksum.utf8.count + changeset.utf8.count + changes.utf8.count
+            size +=
+                4 + String(entry.number).utf8.count + checksum.utf8.count + changeset.utf8.count + changes.utf8.count
             guard size <= maximumPayload else { return String(last.number) }
             payload += "\n\(entry.number) \(checksum) \(changeset) \(changes)"
         }

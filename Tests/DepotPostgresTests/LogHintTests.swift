@@ -19,7 +19,9 @@ final class LogHintTests: XCTestCase {
         let model = ReplicatedEntry(
             number: 9, author: "a b", timestamp: 12.5,
             content: .model(
-                entities: [EntityDescription(name: "Item", attributes: [AttributeDescription(name: "n", type: .string)])],
+                entities: [
+                    EntityDescription(name: "Item", attributes: [AttributeDescription(name: "n", type: .string)])
+                ],
                 removing: ["Old"]), checksum: 77)
         XCTAssertEqual(LogHint.entries(in: LogHint.payload(for: [model], changes: [changes(model)])), [model])
     }
@@ -69,7 +71,8 @@ final class LogHintTests: XCTestCase {
         XCTAssertEqual(hinted.take(after: 4, limit: 1), [entries[4]], "a run cut at the limit")
         XCTAssertEqual(hinted.take(after: 5, limit: 10), [entries[5]])
         // A group that ends halfway: the log.
-        hinted.hear(head: 7, entries: [dataEntry(7, transaction: 7, changeset: [], continued: true, checksum: nil)], after: 6)
+        hinted.hear(
+            head: 7, entries: [dataEntry(7, transaction: 7, changeset: [], continued: true, checksum: nil)], after: 6)
         XCTAssertNil(hinted.take(after: 6, limit: 10))
     }
 
@@ -77,7 +80,8 @@ final class LogHintTests: XCTestCase {
         let hinted = HintedEntries()
         for number in Int64(1)...Int64(HintedEntries.capacity + 10) {
             hinted.hear(
-                head: number, entries: [dataEntry(number, transaction: number, changeset: [1], checksum: nil)], after: 0)
+                head: number, entries: [dataEntry(number, transaction: number, changeset: [1], checksum: nil)], after: 0
+            )
         }
         // The oldest were dropped on overflow: the run from 0 no longer reaches the head.
         XCTAssertNil(hinted.take(after: 0, limit: .max))
