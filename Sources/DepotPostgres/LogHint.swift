@@ -9,18 +9,20 @@ import Synchronization
 /// A hint only: the log decides. A follower takes hinted entries only when they follow its
 /// position exactly (``HintedEntries``); otherwise it reads the log as without them.
 ///
-/// The payload is the head's number, then one line per entry:
+/// The payload is the head's number and the committing daemon's node name (its own hints need no
+/// catch-up: its writes applied them), then one line per entry:
 /// `number checksum changeset changes`, where `checksum` is decimal or `-`, `changeset` is
 /// base64 or `-`, and `changes` is the log's `changes` JSON (one line: JSON escapes newlines).
 enum LogHint {
     /// The longest payload sent with entries (PostgreSQL refuses 8000 bytes and more).
     static let maximumPayload = 7_900
 
-    /// The payload announcing `entries`, appended in one statement; `changes` holds each one's
-    /// `changes` column. The entries are left out when they do not fit.
-    static func payload(for entries: [ReplicatedEntry], changes: [String]) -> String {
+    /// The payload announcing `entries`, appended by `node` in one statement; `changes` holds each
+    /// one's `changes` column. The entries are left out when they do not fit.
+    static func payload(for entries: [ReplicatedEntry], changes: [String], node: String) -> String {
         guard let last = entries.last else { return "" }
-        var payload = String(last.number)
+        let header = "\(last.number) \(node)"
+        var payload = header
         var size = payload.utf8.count
         for (entry, changes) in zip(entries, changes) {
             let changeset: String =
@@ -31,15 +33,19 @@ enum LogHint {
             // Counted before it is built: a big changeset is never joined into a string only to be dropped.
             size +=
                 4 + String(entry.number).utf8.count + checksum.utf8.count + changeset.utf8.count + changes.utf8.count
-            guard size <= maximumPayload else { return String(last.number) }
+            guard size <= maximumPayload else { return header }
             payload += "\n\(entry.number) \(checksum) \(changeset) \(changes)"
         }
         return payload
     }
 
-    /// The head a payload announces; `nil` when it is not one of ours (a follower then reads the log).
-    static func head(of payload: String) -> Int64? {
-        Int64(payload[..<(payload.firstIndex(of: "\n") ?? payload.endIndex)])
+    /// The head a payload announces and the node that appended it (empty if unnamed); `nil` when
+    /// it is not one of ours (a follower then reads the log).
+    static func header(of payload: String) -> (head: Int64, node: Substring)? {
+        let fields = payload[..<(payload.firstIndex(of: "\n") ?? payload.endIndex)].split(
+            separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let first = fields.first, let head = Int64(first) else { return nil }
+        return (head, fields.count > 1 ? fields[1] : "")
     }
 
     /// The entries a payload carries, in order; empty when it carries none or is malformed.

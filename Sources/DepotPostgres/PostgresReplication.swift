@@ -199,7 +199,7 @@ public final class PostgresReplication: StoreReplication {
                 """
         }
         // The hint carries the entries when they fit: another daemon applies them without reading the log.
-        bindings.append(LogHint.payload(for: entries, changes: changes))
+        bindings.append(LogHint.payload(for: entries, changes: changes, node: node))
         let payload = bindings.count
         let append = PostgresQuery(
             unsafeSQL: """
@@ -416,7 +416,7 @@ public final class PostgresReplication: StoreReplication {
     {
         let applied = position
         let position = { @Sendable [self] in max(position(), lastOwnEntry.withLock { $0 }) }
-        let task = Task { [configuration, log, logger, pollInterval, statementTimeout, hinted] in
+        let task = Task { [configuration, log, logger, pollInterval, statementTimeout, hinted, node] in
             var backoff = Duration.milliseconds(50)
             var attempt = 0
             while !Task.isCancelled {
@@ -433,14 +433,18 @@ public final class PostgresReplication: StoreReplication {
                         group.addTask {
                             try await connection.listen(on: log.channel) { notifications in
                                 for try await notification in notifications {
-                                    // Not one of ours: read the log.
-                                    let head = LogHint.head(of: notification.payload) ?? .max
-                                    guard head > position() else { continue }
-                                    if head < .max {
-                                        hinted.hear(
-                                            head: head, entries: LogHint.entries(in: notification.payload),
-                                            after: applied())
+                                    guard let (head, author) = LogHint.header(of: notification.payload) else {
+                                        // Not one of ours: read the log.
+                                        newEntries()
+                                        continue
                                     }
+                                    // Its own appends were applied by its writes (one whose local
+                                    // commit failed is found by the poll): no catch-up racing the
+                                    // append's answer, and no round trip to find nothing.
+                                    guard head > position(), author != node else { continue }
+                                    hinted.hear(
+                                        head: head, entries: LogHint.entries(in: notification.payload),
+                                        after: applied())
                                     newEntries()
                                 }
                             }

@@ -13,8 +13,9 @@ final class LogHintTests: XCTestCase {
             dataEntry(7, transaction: 3, changeset: [], continued: true, checksum: nil),
             dataEntry(8, transaction: 4, changeset: [1, 2, 3, 255, 0, 42], checksum: -5),
         ]
-        let payload = LogHint.payload(for: group, changes: group.map(changes))
-        XCTAssertEqual(LogHint.head(of: payload), 8)
+        let payload = LogHint.payload(for: group, changes: group.map(changes), node: "node a")
+        XCTAssertEqual(LogHint.header(of: payload)?.head, 8)
+        XCTAssertEqual(LogHint.header(of: payload)?.node, "node a")
         XCTAssertEqual(LogHint.entries(in: payload), group)
         let model = ReplicatedEntry(
             number: 9, author: "a b", timestamp: 12.5,
@@ -23,28 +24,31 @@ final class LogHintTests: XCTestCase {
                     EntityDescription(name: "Item", attributes: [AttributeDescription(name: "n", type: .string)])
                 ],
                 removing: ["Old"]), checksum: 77)
-        XCTAssertEqual(LogHint.entries(in: LogHint.payload(for: [model], changes: [changes(model)])), [model])
+        XCTAssertEqual(
+            LogHint.entries(in: LogHint.payload(for: [model], changes: [changes(model)], node: "b")), [model])
     }
 
     func testEntriesThatDoNotFitLeaveTheHeadOnly() throws {
         let big = dataEntry(5, transaction: 5, changeset: Array(repeating: 9, count: 6_000), checksum: 1)
-        let payload = LogHint.payload(for: [big], changes: [changes(big)])
-        XCTAssertEqual(payload, "5")
-        XCTAssertEqual(LogHint.head(of: payload), 5)
+        let payload = LogHint.payload(for: [big], changes: [changes(big)], node: "a")
+        XCTAssertEqual(payload, "5 a")
+        XCTAssertEqual(LogHint.header(of: payload)?.head, 5)
         XCTAssertEqual(LogHint.entries(in: payload), [])
         // Just under the limit, it is carried, and PostgreSQL's limit is kept.
         let fitting = dataEntry(6, transaction: 6, changeset: Array(repeating: 9, count: 5_000), checksum: 1)
-        let carried = LogHint.payload(for: [fitting], changes: [changes(fitting)])
+        let carried = LogHint.payload(for: [fitting], changes: [changes(fitting)], node: "a")
         XCTAssertLessThanOrEqual(carried.utf8.count, LogHint.maximumPayload)
         XCTAssertEqual(LogHint.entries(in: carried), [fitting])
     }
 
     func testAPayloadThatIsNotOursCarriesNothing() {
-        XCTAssertNil(LogHint.head(of: "hello"))
+        XCTAssertNil(LogHint.header(of: "hello"))
         XCTAssertEqual(LogHint.entries(in: "3\n3 x - {}"), [])
         XCTAssertEqual(LogHint.entries(in: "3\n3 - %%% {}"), [])
         XCTAssertEqual(LogHint.entries(in: "3\n3 - - {\"kind\": \"data\"}"), [])
-        XCTAssertEqual(LogHint.head(of: "42"), 42)
+        // A payload of an earlier version: the head alone, no node.
+        XCTAssertEqual(LogHint.header(of: "42")?.head, 42)
+        XCTAssertEqual(LogHint.header(of: "42")?.node, "")
         XCTAssertEqual(LogHint.entries(in: "42"), [])
     }
 
