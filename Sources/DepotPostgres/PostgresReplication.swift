@@ -73,7 +73,10 @@ public final class PostgresReplication: StoreReplication {
         self.pollInterval = pollInterval
         configuration = url.configuration
         self.logger = logger
-        writer = BlockingConnection(configuration: url.configuration, timeout: statementTimeout, logger: logger)
+        // The prepared append (``AppendStatement``) names no schema: its names resolve here.
+        var writerConfiguration = url.configuration
+        writerConfiguration.options.additionalStartupParameters.append(("search_path", "\"\(url.schema)\""))
+        writer = BlockingConnection(configuration: writerConfiguration, timeout: statementTimeout, logger: logger)
         try writer.run { [log, logger, objectTables] connection in
             try await log.createSchema(on: connection, logger: logger)
             try await connection.withTransaction(logger: logger) { connection in
@@ -143,6 +146,9 @@ public final class PostgresReplication: StoreReplication {
         let locked = holdsLock.withLock { $0 }
         let tables = entries.compactMap(\.tables)
         let rebuild = tables.first { $0.model != nil }
+        if entries.count == 1, rebuild == nil {
+            return try finishWrite(appendPrepared(first, tables: tables.first, locked: locked), last: last.number)
+        }
         var bindings = PostgresBindings(capacity: entries.count * 5 + 1)
         var rows: [String] = []
         var changes: [String] = []
@@ -224,11 +230,53 @@ public final class PostgresReplication: StoreReplication {
             holdsLock.withLock { $0 = false }
             throw error
         }
+        return finishWrite(appended, last: last.number)
+    }
+
+    /// Ends a write once its append answered: frees the lock, records the entry as this daemon's.
+    private func finishWrite(_ appended: Bool, last: Int64) -> Bool {
         // Committed (or refused): free the lock without waiting; the connection's next query goes after it.
         abandonWrite()
         guard appended else { return false }
-        lastOwnEntry.withLock { $0 = max($0, last.number) }
+        lastOwnEntry.withLock { $0 = max($0, last) }
         return true
+    }
+
+    /// Appends one entry with its rows through ``AppendStatement``; whether it went in (`false`:
+    /// its number was taken).
+    private func appendPrepared(_ entry: ReplicatedEntry, tables: ObjectTablesChange?, locked: Bool) throws(RPCError)
+        -> Bool
+    {
+        let changes = String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self)
+        var changeset: [UInt8] = []
+        if case .data(_, _, let bytes, _) = entry.content { changeset = bytes }
+        let saved = tables?.savedIDs ?? []
+        let forgotten = tables?.forgottenIDs ?? []
+        let statement = AppendStatement(
+            number: entry.number, node: node, changes: changes, changeset: changeset, checksum: entry.checksum,
+            locked: locked, lockKey: log.lockKey,
+            rows: tables.flatMap { $0.tables.isEmpty ? nil : PostgresObjectTables.json($0.tables) },
+            saved: saved.isEmpty
+                ? nil : PostgresObjectTables.json([ObjectTablesChange.Table(name: "", written: saved, deleted: [])]),
+            forgotten: forgotten.isEmpty
+                ? nil : String(decoding: JSONWriter.encode(.array(forgotten.map(JSONValue.string))), as: UTF8.self),
+            channel: log.channel, payload: LogHint.payload(for: [entry], changes: [changes], node: node))
+        do {
+            return try writer.run { [logger] connection in
+                do {
+                    var rows = 0
+                    for try await _ in try await connection.execute(statement, logger: logger) { rows += 1 }
+                    return rows == 1
+                } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+                    // Another daemon took the number first: refused, the connection kept.
+                    return false
+                }
+            }
+        } catch {
+            // The connection was dropped, and the lock with it.
+            holdsLock.withLock { $0 = false }
+            throw error
+        }
     }
 
     /// Runs `append` and, if it appended, rebuilds the object tables for `change`, in one transaction.
