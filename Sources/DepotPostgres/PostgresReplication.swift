@@ -44,6 +44,8 @@ public final class PostgresReplication: StoreReplication {
     private let holdsLock = Mutex(false)
     /// The newest entry this daemon appended: its own NOTIFY hints need no catch-up.
     private let lastOwnEntry = Mutex<Int64>(0)
+    /// Other daemons' entries heard in NOTIFY payloads, not yet applied here.
+    private let hinted = HintedEntries()
 
     /// Connects to the server `url` names and creates the log's tables there if missing.
     ///
@@ -71,7 +73,10 @@ public final class PostgresReplication: StoreReplication {
         self.pollInterval = pollInterval
         configuration = url.configuration
         self.logger = logger
-        writer = BlockingConnection(configuration: url.configuration, timeout: statementTimeout, logger: logger)
+        // The prepared append (``AppendStatement``) names no schema: its names resolve here.
+        var writerConfiguration = url.configuration
+        writerConfiguration.options.additionalStartupParameters.append(("search_path", "\"\(url.schema)\""))
+        writer = BlockingConnection(configuration: writerConfiguration, timeout: statementTimeout, logger: logger)
         try writer.run { [log, logger, objectTables] connection in
             try await log.createSchema(on: connection, logger: logger)
             try await connection.withTransaction(logger: logger) { connection in
@@ -141,13 +146,18 @@ public final class PostgresReplication: StoreReplication {
         let locked = holdsLock.withLock { $0 }
         let tables = entries.compactMap(\.tables)
         let rebuild = tables.first { $0.model != nil }
+        if entries.count == 1, rebuild == nil {
+            return try finishWrite(appendPrepared(first, tables: tables.first, locked: locked), last: last.number)
+        }
         var bindings = PostgresBindings(capacity: entries.count * 5 + 1)
         var rows: [String] = []
+        var changes: [String] = []
         for entry in entries {
             let base = bindings.count
             bindings.append(entry.number)
             bindings.append(node)
-            bindings.append(String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self))
+            changes.append(String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self))
+            bindings.append(changes[changes.count - 1])
             if case .data(_, _, let changeset, _) = entry.content, !changeset.isEmpty {
                 bindings.append(ByteBuffer(bytes: changeset))
             } else {
@@ -194,6 +204,9 @@ public final class PostgresReplication: StoreReplication {
                         AND EXISTS (SELECT 1 FROM entry))
                 """
         }
+        // The hint carries the entries when they fit: another daemon applies them without reading the log.
+        bindings.append(LogHint.payload(for: entries, changes: changes, node: node))
+        let payload = bindings.count
         let append = PostgresQuery(
             unsafeSQL: """
                 WITH entry AS (
@@ -202,7 +215,7 @@ public final class PostgresReplication: StoreReplication {
                     WHERE (SELECT coalesce(max("transaction"), 0) FROM \(log.log)) = \(first.number - 1)
                         AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
                     RETURNING "transaction")\(mirror)
-                SELECT pg_notify('\(log.channel)', max("transaction")::text)::text\(mirror.isEmpty ? "" : ", (SELECT count(*) FROM mirrored)")
+                SELECT pg_notify('\(log.channel)', $\(payload)::text)::text\(mirror.isEmpty ? "" : ", (SELECT count(*) FROM mirrored)")
                 FROM entry HAVING count(*) > 0
                 """, binds: bindings)
         let appended: Bool
@@ -217,11 +230,53 @@ public final class PostgresReplication: StoreReplication {
             holdsLock.withLock { $0 = false }
             throw error
         }
+        return finishWrite(appended, last: last.number)
+    }
+
+    /// Ends a write once its append answered: frees the lock, records the entry as this daemon's.
+    private func finishWrite(_ appended: Bool, last: Int64) -> Bool {
         // Committed (or refused): free the lock without waiting; the connection's next query goes after it.
         abandonWrite()
         guard appended else { return false }
-        lastOwnEntry.withLock { $0 = max($0, last.number) }
+        lastOwnEntry.withLock { $0 = max($0, last) }
         return true
+    }
+
+    /// Appends one entry with its rows through ``AppendStatement``; whether it went in (`false`:
+    /// its number was taken).
+    private func appendPrepared(_ entry: ReplicatedEntry, tables: ObjectTablesChange?, locked: Bool) throws(RPCError)
+        -> Bool
+    {
+        let changes = String(decoding: JSONWriter.encode(Self.encode(entry)), as: UTF8.self)
+        var changeset: [UInt8] = []
+        if case .data(_, _, let bytes, _) = entry.content { changeset = bytes }
+        let saved = tables?.savedIDs ?? []
+        let forgotten = tables?.forgottenIDs ?? []
+        let statement = AppendStatement(
+            number: entry.number, node: node, changes: changes, changeset: changeset, checksum: entry.checksum,
+            locked: locked, lockKey: log.lockKey,
+            rows: tables.flatMap { $0.tables.isEmpty ? nil : PostgresObjectTables.json($0.tables) },
+            saved: saved.isEmpty
+                ? nil : PostgresObjectTables.json([ObjectTablesChange.Table(name: "", written: saved, deleted: [])]),
+            forgotten: forgotten.isEmpty
+                ? nil : String(decoding: JSONWriter.encode(.array(forgotten.map(JSONValue.string))), as: UTF8.self),
+            channel: log.channel, payload: LogHint.payload(for: [entry], changes: [changes], node: node))
+        do {
+            return try writer.run { [logger] connection in
+                do {
+                    var rows = 0
+                    for try await _ in try await connection.execute(statement, logger: logger) { rows += 1 }
+                    return rows == 1
+                } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+                    // Another daemon took the number first: refused, the connection kept.
+                    return false
+                }
+            }
+        } catch {
+            // The connection was dropped, and the lock with it.
+            holdsLock.withLock { $0 = false }
+            throw error
+        }
     }
 
     /// Runs `append` and, if it appended, rebuilds the object tables for `change`, in one transaction.
@@ -292,8 +347,10 @@ public final class PostgresReplication: StoreReplication {
         writer.send("SELECT pg_advisory_unlock_all()")
     }
 
-    /// Up to `limit` entries after `position`, on the writer's connection.
+    /// Up to `limit` entries after `position`: those NOTIFY payloads carried when they follow
+    /// `position` exactly (``HintedEntries``), else read on the writer's connection.
     public func entries(after position: Int64, limit: Int) throws(RPCError) -> [ReplicatedEntry] {
+        if let heard = hinted.take(after: position, limit: limit) { return heard }
         let rows = try writer.query(
             """
             SELECT "transaction", changes::text, changeset, checksum FROM \(unescaped: log.log)
@@ -404,7 +461,7 @@ public final class PostgresReplication: StoreReplication {
     {
         let applied = position
         let position = { @Sendable [self] in max(position(), lastOwnEntry.withLock { $0 }) }
-        let task = Task { [configuration, log, logger, pollInterval, statementTimeout] in
+        let task = Task { [configuration, log, logger, pollInterval, statementTimeout, hinted, node] in
             var backoff = Duration.milliseconds(50)
             var attempt = 0
             while !Task.isCancelled {
@@ -414,13 +471,25 @@ public final class PostgresReplication: StoreReplication {
                         configuration: configuration, id: attempt, logger: logger)
                     defer { Task { try? await connection.close() } }
                     backoff = .milliseconds(50)
-                    // Whatever was committed while this daemon was away or disconnected.
+                    // Whatever was committed while this daemon was away or disconnected, from the log.
+                    hinted.reset()
                     newEntries()
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask {
                             try await connection.listen(on: log.channel) { notifications in
-                                for try await notification in notifications
-                                where Int64(notification.payload) ?? .max > position() {
+                                for try await notification in notifications {
+                                    guard let (head, author) = LogHint.header(of: notification.payload) else {
+                                        // Not one of ours: read the log.
+                                        newEntries()
+                                        continue
+                                    }
+                                    // Its own appends were applied by its writes (one whose local
+                                    // commit failed is found by the poll): no catch-up racing the
+                                    // append's answer, and no round trip to find nothing.
+                                    guard head > position(), author != node else { continue }
+                                    hinted.hear(
+                                        head: head, entries: LogHint.entries(in: notification.payload),
+                                        after: applied())
                                     newEntries()
                                 }
                             }
@@ -432,6 +501,7 @@ public final class PostgresReplication: StoreReplication {
                                 let head = try await withTimeout(statementTimeout) {
                                     try await log.lastTransaction(on: connection, logger: logger)
                                 }
+                                hinted.sawHead(head)
                                 if head > position() { newEntries() }
                             }
                         }

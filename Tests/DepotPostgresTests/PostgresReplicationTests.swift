@@ -207,6 +207,73 @@ final class PostgresReplicationTests: XCTestCase {
         XCTAssertEqual(try writer.entries(after: 0, limit: 100).map(\.number), Array(1...12))
     }
 
+    /// A small entry rides in its NOTIFY payload: the follower answers with it without reading the
+    /// log (shown by editing the row before asking). An entry too big for the payload, or one past
+    /// a gap, is read from the log.
+    func testAFollowerTakesSmallEntriesFromTheHintAndReadsTheLogForTheRest() async throws {
+        let server = try PostgresServer.sharedOrFail()
+        var url = server.url
+        url.schema = uniqueSchema("hinted")
+        let writer = try PostgresReplication(url: url, node: "writer")
+        let follower = try PostgresReplication(url: url, node: "follower", pollInterval: .seconds(600))
+        defer { [writer, follower].forEach { $0.stop() } }
+        let record = FollowerRecord()
+        follower.startFollowing(position: { record.position }) { record.hint() }
+        try await waitUntil("the follower connected") { record.hints >= 1 }
+        try await waitUntil("the follower's LISTEN") {
+            try await server.withConnection { connection in
+                let rows = try await connection.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE \("LISTEN%\(follower.log.channel)%")",
+                    logger: logger)
+                return try await rows.collect().first?.decode(Int64.self) ?? 0 > 0
+            }
+        }
+        func data(_ number: Int64, bytes: Int) -> ReplicatedEntry {
+            ReplicatedEntry(
+                number: number, author: "w", timestamp: 1_700_000_000.5 + Double(number),
+                content: .data(
+                    transaction: number, changes: #"{"inserted":{"Entry":[1]}}"#,
+                    changeset: Array(repeating: UInt8(number), count: bytes)), checksum: number * 11)
+        }
+        let small = data(1, bytes: 100)
+        var before = record.hints
+        XCTAssertTrue(try writer.commitWrite([small]))
+        try await waitUntil("the hint of entry 1") { record.hints > before }
+        let table = "\"\(url.schema)\".change_log"
+        // The row changed behind the cluster's back: what the follower answers came from the payload.
+        _ = try await server.withConnection { connection in
+            try await connection.query(
+                """
+                UPDATE \(unescaped: table) SET changes = jsonb_set(changes, '{author}', '"edited"')
+                WHERE "transaction" = 1
+                """, logger: logger)
+        }
+        XCTAssertEqual(try writer.entries(after: 0, limit: 10).map(\.author), ["edited"])
+        XCTAssertEqual(try follower.entries(after: 0, limit: 10), [small], "from the payload")
+        record.position = 1
+
+        // Too big to carry: the hint names the head only, and the log gives the entry.
+        let big = data(2, bytes: 9_000)
+        before = record.hints
+        XCTAssertTrue(try writer.commitWrite([big]))
+        try await waitUntil("the hint of entry 2") { record.hints > before }
+        XCTAssertEqual(try follower.entries(after: 1, limit: 10), [big])
+        record.position = 2
+
+        // Entry 4 is heard but 3 was inserted without a hint: the log gives both, in order.
+        _ = try await server.withConnection { connection in
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table) ("transaction", author, changes)
+                VALUES (3, 'quiet', '{"kind": "model", "timestamp": 0, "entities": [], "remove": []}')
+                """, logger: logger)
+        }
+        before = record.hints
+        XCTAssertTrue(try writer.commitWrite([data(4, bytes: 10)]))
+        try await waitUntil("the hint of entry 4") { record.hints > before }
+        XCTAssertEqual(try follower.entries(after: 2, limit: 10).map(\.number), [3, 4])
+    }
+
     /// PostgreSQL stopped under a writer and a follower: the write fails with -32603 naming
     /// PostgreSQL (no hang); once the server is back, writes resume at the next number and the
     /// follower reconnects and is told to catch up.

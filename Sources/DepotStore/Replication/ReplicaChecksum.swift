@@ -56,7 +56,7 @@ public enum ReplicaChecksum {
                 let keys = names.indices.filter { change.primaryKey[$0] }
                 let condition = keys.map { "\(EntitySchema.quote(names[$0])) = ?" }.joined(separator: " AND ")
                 guard
-                    let row = try Row.fetchOne(
+                    let row = try Row.fetchOneCached(
                         db, sql: "SELECT * FROM \(EntitySchema.quote(change.table)) WHERE \(condition)",
                         arguments: StatementArguments(keys.map { change.old[$0] ?? .null }))
                 else {
@@ -151,17 +151,17 @@ extension Store {
     /// (a row changed by hand in PostgreSQL's tables, docs/cluster.md).
     static func storedChecksum(_ db: Database) throws -> (checksum: UInt64, offset: UInt64)? {
         guard
-            let checksum = try String.fetchOne(db, sql: "SELECT value FROM depot_meta WHERE key = 'checksum'")
+            let checksum = try String.fetchOneCached(db, sql: "SELECT value FROM depot_meta WHERE key = 'checksum'")
                 .flatMap({ UInt64($0) })
         else { return nil }
         let offset =
-            try String.fetchOne(db, sql: "SELECT value FROM depot_meta WHERE key = 'checksumOffset'")
+            try String.fetchOneCached(db, sql: "SELECT value FROM depot_meta WHERE key = 'checksumOffset'")
             .flatMap { UInt64($0) } ?? 0
         return (checksum, offset)
     }
 
     static func saveChecksum(_ db: Database, _ checksum: UInt64, offset: UInt64? = nil) throws {
-        try db.execute(
+        try db.executeCached(
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('checksum', ?)",
             arguments: [String(checksum)])
         if let offset {

@@ -325,7 +325,7 @@ extension Store {
     }
 
     static func saveClusterPosition(_ db: Database, _ position: Int64) throws {
-        try db.execute(
+        try db.executeCached(
             sql: "INSERT OR REPLACE INTO depot_meta (key, value) VALUES ('clusterPosition', ?)",
             arguments: [String(position)])
     }

@@ -158,7 +158,7 @@ public final class Store: Sendable {
     }
 
     static func latestTransaction(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'depot_transaction'") ?? 0
+        try Int64.fetchOneCached(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'depot_transaction'") ?? 0
     }
 
     /// Runs `body` in a read-only snapshot, mapping errors to ``RPCError``.
