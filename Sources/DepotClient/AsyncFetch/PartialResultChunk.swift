@@ -87,8 +87,14 @@ struct PartialResultChunk: Sendable {
             var decoded: [Object] = []
             decoded.reserveCapacity(elements.count)
             var members: [WireBytes.Member] = []
+            members.reserveCapacity(16)
+            // Asked once a chunk, not once an object: a dynamic cast costs a conformance lookup.
+            let decodesItself = Object.self != DepotObject.self && !(Object.self is any FetchRequestResult.Type)
             for element in elements {
-                decoded.append(try Self.object(at: element, of: wire, members: &members, dictionaries: dictionaries))
+                decoded.append(
+                    try Self.object(
+                        at: element, of: wire, members: &members, dictionaries: dictionaries,
+                        decodesItself: decodesItself))
             }
             return decoded
         }
@@ -96,7 +102,8 @@ struct PartialResultChunk: Sendable {
 
     /// One element as `Object`: the same outcome as decoding its parsed ``JSONValue``.
     private static func object<Object: Decodable & Sendable>(
-        at range: Range<Int>, of wire: WireBytes, members: inout [WireBytes.Member], dictionaries: Bool
+        at range: Range<Int>, of wire: WireBytes, members: inout [WireBytes.Member], dictionaries: Bool,
+        decodesItself: Bool
     ) throws(DepotClientError) -> Object {
         if dictionaries {
             guard Object.self != DepotObject.self else {
@@ -117,13 +124,13 @@ struct PartialResultChunk: Sendable {
         }
         // A type of the caller's own (not one that makes itself from a DepotObject) is decoded
         // from the bytes, when the object carries what its wire form would: a string id, an entity.
-        if Object.self != DepotObject.self, !(Object.self is any FetchRequestResult.Type),
-            let id = Self.member("id", of: members, in: wire), wire.bytes[id.lowerBound] == UInt8(ascii: "\""),
+        if decodesItself, let id = Self.member("id", of: members, in: wire),
+            wire.bytes[id.lowerBound] == UInt8(ascii: "\""),
             let entity = Self.member("entity", of: members, in: wire),
             wire.bytes[entity.lowerBound] == UInt8(ascii: "\""), Self.versionIsPlain(members, wire)
         {
             do {
-                return try WireDecoder.decode(Object.self, from: wire, range: range)
+                return try WireDecoder.decode(Object.self, from: wire, range: range, members: members)
             } catch {
                 let name = (try? wire.string(at: id)) ?? "?"
                 throw .invalidResponse("\(name) cannot be made into \(Object.self): \(error)")

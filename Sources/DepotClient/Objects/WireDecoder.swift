@@ -13,12 +13,21 @@ struct WireDecoder: Decoder {
     let wire: WireBytes
     /// The value's bytes.
     let range: Range<Int>
-    let codingPath: [any CodingKey]
+    /// The path to the value's container, and the value's key in it: the path is built
+    /// only when asked for (errors, deeper nesting), not for every field decoded.
+    let parentPath: [any CodingKey]
+    let key: (any CodingKey)?
+    var codingPath: [any CodingKey] { key.map { parentPath + [$0] } ?? parentPath }
+    /// The members of the object at `range`, when the caller has read them already.
+    var scanned: [WireBytes.Member]? = nil
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    /// Decodes the value at `range` of `wire` as `T`.
-    static func decode<T: Decodable>(_ type: T.Type, from wire: WireBytes, range: Range<Int>) throws -> T {
-        try WireDecoder(wire: wire, range: range, codingPath: []).decodeValue(T.self)
+    /// Decodes the value at `range` of `wire` as `T`; `members`, when given, are those of
+    /// the object at `range` (read once by the caller, not again).
+    static func decode<T: Decodable>(
+        _ type: T.Type, from wire: WireBytes, range: Range<Int>, members: [WireBytes.Member]? = nil
+    ) throws -> T {
+        try WireDecoder(wire: wire, range: range, parentPath: [], key: nil, scanned: members).decodeValue(T.self)
     }
 
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
@@ -57,7 +66,9 @@ struct WireDecoder: Decoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard wire.bytes[range.lowerBound] == UInt8(ascii: "{") else { throw mismatch([String: Any].self) }
+        if let scanned { return KeyedDecodingContainer(WireKeyedContainer<Key>(decoder: self, members: scanned)) }
         var members: [WireBytes.Member] = []
+        members.reserveCapacity(16)
         try wire.members(of: range, into: &members)
         return KeyedDecodingContainer(WireKeyedContainer<Key>(decoder: self, members: members))
     }
@@ -71,7 +82,7 @@ struct WireDecoder: Decoder {
 
     /// The decoder of a nested value.
     func nested(_ range: Range<Int>, key: any CodingKey) -> WireDecoder {
-        WireDecoder(wire: wire, range: range, codingPath: codingPath + [key])
+        WireDecoder(wire: wire, range: range, parentPath: codingPath, key: key)
     }
 
     func json() throws -> JSONValue {
