@@ -13,11 +13,18 @@ struct WireDecoder: Decoder {
     let wire: WireBytes
     /// The value's bytes.
     let range: Range<Int>
-    /// The path to the value's container, and the value's key in it: the path is built
-    /// only when asked for (errors, deeper nesting), not for every field decoded.
-    let parentPath: [any CodingKey]
+    /// Where the value's container is (`nil`: the top), and the value's key in it. The
+    /// path is kept as a chain built only on the way down into nested containers, so that
+    /// decoding a field of a top-level object copies nothing reference-counted.
+    let parent: WireCodingPath?
     let key: (any CodingKey)?
-    var codingPath: [any CodingKey] { key.map { parentPath + [$0] } ?? parentPath }
+    var codingPath: [any CodingKey] {
+        var path = parent?.keys ?? []
+        if let key { path.append(key) }
+        return path
+    }
+    /// The value's own place, for the containers opened on it.
+    private var place: WireCodingPath? { key.map { WireCodingPath(parent: parent, key: $0) } ?? parent }
     /// The members of the object at `range`, when the caller has read them already.
     var scanned: [WireBytes.Member]? = nil
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -27,7 +34,7 @@ struct WireDecoder: Decoder {
     static func decode<T: Decodable>(
         _ type: T.Type, from wire: WireBytes, range: Range<Int>, members: [WireBytes.Member]? = nil
     ) throws -> T {
-        try WireDecoder(wire: wire, range: range, parentPath: [], key: nil, scanned: members).decodeValue(T.self)
+        try WireDecoder(wire: wire, range: range, parent: nil, key: nil, scanned: members).decodeValue(T.self)
     }
 
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
@@ -66,24 +73,21 @@ struct WireDecoder: Decoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard wire.bytes[range.lowerBound] == UInt8(ascii: "{") else { throw mismatch([String: Any].self) }
-        if let scanned { return KeyedDecodingContainer(WireKeyedContainer<Key>(decoder: self, members: scanned)) }
+        if let scanned {
+            return KeyedDecodingContainer(WireKeyedContainer<Key>(wire: wire, place: place, members: scanned))
+        }
         var members: [WireBytes.Member] = []
         members.reserveCapacity(16)
         try wire.members(of: range, into: &members)
-        return KeyedDecodingContainer(WireKeyedContainer<Key>(decoder: self, members: members))
+        return KeyedDecodingContainer(WireKeyedContainer<Key>(wire: wire, place: place, members: members))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         guard wire.bytes[range.lowerBound] == UInt8(ascii: "[") else { throw mismatch([Any].self) }
-        return WireUnkeyedContainer(decoder: self, elements: try wire.elements(of: range))
+        return WireUnkeyedContainer(wire: wire, place: place, elements: try wire.elements(of: range))
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
-
-    /// The decoder of a nested value.
-    func nested(_ range: Range<Int>, key: any CodingKey) -> WireDecoder {
-        WireDecoder(wire: wire, range: range, parentPath: codingPath, key: key)
-    }
 
     func json() throws -> JSONValue {
         do {
@@ -200,22 +204,26 @@ extension WireDecoder: SingleValueDecodingContainer {
 }
 
 /// The members of one wire object, looked up by name (the last of a repeated name wins, as in ``JSONParser``).
+///
+/// Kept small: the standard library's box copies it for every field decoded, and only
+/// ``members`` (and ``place`` below the top) is reference-counted.
 private struct WireKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let decoder: WireDecoder
+    let wire: WireBytes
+    let place: WireCodingPath?
     let members: [WireBytes.Member]
-    var codingPath: [any CodingKey] { decoder.codingPath }
+    var codingPath: [any CodingKey] { place?.keys ?? [] }
 
     var allKeys: [Key] {
         var seen = Set<String>()
         return members.reversed().compactMap { member -> Key? in
-            guard let name = try? decoder.wire.key(of: member), seen.insert(name).inserted else { return nil }
+            guard let name = try? wire.key(of: member), seen.insert(name).inserted else { return nil }
             return Key(stringValue: name)
         }.reversed()
     }
 
     private func find(_ key: Key) -> Range<Int>? {
         let name = key.stringValue
-        for member in members.reversed() where decoder.wire.member(member, isNamed: name) { return member.value }
+        for member in members.reversed() where wire.member(member, isNamed: name) { return member.value }
         return nil
     }
 
@@ -227,7 +235,7 @@ private struct WireKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
                     codingPath: codingPath,
                     debugDescription: "No value associated with key \(key) (\"\(key.stringValue)\")."))
         }
-        return decoder.nested(range, key: key)
+        return WireDecoder(wire: wire, range: range, parent: place, key: key)
     }
 
     func contains(_ key: Key) -> Bool { find(key) != nil }
@@ -267,10 +275,11 @@ private struct WireKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
 
 /// The elements of one wire array, in order.
 private struct WireUnkeyedContainer: UnkeyedDecodingContainer {
-    let decoder: WireDecoder
+    let wire: WireBytes
+    let place: WireCodingPath?
     let elements: [Range<Int>]
     var currentIndex = 0
-    var codingPath: [any CodingKey] { decoder.codingPath }
+    var codingPath: [any CodingKey] { place?.keys ?? [] }
     var count: Int? { elements.count }
     var isAtEnd: Bool { currentIndex >= elements.count }
 
@@ -290,11 +299,11 @@ private struct WireUnkeyedContainer: UnkeyedDecodingContainer {
                     codingPath: codingPath + [Index(currentIndex)], debugDescription: "Unkeyed container is at end."))
         }
         defer { currentIndex += 1 }
-        return decoder.nested(elements[currentIndex], key: Index(currentIndex))
+        return WireDecoder(wire: wire, range: elements[currentIndex], parent: place, key: Index(currentIndex))
     }
 
     mutating func decodeNil() throws -> Bool {
-        guard !isAtEnd, decoder.wire.isNull(elements[currentIndex]) else { return false }
+        guard !isAtEnd, wire.isNull(elements[currentIndex]) else { return false }
         currentIndex += 1
         return true
     }
@@ -317,4 +326,22 @@ private struct WireUnkeyedContainer: UnkeyedDecodingContainer {
     }
 
     mutating func superDecoder() throws -> any Decoder { try next(Any.self) }
+}
+
+/// A place below the top of a decoded value: its container's place and its key there.
+final class WireCodingPath {
+    let parent: WireCodingPath?
+    let key: any CodingKey
+
+    init(parent: WireCodingPath?, key: any CodingKey) {
+        self.parent = parent
+        self.key = key
+    }
+
+    /// The keys from the top down to this place.
+    var keys: [any CodingKey] {
+        var keys = parent?.keys ?? []
+        keys.append(key)
+        return keys
+    }
 }
