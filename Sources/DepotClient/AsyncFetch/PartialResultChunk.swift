@@ -78,31 +78,52 @@ struct PartialResultChunk: Sendable {
     {
         try frame.withUnsafeBufferPointer { buffer throws(DepotClientError) -> [Object] in
             let wire = WireBytes(bytes: buffer)
-            let elements: [Range<Int>]
-            do {
-                elements = try wire.elements(of: objects)
-            } catch {
-                throw .invalidResponse("a partial result that is not valid JSON: \(error)")
-            }
             var decoded: [Object] = []
-            decoded.reserveCapacity(elements.count)
+            decoded.reserveCapacity(count)
             var members: [WireBytes.Member] = []
             members.reserveCapacity(16)
             // Asked once a chunk, not once an object: a dynamic cast costs a conformance lookup.
             let decodesItself = Object.self != DepotObject.self && !(Object.self is any FetchRequestResult.Type)
-            for element in elements {
-                decoded.append(
-                    try Self.object(
-                        at: element, of: wire, members: &members, dictionaries: dictionaries,
-                        decodesItself: decodesItself))
+            // One pass over the array: each object's end is found as its members are read.
+            let limit = objects.upperBound
+            do {
+                guard objects.lowerBound < limit, wire.bytes[objects.lowerBound] == UInt8(ascii: "[") else {
+                    throw WireBytes.failure("expected an array", at: objects.lowerBound)
+                }
+                var index = wire.skipWhitespace(from: objects.lowerBound + 1)
+                if index < limit, wire.bytes[index] == UInt8(ascii: "]"), index + 1 == limit { return decoded }
+                while true {
+                    let start = wire.skipWhitespace(from: index)
+                    let isObject = start < limit && wire.bytes[start] == UInt8(ascii: "{")
+                    let end =
+                        isObject
+                        ? try wire.object(at: start, limit: limit, into: &members)
+                        : try wire.valueRange(from: start).upperBound
+                    decoded.append(
+                        try Self.object(
+                            at: start..<end, of: wire, members: isObject ? members : nil, dictionaries: dictionaries,
+                            decodesItself: decodesItself))
+                    index = wire.skipWhitespace(from: end)
+                    guard index < limit else { throw WireBytes.failure("unexpected end of input", at: index) }
+                    switch wire.bytes[index] {
+                    case UInt8(ascii: ","): index += 1
+                    case UInt8(ascii: "]") where index + 1 == limit: return decoded
+                    default: throw WireBytes.failure("expected ',' or ']'", at: index)
+                    }
+                }
+            } catch let error as JSONParser.Failure {
+                throw .invalidResponse("a partial result that is not valid JSON: \(error)")
+            } catch let error as DepotClientError {
+                throw error
+            } catch {
+                throw .invalidResponse("\(error)")
             }
-            return decoded
         }
     }
 
     /// One element as `Object`: the same outcome as decoding its parsed ``JSONValue``.
     private static func object<Object: Decodable & Sendable>(
-        at range: Range<Int>, of wire: WireBytes, members: inout [WireBytes.Member], dictionaries: Bool,
+        at range: Range<Int>, of wire: WireBytes, members: [WireBytes.Member]?, dictionaries: Bool,
         decodesItself: Bool
     ) throws(DepotClientError) -> Object {
         if dictionaries {
@@ -112,14 +133,12 @@ struct PartialResultChunk: Sendable {
                 )
             }
             do {
-                return try WireDecoder.decode(Object.self, from: wire, range: range)
+                return try WireDecoder.decode(Object.self, from: wire, range: range, members: members)
             } catch {
                 throw .invalidResponse("\(Self.excerpt(wire, range)) cannot be made into \(Object.self): \(error)")
             }
         }
-        do {
-            try wire.members(of: range, into: &members)
-        } catch {
+        guard let members else {
             throw .invalidResponse("an object must be a JSON object with a string 'id': \(Self.excerpt(wire, range))")
         }
         // A type of the caller's own (not one that makes itself from a DepotObject) is decoded

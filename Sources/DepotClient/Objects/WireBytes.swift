@@ -95,31 +95,39 @@ struct WireBytes {
 
     /// The members of the object at `range`, in order (a repeated name appears each time).
     func members(of range: Range<Int>, into members: inout [Member]) throws(JSONParser.Failure) {
+        let end = try object(at: range.lowerBound, limit: range.upperBound, into: &members)
+        guard end == range.upperBound else { throw Self.failure("expected ',' or '}'", at: end - 1) }
+    }
+
+    /// The members of the object that opens at `start` (within `limit`), in order, and the
+    /// index just past its `}`: an array's element is found and read in one pass.
+    func object(at start: Int, limit: Int, into members: inout [Member]) throws(JSONParser.Failure) -> Int {
         members.removeAll(keepingCapacity: true)
-        guard range.lowerBound < range.upperBound, bytes[range.lowerBound] == UInt8(ascii: "{") else {
-            throw Self.failure("expected an object", at: range.lowerBound)
+        guard start < limit, bytes[start] == UInt8(ascii: "{") else {
+            throw Self.failure("expected an object", at: start)
         }
-        var index = skipWhitespace(from: range.lowerBound + 1)
-        if index < range.upperBound, bytes[index] == UInt8(ascii: "}") { return }
+        var index = skipWhitespace(from: start + 1)
+        if index < limit, bytes[index] == UInt8(ascii: "}") { return index + 1 }
         while true {
             index = skipWhitespace(from: index)
-            guard index < range.upperBound, bytes[index] == UInt8(ascii: "\"") else {
+            guard index < limit, bytes[index] == UInt8(ascii: "\"") else {
                 throw Self.failure("expected a member name", at: index)
             }
             let keyEnd = try stringEnd(from: index)
             let key = (index + 1)..<(keyEnd - 1)
             let escaped = bytes[key].contains(UInt8(ascii: "\\"))
             index = skipWhitespace(from: keyEnd)
-            guard index < range.upperBound, bytes[index] == UInt8(ascii: ":") else {
+            guard index < limit, bytes[index] == UInt8(ascii: ":") else {
                 throw Self.failure("expected ':'", at: index)
             }
             let value = try valueRange(from: index + 1)
+            guard value.upperBound <= limit else { throw Self.failure("unexpected end of input", at: limit) }
             members.append(Member(key: key, keyIsEscaped: escaped, value: value))
             index = skipWhitespace(from: value.upperBound)
-            guard index < range.upperBound else { throw Self.failure("unexpected end of input", at: index) }
+            guard index < limit else { throw Self.failure("unexpected end of input", at: index) }
             switch bytes[index] {
             case UInt8(ascii: ","): index += 1
-            case UInt8(ascii: "}") where index + 1 == range.upperBound: return
+            case UInt8(ascii: "}"): return index + 1
             default: throw Self.failure("expected ',' or '}'", at: index)
             }
         }
