@@ -105,7 +105,8 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
         if streaming { fetchRequest.partialResultToken = partialToken }
         // Registered before the request is sent, so that `begin` and the first chunk cannot be missed.
         let listener = broadcaster.follow(connection, token: token, into: progress)
-        let chunks = streaming ? gatherChunks(from: connection.notifications()) : nil
+        let chunks =
+            streaming ? gatherChunks(from: connection.partialResults(token: partialToken.stringValue ?? "")) : nil
         let dictionaries = fetchRequest.answersDictionaries
         Task { [self] in
             let result: Result<[Object], DepotClientError>
@@ -180,26 +181,18 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
         func finished() async { await task.withLock { $0 }?.value }
     }
 
-    /// Takes the `$/progress` chunks for the partial-result token from `notifications`, makes
-    /// them into objects and hands them on as they arrive, until the work-done `end` (sent after
-    /// the last chunk), the count the answer reported, or cancellation.
-    private func gatherChunks(from notifications: AsyncStream<ServerNotification>) -> ChunkGatherer {
+    /// Takes the partial-result chunks from `chunks`, decodes their objects straight from the
+    /// message bytes into `Object`s and hands them on as they arrive, until the count the
+    /// answer reported, or cancellation (every chunk comes before the answer).
+    private func gatherChunks(from chunks: AsyncStream<PartialResultChunk>) -> ChunkGatherer {
         let gatherer = ChunkGatherer()
-        let (partialToken, token, arrivals, connection, requestID) = (
-            self.partialToken, self.token, self.arrivals, self.connection, self.requestID
-        )
+        let (arrivals, connection, requestID) = (self.arrivals, self.connection, self.requestID)
         let dictionaries = request.fetchRequest.answersDictionaries
         let task = Task {
-            for await notification in notifications where notification.method == ProgressNotification.name {
-                let params = notification.params
-                if params["token"] == token, params["value"]?["kind"] == "end" { break }
-                guard params["token"] == partialToken, let items = params["value"]?["objects"]?.arrayValue else {
-                    continue
-                }
-                var batch: [Object] = []
-                batch.reserveCapacity(items.count)
+            for await chunk in chunks {
+                let batch: [Object]
                 do throws(DepotClientError) {
-                    for json in items { batch.append(try Self.object(from: json, dictionaries: dictionaries)) }
+                    batch = try chunk.objects(as: Object.self, dictionaries: dictionaries)
                 } catch {
                     gatherer.state.withLock { $0.failure = error }
                     connection.cancel(requestID)
@@ -207,7 +200,7 @@ public final class AsynchronousFetchResult<Object: Decodable & Sendable>: Sendab
                 }
                 arrivals.append(batch)
                 let done = gatherer.state.withLock { state in
-                    state.received += items.count
+                    state.received += batch.count
                     return state.expected.map { state.received >= $0 } ?? false
                 }
                 if done { break }

@@ -46,6 +46,10 @@ final class ClientTransport: @unchecked Sendable {
     private let lastReceived = Mutex(ContinuousClock.now)
     /// The bytes of every frame received from the daemon so far.
     let bytesReceived = Atomic<Int64>(0)
+    /// Where the partial-result chunks of streamed fetches go, by token (``partialResults(token:)``).
+    private let partialResultSinks = Mutex<[String: AsyncStream<PartialResultChunk>.Continuation]>([:])
+    /// How many sinks there are: without any, no frame is scanned for a chunk.
+    private let partialResultSinkCount = Atomic<Int>(0)
 
     init(endpoint: String, keys: ClientKeys? = nil) throws(ZMQError) {
         context = try Context()
@@ -113,6 +117,25 @@ final class ClientTransport: @unchecked Sendable {
     /// A new stream of every notification from now on.
     func notifications() -> AsyncStream<ServerNotification> { notificationBroadcaster.stream() }
 
+    /// A new stream of the `$/progress` partial-result chunks for `token`, as the bytes
+    /// that came (never parsed into a ``JSONValue``, nor handed to ``notifications()``),
+    /// until the stream's consumer stops listening or the transport stops.
+    func partialResults(token: String) -> AsyncStream<PartialResultChunk> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PartialResultChunk.self, bufferingPolicy: .unbounded)
+        partialResultSinks.withLock { sinks in
+            sinks[token] = continuation
+            partialResultSinkCount.store(sinks.count, ordering: .relaxed)
+        }
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            partialResultSinks.withLock { sinks in
+                sinks[token] = nil
+                partialResultSinkCount.store(sinks.count, ordering: .relaxed)
+            }
+        }
+        return stream
+    }
+
     /// Whether ``stop()`` was called.
     var isStopped: Bool { stopRequested.load(ordering: .relaxed) }
 
@@ -128,6 +151,9 @@ final class ClientTransport: @unchecked Sendable {
         }
         failed.forEach { $0.completion(.failure(.closed)) }
         notificationBroadcaster.finish()
+        // Finished outside the lock: finishing runs onTermination, which takes it.
+        let sinks = partialResultSinks.withLock { Array($0.values) }
+        sinks.forEach { $0.finish() }
     }
 
     private func run() {
@@ -198,6 +224,13 @@ final class ClientTransport: @unchecked Sendable {
 
     private func deliver(_ frame: [UInt8]) {
         bytesReceived.add(Int64(frame.count), ordering: .relaxed)
+        // A streamed fetch's chunk goes to that fetch as bytes: it decodes the objects itself.
+        if partialResultSinkCount.load(ordering: .relaxed) > 0, let (token, chunk) = PartialResultChunk.scan(frame),
+            let sink = partialResultSinks.withLock({ $0[token] })
+        {
+            sink.yield(chunk)
+            return
+        }
         guard let json = try? JSONParser.parse(frame) else { return }
         let messages = json.arrayValue ?? [json]
         for element in messages {

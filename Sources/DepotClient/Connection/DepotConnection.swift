@@ -200,7 +200,16 @@ public final class DepotConnection: Sendable {
 
     /// Every notification the server sends from now on. Each call returns an
     /// independent stream; it ends when the connection closes.
+    ///
+    /// The partial-result chunks of the client's own streamed fetches
+    /// (``execute(_:)``, ``fetch(_:as:progress:)``) are not among them: they go
+    /// to their fetch as bytes, which decodes the objects from them directly.
+    /// Their `workDoneToken` progress, and chunks under a `partialResultToken`
+    /// of your own, are.
     public func notifications() -> AsyncStream<ServerNotification> { transport.notifications() }
+
+    /// The `$/progress` partial-result chunks for `token`, as bytes (see ``notifications()``).
+    func partialResults(token: String) -> AsyncStream<PartialResultChunk> { transport.partialResults(token: token) }
 
     /// Every change of the link from now on (``ConnectionEvent``). Each call
     /// returns an independent stream; it ends when the connection closes.

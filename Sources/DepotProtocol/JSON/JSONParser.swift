@@ -11,6 +11,12 @@ public struct JSONParser {
         /// What was wrong there.
         public let reason: String
         public var description: String { "\(reason) at byte \(offset)" }
+
+        /// A failure for `reason` at byte `offset`.
+        public init(offset: Int, reason: String) {
+            self.offset = offset
+            self.reason = reason
+        }
     }
 
     /// The deepest nesting of arrays and objects accepted.
@@ -196,10 +202,20 @@ public struct JSONParser {
     }
 
     private func validatedString(_ buffer: UnsafeBufferPointer<UInt8>, at offset: Int) throws(Failure) -> String {
-        guard let string = String(validating: buffer, as: UTF8.self) else {
+        guard let string = Self.string(utf8: buffer) else {
             throw Failure(offset: offset, reason: "invalid UTF-8 in string")
         }
         return string
+    }
+
+    /// The text `utf8` holds, or `nil` when it is not valid UTF-8. ASCII (most names and
+    /// values) skips `String(validating:)`, whose generic metadata lookup cost more than
+    /// the rest of parsing a short string.
+    public static func string(utf8: UnsafeBufferPointer<UInt8>) -> String? {
+        var index = 0
+        while index < utf8.count, utf8[index] < 0x80 { index += 1 }
+        if index == utf8.count { return String(decoding: utf8, as: UTF8.self) }
+        return String(validating: utf8, as: UTF8.self)
     }
 
     private mutating func hex4() throws(Failure) -> UInt32 {

@@ -80,15 +80,16 @@ extension DepotService {
             ) { (batch) throws(RPCError) in
                 completed = batch.completed
                 if let partialToken {
-                    var params = JSONWriter(capacity: batch.json.count + 64)
-                    params.writeRaw("{\"token\":")
-                    params.write(partialToken)
-                    params.writeRaw(",\"value\":{\"objects\":[")
-                    params.writeRaw(batch.json)
-                    params.writeRaw("]}}")
-                    context.service.send(
-                        MessageEncoder.notification(method: ProgressNotification.name, paramsJSON: params.bytes),
-                        to: context.routingID)
+                    // The notification written around the batch in one go (a chunk is copied once, not twice).
+                    var message = JSONWriter(capacity: batch.json.count + 128)
+                    message.writeRaw("{\"jsonrpc\":\"2.0\",\"method\":")
+                    message.write(ProgressNotification.name)
+                    message.writeRaw(",\"params\":{\"token\":")
+                    message.write(partialToken)
+                    message.writeRaw(",\"value\":{\"objects\":[")
+                    message.writeRaw(batch.json)
+                    message.writeRaw("]}}}")
+                    context.service.send(message.bytes, to: context.routingID)
                 } else if batch.count > 0 {
                     gathered += batch.count
                     if gathered > limit {
