@@ -112,7 +112,7 @@ struct WireDecoder: Decoder {
     }
 }
 
-extension WireDecoder: SingleValueDecodingContainer {
+extension WireDecoder: IntegerDecodingContainer {
     func decodeNil() -> Bool { wire.isNull(range) }
 
     func decode(_ type: Bool.Type) throws -> Bool {
@@ -140,7 +140,7 @@ extension WireDecoder: SingleValueDecodingContainer {
 
     func decode(_ type: Float.Type) throws -> Float { Float(try decode(Double.self)) }
 
-    private func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
+    func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
         let value = try number(I.self)
         let exact: I?
         switch value {
@@ -183,17 +183,6 @@ extension WireDecoder: SingleValueDecodingContainer {
                 debugDescription: "Cannot get value of type \(expected) -- found null value instead"
             ))
     }
-
-    func decode(_ type: Int.Type) throws -> Int { try integer(Int.self) }
-    func decode(_ type: Int8.Type) throws -> Int8 { try integer(Int8.self) }
-    func decode(_ type: Int16.Type) throws -> Int16 { try integer(Int16.self) }
-    func decode(_ type: Int32.Type) throws -> Int32 { try integer(Int32.self) }
-    func decode(_ type: Int64.Type) throws -> Int64 { try integer(Int64.self) }
-    func decode(_ type: UInt.Type) throws -> UInt { try integer(UInt.self) }
-    func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(UInt8.self) }
-    func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(UInt16.self) }
-    func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(UInt32.self) }
-    func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(UInt64.self) }
 
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
         if decodeNil(), !(T.self is any ExpressibleByNilLiteral.Type) {
