@@ -51,11 +51,13 @@ final class WriteQueueOrderTests: XCTestCase {
         queue.enqueue(entry("save of a", session: "a", groupable: true), subscriber: subscriber)
         queue.enqueue(entry("save of c", session: "c", groupable: true), subscriber: subscriber)
         release.signal()
-        // b and c go first; a's save waits for a's batch; the batch, unready, waits for its preparation.
+        // b and c go first; a's save waits for a's batch; the batch, unready, waits off the writer.
         for _ in 0..<2 { XCTAssertEqual(answered.wait(timeout: .now() + 5), .success) }
         Thread.sleep(forTimeInterval: 0.1)
         XCTAssertEqual(order.withLock { $0 }, ["save of b", "save of c"])
         prepared.store(true, ordering: .releasing)
+        // Whoever readies a write wakes the writer, which never waited for it.
+        queue.wake(subscriber)
         for _ in 0..<2 { XCTAssertEqual(answered.wait(timeout: .now() + 5), .success) }
         XCTAssertEqual(order.withLock { $0 }, ["save of b", "save of c", "batch of a", "save of a"])
     }
