@@ -34,6 +34,7 @@ final class WALCheckpointerTests: XCTestCase {
             // No checkpoint was asked for: the one the commit scheduled writes the pages back.
             let checkpointer = try XCTUnwrap(store.checkpointer)
             checkpointer.wait()
+            XCTAssertNil(checkpointer.lastFailure)
             let written = before + (round + 1) * 400 * 16384
             XCTAssertGreaterThanOrEqual(fileSize(path), written, "round \(round): the WAL was not written back")
             if round == 0 { walAfterFirst = fileSize(path + "-wal") }

@@ -20,6 +20,7 @@ final class WALCheckpointer: @unchecked Sendable {
 
     private let queue = DispatchQueue(label: "depot.checkpoint", qos: .utility)
     private let scheduled = Atomic<Bool>(false)
+    private let failure = Mutex<String?>(nil)
     private let path: String
     /// Its own connection, opened by the first checkpoint.
     private var connection: DatabaseQueue?
@@ -54,9 +55,15 @@ final class WALCheckpointer: @unchecked Sendable {
             do {
                 if connection == nil { connection = try DatabaseQueue(path: path) }
                 _ = try connection?.writeWithoutTransaction { db in try db.checkpoint(.passive) }
-            } catch {}
+                failure.withLock { $0 = nil }
+            } catch {
+                failure.withLock { $0 = "\(error)" }
+            }
         }
     }
+
+    /// Why the last checkpoint failed, `nil` when it did not (it is retried after a later commit).
+    var lastFailure: String? { failure.withLock { $0 } }
 
     /// Waits for a checkpoint under way (before the shutdown one).
     func wait() { queue.sync {} }
