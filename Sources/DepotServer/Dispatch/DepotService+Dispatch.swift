@@ -45,6 +45,10 @@ extension DepotService {
     /// Messages at least this large are parsed off the transport thread.
     static let largeMessage = 256 << 10
 
+    /// Writes at least this large whose handler prepares them (``Handler/prepareRawWrite``) are parsed
+    /// by their preparation; below it, reading the envelope apart costs more than it saves.
+    static let preparedMessage = 16 << 10
+
     /// Parses and dispatches one message.
     private func handle(_ payload: [UInt8], from routingID: [UInt8], keyID: String?, moreWaiting: Bool = false) {
         // A large request whose method reads raw params (a big batchInsert) is not parsed whole:
@@ -55,12 +59,22 @@ extension DepotService {
                     id: raw.id, method: raw.method, input: .raw(RawParams(bytes: payload, range: raw.params)),
                     routingID: routingID, keyID: keyID), routingID: routingID)
         }
+        // A big write with a preparation (a batchInsert of thousands of rows) is not parsed here either:
+        // only its envelope is read, and its params are parsed by its preparation, on the reader pool.
+        // The transport thread moves on at once: a save of another session behind it is not held up.
+        if payload.count >= Self.preparedMessage, let raw = RawRequest(payload),
+            handlers[raw.method]?.prepareRawWrite != nil
+        {
+            return run(
+                request(
+                    id: raw.id, method: raw.method, input: .unparsed(RawParams(bytes: payload, range: raw.params)),
+                    routingID: routingID, keyID: keyID), routingID: routingID)
+        }
         let json: JSONValue
         do {
             json = try JSONParser.parse(payload)
         } catch {
-            let rpcError = RPCError(
-                code: .parseError, message: "parse error: \(error)", data: ["offset": .int(Int64(error.offset))])
+            let rpcError = RPCError.messageParseError(reason: error.reason, offset: error.offset)
             return send(MessageEncoder.response(id: nil, error: rpcError), to: routingID)
         }
         if case .array(let elements) = json {
@@ -73,8 +87,11 @@ extension DepotService {
     fileprivate enum Input: Sendable {
         case parsed(JSONValue?)
         case raw(RawParams)
-        /// A write whose params are decoded and checked ahead of its turn on the writer.
-        case prepared(WritePreparation)
+        /// A write's params left unparsed for its preparation (``Handler/prepareRawWrite``).
+        case unparsed(RawParams)
+        /// A write whose params are decoded and checked ahead of its turn on the writer;
+        /// `parsesMessage` when its preparation parses the params too (from ``unparsed(_:)``).
+        case prepared(WritePreparation, parsesMessage: Bool)
     }
 
     fileprivate enum Step {
@@ -134,7 +151,7 @@ extension DepotService {
                     send: { [self] in send($0, to: routingID) },
                     failure: { MessageEncoder.response(id: id, error: $0) })
                 entry.session = routingID
-                if case .prepared(let preparation) = input { entry.isReady = { preparation.isFinished } }
+                if case .prepared(let preparation, _) = input { entry.isReady = { preparation.isFinished } }
                 stats.writeQueued()
                 // A save finding the writer idle, with nothing behind it, commits on this thread:
                 // no hand-off and back. Not when publishing it would read the store, nor in a
@@ -153,11 +170,24 @@ extension DepotService {
     private func prepareAhead(
         _ input: Input, handler: Handler, id: RequestID, routingID: [UInt8], cancellation: Cancellation
     ) -> Input {
-        guard case .parsed(let params) = input, let prepare = handler.prepareWrite else { return input }
         let context = RequestContext(service: self, routingID: routingID, requestID: id, cancellation: cancellation)
-        let preparation = prepare(params, context)
-        readers.async { preparation.runAhead() }
-        return .prepared(preparation)
+        let preparation: WritePreparation
+        var parsesMessage = false
+        switch input {
+        case .parsed(let params) where handler.prepareWrite != nil:
+            preparation = handler.prepareWrite!(params, context)
+        case .unparsed(let params) where handler.prepareRawWrite != nil:
+            preparation = handler.prepareRawWrite!(params, context)
+            parsesMessage = true
+        default:
+            return input
+        }
+        readers.async { [self] in
+            preparation.runAhead()
+            // The writer skipped it while it was not ready: its turn may have passed.
+            writes.wake(self)
+        }
+        return .prepared(preparation, parsesMessage: parsesMessage)
     }
 
     private func classify(_ json: JSONValue, from routingID: [UInt8], keyID: String?) -> Step {
@@ -220,6 +250,13 @@ extension DepotService {
     ) -> [UInt8] {
         let cancellation = cancellation ?? sessions.begin(id, routingID: routingID)
         defer { sessions.end(id, routingID: routingID) }
+        if case .prepared(let preparation, parsesMessage: true) = input, case .failure(let error) = preparation.take(),
+            error.code == .parseError
+        {
+            // The message was not JSON after all, found by the preparation that parsed its params:
+            // answered as if found on arrival.
+            return MessageEncoder.response(id: nil, error: error)
+        }
         var context = RequestContext(service: self, routingID: routingID, requestID: id, cancellation: cancellation)
         context.key = key
         context.writeGroup = writeGroup
@@ -232,7 +269,8 @@ extension DepotService {
                 switch input {
                 case .parsed(let params): return try handler.run(params, context)
                 case .raw(let params): return try handler.runRaw!(params, context)
-                case .prepared(let preparation): return try preparation.take().get().run(context)
+                case .unparsed(let params): return try handler.run(try params.parse(), context)
+                case .prepared(let preparation, _): return try preparation.take().get().run(context)
                 }
             })
     }
@@ -399,8 +437,13 @@ extension DepotService {
     /// Waits until every queued write and read has finished.
     func drain() {
         parser.sync {}
+        // A write waiting for its preparation runs once the preparation (on the readers) is done.
+        repeat {
+            writes.sync {}
+            writes.lane.drain()
+            readers.sync(flags: .barrier) {}
+        } while writes.depth > 0
         writes.sync {}
         writes.lane.drain()
-        readers.sync(flags: .barrier) {}
     }
 }

@@ -29,6 +29,9 @@ struct Handler: Sendable {
     /// For writes with a part that needs no writer (``HandlerRegistry/registerPrepared(_:prepare:write:raw:)``):
     /// makes the preparation of one request, run ahead on the reader pool.
     var prepareWrite: (@Sendable (JSONValue?, RequestContext) -> WritePreparation)?
+    /// Like ``prepareWrite``, from the params left unparsed: the preparation parses them too, so that
+    /// a big request is never parsed on the transport thread.
+    var prepareRawWrite: (@Sendable (RawParams, RequestContext) -> WritePreparation)?
     /// Whether its answer waits for every commit so far to be published (results reads): a JSON-RPC
     /// batch that writes cannot carry it, since the batch's own commits are published only once it ends.
     var waitsForCommits = false
@@ -40,6 +43,25 @@ struct RawParams: Sendable {
     let bytes: [UInt8]
     /// Where the params object is.
     let range: Range<Int>
+
+    /// Parses the params object; a malformed one is the message's parse error (-32700, its
+    /// offset in the whole message), answered with a null id like any message that is not JSON.
+    func parse() throws(RPCError) -> JSONValue {
+        do {
+            return try JSONParser.parse(bytes[range])
+        } catch {
+            throw .messageParseError(reason: error.reason, offset: range.lowerBound + error.offset)
+        }
+    }
+}
+
+extension RPCError {
+    /// The error for a message that is not JSON (answered with a null id, JSON-RPC 2.0 §5.1).
+    static func messageParseError(reason: String, offset: Int) -> RPCError {
+        RPCError(
+            code: .parseError, message: "parse error: \(reason) at byte \(offset)",
+            data: ["offset": .int(Int64(offset))])
+    }
 }
 
 /// The methods the server answers, by name, each typed by its ``Method``.
@@ -94,15 +116,17 @@ struct HandlerRegistry: Sendable {
         register(
             method, .write,
             { (params, context) throws(RPCError) in try write(try prepare(params, context), context) }, raw: raw)
-        handlers[M.name]?.prepareWrite = { params, context in
-            WritePreparation {
-                Result { () throws(RPCError) -> PreparedWrite in
-                    let prepared = try prepare(try Self.decode(M.Parameters.self, from: params), context)
-                    return PreparedWrite { (context) throws(RPCError) in
-                        try JSONCoding.encodeBytes(try write(prepared, context))
-                    }
-                }
+        @Sendable func prepared(_ params: JSONValue?, _ context: RequestContext) throws(RPCError) -> PreparedWrite {
+            let prepared = try prepare(try Self.decode(M.Parameters.self, from: params), context)
+            return PreparedWrite { (context) throws(RPCError) in
+                try JSONCoding.encodeBytes(try write(prepared, context))
             }
+        }
+        handlers[M.name]?.prepareWrite = { params, context in
+            WritePreparation { Result { () throws(RPCError) in try prepared(params, context) } }
+        }
+        handlers[M.name]?.prepareRawWrite = { raw, context in
+            WritePreparation { Result { () throws(RPCError) in try prepared(try raw.parse(), context) } }
         }
     }
 

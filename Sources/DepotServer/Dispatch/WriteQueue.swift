@@ -59,7 +59,8 @@ final class WriteQueue: Sendable {
         /// The session that sent it: a write never runs before an earlier one of its session.
         var session: [UInt8] = []
         /// Whether it can run without waiting: a batch still being checked off the writer
-        /// (``WritePreparation``) is not, and later writes of other sessions go first.
+        /// (``WritePreparation``) is not; later writes of other sessions go first, and it runs
+        /// only once ready (whoever makes it ready calls ``WriteQueue/wake(_:)``).
         var isReady: @Sendable () -> Bool = { true }
     }
 
@@ -105,6 +106,11 @@ final class WriteQueue: Sendable {
         async { [self] in drain(subscriber) }
     }
 
+    /// Runs the writer again after a write that was not ready (``Entry/isReady``) became ready.
+    func wake(_ subscriber: some CommitSubscriber) {
+        async { [self] in drain(subscriber) }
+    }
+
     /// Runs `body` on the writer queue, after the writes queued before it.
     func async(_ body: @escaping @Sendable () -> Void) {
         outstanding.add(1, ordering: .releasing)
@@ -141,17 +147,19 @@ final class WriteQueue: Sendable {
         let taken = pending.withLock { list -> [Entry] in
             guard !list.isEmpty else { return [] }
             // The first write that can run at once and has no earlier write of its session
-            // waiting; when there is none, the head (its preparation is under way: it waits for it).
+            // waiting. When there is none, nothing runs: the writer never waits for a preparation
+            // (a save arriving meanwhile would wait with it); ``wake(_:)`` drains again once one is done.
             var blocked: Set<[UInt8]> = []
-            var start = 0
+            var found: Int?
             for (index, entry) in list.enumerated() {
                 if blocked.contains(entry.session) { continue }
                 if entry.isReady() {
-                    start = index
+                    found = index
                     break
                 }
                 blocked.insert(entry.session)
             }
+            guard let start = found else { return [] }
             guard list[start].groupable else { return [list.remove(at: start)] }
             var group: [Entry] = []
             while start < list.count, list[start].groupable, !blocked.contains(list[start].session),
@@ -162,6 +170,9 @@ final class WriteQueue: Sendable {
             return group
         }
         guard let first = taken.first else { return }
+        // A drain that found nothing ready ran nothing: the writes it skipped over, and those of their
+        // sessions behind them, are left for this one's follow-up (or the wake of a preparation).
+        defer { if pending.withLock({ !$0.isEmpty }) { async { [self] in drain(subscriber) } } }
         var responses: [[UInt8]?] = []
         if taken.count == 1 {
             responses = [first.run(nil)]
