@@ -137,6 +137,9 @@ public final class Store: Sendable {
     /// The current model.
     public var schema: Schema { currentSchema.withLock { $0 } }
 
+    /// Why the last background WAL checkpoint failed, while it keeps failing (for `server/stats`).
+    public var checkpointFailure: String? { checkpointer?.lastFailure }
+
     func replaceSchema(_ schema: Schema) { currentSchema.withLock { $0 = schema } }
 
     private static func createMetaTables(_ db: Database) throws {
