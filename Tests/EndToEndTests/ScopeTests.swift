@@ -163,7 +163,11 @@ final class ScopeTests: XCTestCase {
         }
         let value5 = try await alice.call(StoreFetch.self, FetchRequest(entity: "Secret")).objects
         XCTAssertEqual(value5, [])
-        await assertServerError(.forbidden) { try await alice.call(StoreHistory.self, .init(since: 0)) }
+        // History: the one transaction, with only the notes she can see (no folder of bob's, no secret).
+        let history = try await alice.call(StoreHistory.self, .init(since: 0))
+        XCTAssertEqual(
+            history.transactions.map(\.changes),
+            [["Note": EntityChanges(inserted: [ids["a1"]!, ids["a2"]!, ids["b2"]!])]])
 
         // Writing: outside the write scope is -32018 naming entity, object and rule; nothing commits.
         let before = try await titles(admin)
@@ -394,11 +398,13 @@ final class ScopeTests: XCTestCase {
             second.map { $0.inserted + $0.updated.map(\.id) + $0.deleted }, [[shared], [b1], [b1], [b1], [shared]])
         let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
         XCTAssertNil(late, "a didSave of nothing alice sees")
-        // History is still refused: its entries cannot be judged against the scope they were made under.
-        let refused = await assertServerError(.forbidden) {
-            try await alice.call(StoreHistory.self, .init(since: 0))
-        }
-        XCTAssertEqual(refused?.data?["method"], "store/history")
+        // Her history says what her observer heard, judged on the values recorded with each transaction.
+        let history = try await alice.call(StoreHistory.self, .init(since: 0))
+        XCTAssertEqual(history.transactions.map { $0.changes.keys.sorted() }, Array(repeating: ["Note"], count: 5))
+        XCTAssertEqual(
+            history.transactions.map { $0.changes["Note"].map { $0.inserted + $0.updated.map(\.id) + $0.deleted } },
+            [[shared], [b1], [b1], [b1], [shared]])
+        XCTAssertEqual(history.transactions.last?.changes["Note"], EntityChanges(deleted: [shared]))
     }
 
     /// A scoped observer whose rule reads through a relationship (so is checked
@@ -443,6 +449,48 @@ final class ScopeTests: XCTestCase {
         _ = try await admin.call(StoreSave.self, .init(deleted: [DeletedObject(id: ids["elsewhere"]!)]))
         let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
         XCTAssertNil(late, "a delete of a note she never saw")
+        // History records an object's own keys only: a rule through a relationship cannot be judged there.
+        let refused = await assertServerError(.forbidden) { try await dana.call(StoreHistory.self, .init(since: 0)) }
+        XCTAssertEqual(refused?.data?["rule"], "folder.owner == $keyName")
+        XCTAssertEqual(refused?.data?["entity"], "Note")
+    }
+
+    /// A SIGHUP whose policy reads a key no rule read before: history recorded
+    /// before it lacks that key's values, so the range before the reload is
+    /// refused (-32602 naming `since` and where to start), and what follows is
+    /// judged exactly, as the observer heard it.
+    func testHistoryBeforeAPolicyThatReadsNewKeysIsRefused() async throws {
+        try startDaemon()
+        let alice = try await connect("alice")
+        let bob = try await connect("bob")
+        defer { [alice, bob].forEach { $0.abort() } }
+        let ids = try await bob.call(StoreSave.self, .init(inserted: [note("b1", owner: "bob")])).ids
+        let b1 = ids["b1"]!
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 3])]))
+        let plain = try await alice.call(StoreHistory.self, .init(since: 0))
+        XCTAssertEqual(plain.transactions.count, 0, "b1 is bob's private note")
+        try Self.policy.replacingOccurrences(
+            of: "owner == $keyName OR shared == YES", with: "owner == $keyName OR rank >= 2"
+        ).write(to: policyFile, atomically: true, encoding: .utf8)
+        kill(daemon.process.processIdentifier, SIGHUP)
+        // The reload is in force once b1 (rank 3) is hers to read.
+        var value = try await titles(alice)
+        for _ in 0..<100 where value != ["b1"] {
+            try await Task.sleep(for: .milliseconds(50))
+            value = try await titles(alice)
+        }
+        XCTAssertEqual(value, ["b1"])
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 1])]))
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 2])]))
+        let refused = await assertServerError(.invalidParams) {
+            try await alice.call(StoreHistory.self, .init(since: 0))
+        }
+        XCTAssertEqual(refused?.data?["field"], "since")
+        XCTAssertEqual(refused?.data?["since"], 2, "the transactions before the reload were recorded without rank")
+        let after = try await alice.call(StoreHistory.self, .init(since: 2))
+        XCTAssertEqual(
+            after.transactions.map(\.changes),
+            [["Note": EntityChanges(deleted: [b1])], ["Note": EntityChanges(inserted: [b1])]])
     }
 
     /// A scope that cannot be evaluated for one subscriber (a runaway `MATCHES`

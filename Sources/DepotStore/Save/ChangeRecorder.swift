@@ -27,6 +27,9 @@ public struct EntityChangeSet: Sendable {
     public var updated: [(row: Int64, keys: Set<String>)] = []
     /// Deleted rows, in order.
     public var deleted: [Int64] = []
+    /// The values before and after of the keys row-level scopes read, when the
+    /// daemon records them for this entity (``ScopeCapture``); `nil` otherwise.
+    public var recorded: RecordedValues? = nil
 
     /// The wire form.
     public var wire: EntityChanges {
@@ -108,6 +111,9 @@ struct ChangeRecorder {
                 statements.statement(db, entity, .bumpVersion, version: schema.version), arguments: [id.row])
         }
         guard !isEmpty else { return nil }
-        return (try HistoryLog.record(db, author: author, changes: changes(), retention: retention), versions)
+        return (
+            try HistoryLog.record(db, schema: schema, author: author, changes: changes(), retention: retention),
+            versions
+        )
     }
 }

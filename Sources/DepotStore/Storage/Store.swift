@@ -34,6 +34,9 @@ public final class Store: Sendable {
     let rebuilt = Atomic<Bool>(false)
     /// The save's statements, prepared on the writer's connection by entity and shape.
     let saveStatements = SaveStatements()
+    /// The keys whose values history records by entity (``recordScopeValues(of:)``), and
+    /// the model version their capture was installed for (`nil`: to install before the next write).
+    let scopeRecording = Mutex<(keys: [String: [String]], installed: Int64?)>(([:], nil))
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
     ///
@@ -126,7 +129,14 @@ public final class Store: Sendable {
     /// The current model.
     public var schema: Schema { currentSchema.withLock { $0 } }
 
-    func replaceSchema(_ schema: Schema) { currentSchema.withLock { $0 = schema } }
+    func replaceSchema(_ schema: Schema) {
+        let previous = currentSchema.withLock { current in
+            defer { current = schema }
+            return current.version
+        }
+        // A migration dropped history's capture triggers (``ScopeCapture``): installed again before the next write.
+        if previous != schema.version { scopeRecording.withLock { $0.installed = nil } }
+    }
 
     private static func createMetaTables(_ db: Database) throws {
         try db.execute(
@@ -192,8 +202,46 @@ public final class Store: Sendable {
     /// In a cluster the write goes through its log (``replicatedWrite(_:)``).
     public func write<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
         precondition(snapshot == nil, "a snapshot store does not write")
-        guard let replication else { return try Self.mapErrors { try pool.write(body) } }
-        return try replicatedWrite(replication, body)
+        let capturing = try prepareScopeCapture()
+        guard let replication else {
+            return try Self.mapErrors {
+                try pool.write { db in
+                    if capturing { try ScopeCapture.clear(db) }
+                    return try body(db)
+                }
+            }
+        }
+        return try replicatedWrite(replication) { db in
+            if capturing { try ScopeCapture.clear(db) }
+            return try body(db)
+        }
+    }
+
+    /// Records in history, with each change of `keys`' entities, the values
+    /// before and after of those keys (DESIGN.md §2: `store/history` of a
+    /// scoped key judges its read rule on them). Replaces the keys recorded so
+    /// far; the capture is installed before the next write.
+    public func recordScopeValues(of keys: [String: Set<String>]) {
+        let sorted = keys.filter { !$0.value.isEmpty }.mapValues { $0.sorted() }
+        scopeRecording.withLock { recording in
+            if recording.keys != sorted { recording = (sorted, nil) }
+        }
+    }
+
+    /// Installs the capture of ``scopeRecording`` if the keys or the model
+    /// changed since (in its own transaction, so a write that fails does not
+    /// undo it); returns whether any keys are recorded.
+    private func prepareScopeCapture() throws(RPCError) -> Bool {
+        let schema = schema
+        let (keys, installed) = scopeRecording.withLock { $0 }
+        guard installed != schema.version else { return !keys.isEmpty }
+        try Self.mapErrors {
+            try pool.write { db in try ScopeCapture.install(db, schema: schema, keys: keys) }
+        }
+        scopeRecording.withLock { recording in
+            if recording.keys == keys { recording.installed = schema.version }
+        }
+        return !keys.isEmpty
     }
 
     /// Writes what only this store keeps (the results cache): never replicated.
