@@ -380,6 +380,14 @@ NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
                       "params": obj({"transaction": ref("Transaction"), "changes": ref("Changes")},
                                     {"observer": nullable(STRING), "author": nullable(STRING),
                                      "objects": nullable({"type": "object", "additionalProperties": ref("Object")})})},
+    "store/observeDidEnd": {"direction": "server to client",
+                            "params": obj({"observer": STRING,
+                                           "reason": {"type": "string", "description":
+                                                      "error (the observer's row-level scope could not be "
+                                                      "evaluated; it is removed and no store/didSave for it follows: "
+                                                      "observe again and fetch)"},
+                                           "message": STRING},
+                                          {"transaction": nullable(ref("Transaction"))})},
     "results/didChange": {"direction": "server to client",
                           "params": obj({"subscription": STRING, "seq": {"type": "integer", "minimum": 1},
                                          "transaction": ref("Transaction"),

@@ -495,8 +495,8 @@ final class ScopeTests: XCTestCase {
 
     /// A scope that cannot be evaluated for one subscriber (a runaway `MATCHES`
     /// on its key's attribute, stopped by the time limit on one match) invalidates
-    /// that subscription alone, and removes that key's observer; every other
-    /// subscriber keeps its deltas.
+    /// that subscription alone, and ends that key's observer (its client gets
+    /// `store/observeDidEnd`); every other subscriber and observer goes on.
     func testAScopeThatFailsInvalidatesOnlyItsSubscriber() async throws {
         try Self.policy.replacingOccurrences(
             of: #""teammate": {"#,
@@ -517,14 +517,43 @@ final class ScopeTests: XCTestCase {
             sectionKeyPath: nil)
         let danaSubscription = try await dana.call(ResultsSubscribe.self, .init(request: request, include: .all))
             .subscription
-        _ = try await dana.call(StoreObserve.self, .init())
+        let danaObserver = try await dana.call(StoreObserve.self, .init()).observer
+        // Her object context merging saves hears it too: the change stream says merging ended.
+        let context = ObjectContext(connection: dana)
+        try await context.setAutomaticallyMergesChangesFromStore(true)
+        let contextChanges = context.objectsDidChange()
+        let contextEnded = Task { () -> String? in
+            for await change in contextChanges where change.mergingEnded != nil { return change.mergingEnded }
+            return nil
+        }
+        let aliceObserver = try await alice.call(StoreObserve.self, .init()).observer
         // Matching this title against (a+)+b backtracks for far longer than one match may take.
         let runaway = String(repeating: "a", count: 27) + "c"
-        _ = try await admin.call(StoreSave.self, .init(inserted: [note(runaway, owner: "alice")]))
+        let saved = try await admin.call(StoreSave.self, .init(inserted: [note(runaway, owner: "alice")]))
         let invalidated = await danaCollector.take(timeout: .seconds(30)) {
             $0.decode(ResultsDidInvalidate.self)?.subscription == danaSubscription
         }
         XCTAssertEqual(invalidated?.decode(ResultsDidInvalidate.self)?.reason, "error")
+        // Dana's client is told that her observer ended, and at which transaction.
+        let ended = await danaCollector.take(timeout: .seconds(30)) {
+            $0.decode(ObserveDidEnd.self)?.observer == danaObserver
+        }?.decode(ObserveDidEnd.self)
+        XCTAssertEqual(ended?.observer, danaObserver)
+        XCTAssertEqual(ended?.reason, "error")
+        XCTAssertEqual(ended?.transaction, saved.transaction)
+        XCTAssertFalse(ended?.message.isEmpty ?? true)
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(30))
+            contextEnded.cancel()
+        }
+        let endedMerging = await contextEnded.value
+        timeout.cancel()
+        XCTAssertTrue(endedMerging?.contains("MATCHES") ?? false, "\(endedMerging ?? "no end")")
+        XCTAssertFalse(context.automaticallyMergesChangesFromStore)
+        let aliceSave = await aliceCollector.take(timeout: .seconds(10)) {
+            $0.decode(DidSave.self)?.observer == aliceObserver
+        }
+        XCTAssertEqual(aliceSave?.decode(DidSave.self)?.transaction, saved.transaction, "alice's observer goes on")
         var change = try await aliceCollector.expect(for: aliceMirror.subscription)
         aliceMirror.apply(change)
         // Alice goes on getting her deltas; dana's observer is gone, not fed.
@@ -536,6 +565,8 @@ final class ScopeTests: XCTestCase {
         let sessions = try await admin.call(ServerStats.self, .init()).sessions
         XCTAssertEqual(sessions.first { $0.client?.name == "dana" }?.observers, 0)
         XCTAssertNil(danaCollector.drain().first { $0.decode(DidSave.self) != nil }, "dana heard of a save")
+        XCTAssertNil(
+            aliceCollector.drain().first { $0.decode(ObserveDidEnd.self) != nil }, "alice's observer did not end")
         // It was the MATCHES time limit that stopped the scope, for dana's set and dana's observer.
         XCTAssertEqual(daemon.stop(), 0)
         let log = daemon.log
