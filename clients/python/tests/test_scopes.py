@@ -153,5 +153,5 @@ def test_an_observer_whose_scope_fails_is_told_it_ended(scoped: Dict[str, Any]) 
             assert arrived.wait_for(lambda: len(ended) >= 1, timeout=30), ended
         assert ended[0]["observer"] == observer and ended[0]["reason"] == "error", ended
         assert ended[0]["transaction"] == saved["transaction"] and ended[0]["message"], ended
-        with pytest.raises(depot.NotFoundError):
+        with pytest.raises(depot.errors.NotFoundError):
             dana.call("store/unobserve", {"observer": observer})
