@@ -195,6 +195,17 @@ final class ScopeTests: XCTestCase {
             try await alice.call(
                 StoreSave.self, .init(inserted: [self.note("b1", owner: "alice")], mergePolicy: .objectTrump))
         }
+        // Filing her note into bob's folder changes the folder (its notes): Folder's write rule refuses it.
+        let filing = await assertServerError(.forbidden) {
+            try await alice.call(
+                StoreSave.self,
+                .init(updated: [UpdatedObject(id: ids["a1"]!, values: ["folder": .string(ids["bf"]!)])]))
+        }
+        XCTAssertEqual(filing?.data?["entity"], "Folder")
+        XCTAssertEqual(filing?.data?["object"]?.stringValue, ids["bf"])
+        XCTAssertEqual(filing?.data?["rule"], "owner == $keyName")
+        let folder = try await admin.call(StoreGet.self, .init(ids: [ids["a1"]!])).objects.first?["folder"]
+        XCTAssertEqual(folder, .null, "nothing of the refused filing committed")
         let after = try await titles(admin)
         XCTAssertEqual(after, before, "no refused write left anything behind")
         let value6 = try await admin.call(StoreCount.self, FetchRequest(entity: "Note")).count

@@ -185,8 +185,10 @@ struct BatchInsertOperation {
                     "the batch is invalid (\(problemCount) problem\(problemCount == 1 ? "" : "s")\(problemCount > problems.count ? ", the first \(problems.count) listed" : "")): \(first)",
                 data: ["errors": .array(problems), "count": .int(Int64(problemCount))])
         }
+        // With the objects at the other end of the relationships the batch set (their inverse changed).
         try writeScope?.check(
-            writtenRows.map { ObjectID(entity: entity.name, row: $0) }, in: db, schema: schema, when: "after the batch")
+            writtenRows.map { ObjectID(entity: entity.name, row: $0) } + recorder.updatedRows, in: db, schema: schema,
+            when: "after the batch")
         try cancellation?.check()
         progress?(count)
         let committed = try recorder.commit(
