@@ -8,7 +8,7 @@ struct ObservationCenter {
     /// so they precede the committing request's response. Values are read
     /// from `store`, a snapshot right after the commit (left out without one).
     static func publish(_ transaction: CommittedTransaction, store: Store?, service: DepotService) {
-        let observers = service.sessions.observers()
+        let observers = service.sessions.observers(concerning: transaction)
         guard !observers.isEmpty else { return }
         let changes = transaction.wireChanges
         var values: [ObjectID: JSONValue]?
@@ -115,7 +115,8 @@ extension DepotService {
     ) {
         afterCommits { [self] snapshot in
             do throws(RPCError) {
-                try scoped.start(scope: scope ?? scoped.scope, store: snapshot.get())
+                let terms = try scoped.start(scope: scope ?? scoped.scope, store: snapshot.get())
+                sessions.file(observer, routingID: routingID, terms: terms)
             } catch {
                 _ = sessions.removeObserver(observer, routingID: routingID)
                 logger.error(
