@@ -418,6 +418,46 @@ final class ScopeTests: XCTestCase {
         XCTAssertEqual(history.transactions.last?.changes["Note"], EntityChanges(deleted: [shared]))
     }
 
+    /// Observers filed by the value their rule pins (Folder: `owner == $keyName`):
+    /// a folder moving from bob to alice reaches both, a delete for bob and an
+    /// insert for alice; later changes reach only alice's.
+    func testObserversFiledByValueHearRowsLeavingTheirValue() async throws {
+        try startDaemon()
+        let admin = try await connect("admin")
+        let alice = try await connect("alice")
+        let bob = try await connect("bob")
+        defer { [admin, alice, bob].forEach { $0.abort() } }
+        let aliceCollector = ChangeCollector(alice)
+        let bobCollector = ChangeCollector(bob)
+        let aliceObserver = try await alice.call(StoreObserve.self, .init(entities: ["Folder"])).observer
+        let bobObserver = try await bob.call(StoreObserve.self, .init(entities: ["Folder"])).observer
+        func next(_ collector: ChangeCollector, _ observer: String) async -> EntityChanges? {
+            await collector.take(timeout: .seconds(10)) { $0.decode(DidSave.self)?.observer == observer }?.decode(
+                DidSave.self)?.changes["Folder"]
+        }
+        let folder = try await admin.call(
+            StoreSave.self,
+            .init(inserted: [InsertedObject(entity: "Folder", tempId: "f", values: ["name": "f", "owner": "bob"])])
+        ).ids["f"]!
+        let inserted = await next(bobCollector, bobObserver)
+        XCTAssertEqual(inserted, EntityChanges(inserted: [folder]))
+        _ = try await admin.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: folder, values: ["owner": "alice"])]))
+        let left = await next(bobCollector, bobObserver)
+        XCTAssertEqual(left, EntityChanges(deleted: [folder]), "the folder left bob's value")
+        let entered = await next(aliceCollector, aliceObserver)
+        XCTAssertEqual(entered, EntityChanges(inserted: [folder]), "and entered alice's")
+        _ = try await admin.call(StoreSave.self, .init(updated: [UpdatedObject(id: folder, values: ["name": "g"])]))
+        _ = try await admin.call(StoreSave.self, .init(deleted: [DeletedObject(id: folder)]))
+        let renamed = await next(aliceCollector, aliceObserver)
+        XCTAssertEqual(renamed?.updated.map(\.id), [folder])
+        let deleted = await next(aliceCollector, aliceObserver)
+        XCTAssertEqual(deleted, EntityChanges(deleted: [folder]))
+        let late = await bobCollector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
+        XCTAssertNil(late, "bob heard of a folder no longer his")
+        XCTAssertNil(aliceCollector.drain().first { $0.decode(DidSave.self) != nil }, "alice heard more")
+    }
+
     /// A scoped observer whose rule reads through a relationship (so is checked
     /// with SQL, not in memory): a note filed into the key's folder is an
     /// insert, moved out of it a delete; notes elsewhere send nothing.
