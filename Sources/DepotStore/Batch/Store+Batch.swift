@@ -59,6 +59,7 @@ extension Store {
         operation.cancellation = cancellation
         operation.progress = progress
         operation.retention = historyRetention
+        operation.capturesScopeValues = capturesScopeValues
         return operation
     }
 
@@ -172,6 +173,7 @@ extension Store {
             operation.cancellation = cancellation
             operation.progress = progress
             operation.retention = historyRetention
+            operation.capturesScopeValues = capturesScopeValues
             operation.writeScope = writeScope
             return try operation.run(db, params: params)
         }

@@ -13,14 +13,18 @@ enum HistoryLog {
     /// running total of what history has stored, so that a size bound prunes
     /// with one indexed delete instead of summing the table.
     static func record(
-        _ db: Database, schema: Schema, author: String?, changes: [String: EntityChangeSet], retention: HistoryRetention
+        _ db: Database, schema: Schema, author: String?, changes: [String: EntityChangeSet],
+        retention: HistoryRetention,
+        capturing: Bool
     )
         throws -> CommittedTransaction
     {
         let timestamp = Date().timeIntervalSince1970
         var changes = changes
-        for (entity, values) in try ScopeCapture.values(db, schema: schema, changes: changes) {
-            changes[entity]?.recorded = values
+        if capturing {
+            for (entity, values) in try ScopeCapture.values(db, schema: schema, changes: changes) {
+                changes[entity]?.recorded = values
+            }
         }
         let text = String(decoding: HistoryCoding.encode(changes), as: UTF8.self)
         let number = try insert(db, number: nil, timestamp: timestamp, author: author, text: text, retention: retention)

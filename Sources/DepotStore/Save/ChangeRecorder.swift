@@ -100,7 +100,8 @@ struct ChangeRecorder {
     /// history and returns it, with the new versions of updated rows; `nil`
     /// when nothing changed.
     func commit(
-        _ db: Database, schema: Schema, statements: SaveStatements, author: String?, retention: HistoryRetention
+        _ db: Database, schema: Schema, statements: SaveStatements, author: String?, retention: HistoryRetention,
+        capturing: Bool = false
     ) throws -> (
         CommittedTransaction, [String: Int64]
     )? {
@@ -112,7 +113,8 @@ struct ChangeRecorder {
         }
         guard !isEmpty else { return nil }
         return (
-            try HistoryLog.record(db, schema: schema, author: author, changes: changes(), retention: retention),
+            try HistoryLog.record(
+                db, schema: schema, author: author, changes: changes(), retention: retention, capturing: capturing),
             versions
         )
     }

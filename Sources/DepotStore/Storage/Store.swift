@@ -228,6 +228,9 @@ public final class Store: Sendable {
         }
     }
 
+    /// Whether history records the values scopes read (some keys are recorded).
+    var capturesScopeValues: Bool { !scopeRecording.withLock { $0.keys.isEmpty } }
+
     /// Installs the capture of ``scopeRecording`` if the keys or the model
     /// changed since (in its own transaction, so a write that fails does not
     /// undo it); returns whether any keys are recorded.
