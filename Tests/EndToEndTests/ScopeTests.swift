@@ -84,9 +84,10 @@ final class ScopeTests: XCTestCase {
         daemon = try Daemon(dataDirectory: directory.appendingPathComponent("data"), arguments: arguments)
     }
 
-    private func connect(_ name: String) async throws -> DepotConnection {
+    private func connect(_ name: String, to other: Daemon? = nil) async throws -> DepotConnection {
         try await DepotConnection.connect(
-            to: daemon.endpoint, clientInfo: ImplementationInfo(name: name, version: "1"), timeout: .seconds(10),
+            to: (other ?? daemon).endpoint, clientInfo: ImplementationInfo(name: name, version: "1"),
+            timeout: .seconds(10),
             keys: try ClientKeys(serverKey: server.publicKey, secretKey: clients[name]!.secretKey))
     }
 
@@ -504,6 +505,47 @@ final class ScopeTests: XCTestCase {
         let refused = await assertServerError(.forbidden) { try await dana.call(StoreHistory.self, .init(since: 0)) }
         XCTAssertEqual(refused?.data?["rule"], "folder.owner == $keyName")
         XCTAssertEqual(refused?.data?["entity"], "Note")
+    }
+
+    /// In a PostgreSQL cluster the recorded values travel with each history
+    /// entry: a scoped key's history is the same on the daemon that committed
+    /// the saves and on one that applied them from the log.
+    func testScopedHistoryIsTheSameOnEveryDaemonOfACluster() async throws {
+        guard let url = ProcessInfo.processInfo.environment["DEPOT_TEST_STORE"], !url.isEmpty else {
+            throw XCTSkip("needs PostgreSQL (DEPOT_TEST_STORE, as make test-postgres sets)")
+        }
+        let store = "\(url)?schema=scopes_\(UUID().uuidString.prefix(8).lowercased())"
+        daemon = try Daemon(
+            dataDirectory: directory.appendingPathComponent("one"), arguments: arguments + ["--store", store])
+        let other = try Daemon(
+            dataDirectory: directory.appendingPathComponent("two"), arguments: arguments + ["--store", store])
+        defer { XCTAssertEqual(other.stop(), 0) }
+        let bob = try await connect("bob")
+        let alice = try await connect("alice")
+        let aliceThere = try await connect("alice", to: other)
+        defer { [bob, alice, aliceThere].forEach { $0.abort() } }
+        let ids = try await bob.call(
+            StoreSave.self, .init(inserted: [note("c1", owner: "bob", shared: true), note("c2", owner: "bob")])
+        ).ids
+        _ = try await bob.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["c1"]!, values: ["shared": false])]))
+        let last = try await bob.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["c2"]!, values: ["shared": true])])
+        ).transaction
+        let here = try await alice.call(StoreHistory.self, .init(since: 0))
+        var there = try await aliceThere.call(StoreHistory.self, .init(since: 0))
+        for _ in 0..<200 where there.latest < last {
+            try await Task.sleep(for: .milliseconds(50))
+            there = try await aliceThere.call(StoreHistory.self, .init(since: 0))
+        }
+        XCTAssertEqual(
+            here.transactions.map(\.changes),
+            [
+                ["Note": EntityChanges(inserted: [ids["c1"]!])], ["Note": EntityChanges(deleted: [ids["c1"]!])],
+                ["Note": EntityChanges(inserted: [ids["c2"]!])],
+            ])
+        XCTAssertEqual(there.transactions.map(\.transaction), here.transactions.map(\.transaction))
+        XCTAssertEqual(there.transactions.map(\.changes), here.transactions.map(\.changes))
     }
 
     /// A SIGHUP whose policy reads a key no rule read before: history recorded
