@@ -84,6 +84,18 @@ final class ScopeTests: XCTestCase {
         daemon = try Daemon(dataDirectory: directory.appendingPathComponent("data"), arguments: arguments)
     }
 
+    /// Starts the daemon with the policy plus a read-only `role` whose read rules are `reading`
+    /// (by entity), and the key file `keys` (as ``writeKeys(_:)`` takes it).
+    private func startDaemon(role: String, reading: [String: String], keys: [String: String]) throws {
+        let entities = JSONValue.object(reading.mapValues { .object(["read": .string($0)]) })
+        let added = String(
+            decoding: JSONWriter.encode(.object(["base": "read", "entities": entities])), as: UTF8.self)
+        try Self.policy.replacingOccurrences(of: #""teammate": {"#, with: "\"\(role)\": \(added), \"teammate\": {")
+            .write(to: policyFile, atomically: true, encoding: .utf8)
+        try writeKeys(keys)
+        try startDaemon()
+    }
+
     private func connect(_ name: String, to other: Daemon? = nil) async throws -> DepotConnection {
         try await DepotConnection.connect(
             to: (other ?? daemon).endpoint, clientInfo: ImplementationInfo(name: name, version: "1"),
@@ -463,13 +475,9 @@ final class ScopeTests: XCTestCase {
     /// with SQL, not in memory): a note filed into the key's folder is an
     /// insert, moved out of it a delete; notes elsewhere send nothing.
     func testAnObserverWhoseRuleFollowsARelationship() async throws {
-        try Self.policy.replacingOccurrences(
-            of: #""teammate": {"#,
-            with:
-                #""filer": {"base": "read", "entities": {"Note": {"read": "folder.owner == $keyName"}}}, "teammate": {"#
-        ).write(to: policyFile, atomically: true, encoding: .utf8)
-        try writeKeys(["dana": "filer dana", "admin": "admin"])
-        try startDaemon()
+        try startDaemon(
+            role: "filer", reading: ["Note": "folder.owner == $keyName"],
+            keys: ["dana": "filer dana", "admin": "admin"])
         let admin = try await connect("admin")
         let dana = try await connect("dana")
         defer { [admin, dana].forEach { $0.abort() } }
@@ -591,13 +599,9 @@ final class ScopeTests: XCTestCase {
     /// that subscription alone, and ends that key's observer (its client gets
     /// `store/observeDidEnd`); every other subscriber and observer goes on.
     func testAScopeThatFailsInvalidatesOnlyItsSubscriber() async throws {
-        try Self.policy.replacingOccurrences(
-            of: #""teammate": {"#,
-            with:
-                #""matcher": {"base": "read", "entities": {"Note": {"read": "title MATCHES $pattern"}}}, "teammate": {"#
-        ).write(to: policyFile, atomically: true, encoding: .utf8)
-        try writeKeys(["alice": "member", "bob": "member", "dana": "matcher dana pattern=(a+)+b", "admin": "admin"])
-        try startDaemon()
+        try startDaemon(
+            role: "matcher", reading: ["Note": "title MATCHES $pattern"],
+            keys: ["alice": "member", "bob": "member", "dana": "matcher dana pattern=(a+)+b", "admin": "admin"])
         let admin = try await connect("admin")
         let alice = try await connect("alice")
         let dana = try await connect("dana")
