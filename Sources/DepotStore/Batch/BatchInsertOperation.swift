@@ -20,8 +20,8 @@ struct BatchInsertOperation {
     var cancellation: Cancellation?
     var progress: ((Int) -> Void)?
     var retention: HistoryRetention = .forever
-    /// Whether history records the values scopes read (``ScopeCapture``): only then is the capture read.
-    var capturesScopeValues = false
+    /// The keys whose values history records, by entity (``ScopeCapture``); empty for none.
+    var scopeCapture: [String: [String]] = [:]
     /// The requesting key's write scope: an object merged into must be in it
     /// before, and every object written must be in it after (checked at the end).
     var writeScope: WriteScope?
@@ -195,7 +195,7 @@ struct BatchInsertOperation {
         progress?(count)
         let committed = try recorder.commit(
             db, schema: schema, statements: statements, author: author, retention: retention,
-            capturing: capturesScopeValues)?.0
+            captured: scopeCapture)?.0
         return (
             BatchInsert.Result(
                 inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed

@@ -59,7 +59,7 @@ extension Store {
         operation.cancellation = cancellation
         operation.progress = progress
         operation.retention = historyRetention
-        operation.capturesScopeValues = capturesScopeValues
+        operation.scopeCapture = scopeCapture
         return operation
     }
 
@@ -173,7 +173,7 @@ extension Store {
             operation.cancellation = cancellation
             operation.progress = progress
             operation.retention = historyRetention
-            operation.capturesScopeValues = capturesScopeValues
+            operation.scopeCapture = scopeCapture
             operation.writeScope = writeScope
             return try operation.run(db, params: params)
         }

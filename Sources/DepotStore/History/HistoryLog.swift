@@ -15,14 +15,16 @@ enum HistoryLog {
     static func record(
         _ db: Database, schema: Schema, author: String?, changes: [String: EntityChangeSet],
         retention: HistoryRetention,
-        capturing: Bool
+        captured: [String: [String]]
     )
         throws -> CommittedTransaction
     {
         let timestamp = Date().timeIntervalSince1970
         var changes = changes
-        if capturing {
-            for (entity, values) in try ScopeCapture.values(db, schema: schema, changes: changes) {
+        if !captured.isEmpty {
+            for (entity, values) in try ScopeCapture.values(
+                db, schema: schema, changes: changes, captured: captured)
+            {
                 changes[entity]?.recorded = values
             }
         }

@@ -54,13 +54,16 @@ enum ScopeCapture {
     static let prefix = "depot_before_"
 
     /// Installs the capture of `keys` by entity (those of `schema`'s entities
-    /// that it has as attributes or to-one relationships), replacing any other.
-    static func install(_ db: Database, schema: Schema, keys: [String: [String]]) throws {
+    /// that it has as attributes or to-one relationships), replacing any other;
+    /// returns what it installed: the keys captured by entity name, sorted.
+    static func install(_ db: Database, schema: Schema, keys: [String: [String]]) throws -> [String: [String]] {
         try drop(db)
+        var installed: [String: [String]] = [:]
         for (name, keys) in keys.sorted(by: { $0.key < $1.key }) {
             guard let entity = schema.entity(named: name) else { continue }
-            let columns = keys.filter { entity.attributes[$0] != nil || entity.toOne[$0] != nil }.sorted()
-                .map(entity.column)
+            let captured = keys.filter { entity.attributes[$0] != nil || entity.toOne[$0] != nil }.sorted()
+            installed[name] = captured
+            let columns = captured.map(entity.column)
             let table = EntitySchema.quote(prefix + entity.tableName)
             let list = (["id", "_version"] + columns).joined(separator: ", ")
             let old = (["id", "_version"] + columns).map { "OLD." + $0 }.joined(separator: ", ")
@@ -76,6 +79,7 @@ enum ScopeCapture {
                         """)
             }
         }
+        return installed
     }
 
     /// Removes every capture table and trigger (before a model migration, which may drop columns they read).
@@ -86,10 +90,12 @@ enum ScopeCapture {
         }
     }
 
-    /// Empties the capture tables: what a replica applied, or a write that recorded nothing, left there.
-    static func clear(_ db: Database) throws {
-        for entity in try capturedEntities(db) {
-            try db.execute(sql: "DELETE FROM temp.\(EntitySchema.quote(prefix + entity.tableName))")
+    /// Empties the capture tables of `captured`'s entities (as ``install(_:schema:keys:)``
+    /// returned them): what a replica applied, or a write that recorded nothing, left there.
+    static func clear(_ db: Database, schema: Schema, captured: [String: [String]]) throws {
+        for name in captured.keys {
+            guard let entity = schema.entity(named: name) else { continue }
+            try db.executeCached(sql: "DELETE FROM temp.\(EntitySchema.quote(prefix + entity.tableName))")
         }
     }
 
@@ -101,39 +107,23 @@ enum ScopeCapture {
         ).map { ($0[0], $0[1]) }
     }
 
-    /// The installed captures: each entity's table name (without the prefix).
-    private static func capturedEntities(_ db: Database) throws -> [(tableName: String, keys: [String])] {
-        var result: [(String, [String])] = []
-        for (name, type) in try installedObjects(db) where type == "table" {
-            let columns = try Row.fetchAll(db, sql: "PRAGMA temp.table_info(\(EntitySchema.quote(name)))").map {
-                $0["name"] as String
-            }
-            result.append((String(name.dropFirst(prefix.count)), columns.filter { $0 != "id" && $0 != "_version" }))
-        }
-        return result
-    }
-
-    /// The recorded values of `changes`' rows of the captured entities: before
+    /// The recorded values of `changes`' rows of the `captured` entities: before
     /// from the capture tables (a row updated without a column of its table
     /// changing, as by a to-many inverse, has the same values before and after),
     /// after from the tables now. Empties the capture tables.
-    static func values(_ db: Database, schema: Schema, changes: [String: EntityChangeSet]) throws -> [String:
-        RecordedValues]
-    {
-        let captured = try capturedEntities(db)
-        guard !captured.isEmpty else { return [:] }
+    static func values(
+        _ db: Database, schema: Schema, changes: [String: EntityChangeSet], captured: [String: [String]]
+    ) throws -> [String: RecordedValues] {
         var result: [String: RecordedValues] = [:]
-        for (tableName, keys) in captured {
-            guard let entity = schema.entities.first(where: { $0.tableName == tableName }),
-                let set = changes[entity.name]
-            else { continue }
+        for (name, keys) in captured {
+            guard let entity = schema.entity(named: name), let set = changes[name] else { continue }
             let shape = try ObjectShape(entity: entity, properties: keys)
             func read(_ rows: [Int64], from table: String) throws -> [Int64: [JSONValue]] {
                 guard !rows.isEmpty else { return [:] }
                 let sql =
                     "SELECT \(shape.selectList(schema: schema)) FROM \(table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
                 var found: [Int64: [JSONValue]] = [:]
-                for row in try Row.fetchAll(db, sql: sql, arguments: [Store.jsonArray(rows)]) {
+                for row in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [Store.jsonArray(rows)]) {
                     guard case .object(let object) = shape.object(from: row) else { continue }
                     found[row[0]] = shape.keys.map { object[$0] ?? .null }
                 }
@@ -148,9 +138,9 @@ enum ScopeCapture {
             for row in updated { rows[row] = .init(before: before[row] ?? after[row], after: after[row]) }
             // A delete without its old values (no capture then) is left out: history says it cannot be judged.
             for row in set.deleted { if let old = before[row] { rows[row] = .init(before: old, after: nil) } }
-            result[entity.name] = RecordedValues(keys: shape.keys, rows: rows)
+            result[name] = RecordedValues(keys: shape.keys, rows: rows)
         }
-        try clear(db)
+        try clear(db, schema: schema, captured: captured)
         return result
     }
 }

@@ -101,7 +101,7 @@ struct ChangeRecorder {
     /// when nothing changed.
     func commit(
         _ db: Database, schema: Schema, statements: SaveStatements, author: String?, retention: HistoryRetention,
-        capturing: Bool = false
+        captured: [String: [String]] = [:]
     ) throws -> (
         CommittedTransaction, [String: Int64]
     )? {
@@ -114,7 +114,7 @@ struct ChangeRecorder {
         guard !isEmpty else { return nil }
         return (
             try HistoryLog.record(
-                db, schema: schema, author: author, changes: changes(), retention: retention, capturing: capturing),
+                db, schema: schema, author: author, changes: changes(), retention: retention, captured: captured),
             versions
         )
     }

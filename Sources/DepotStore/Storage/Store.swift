@@ -34,9 +34,11 @@ public final class Store: Sendable {
     let rebuilt = Atomic<Bool>(false)
     /// The save's statements, prepared on the writer's connection by entity and shape.
     let saveStatements = SaveStatements()
-    /// The keys whose values history records by entity (``recordScopeValues(of:)``), and
-    /// the model version their capture was installed for (`nil`: to install before the next write).
-    let scopeRecording = Mutex<(keys: [String: [String]], installed: Int64?)>(([:], nil))
+    /// The keys whose values history records by entity (``recordScopeValues(of:)``), the
+    /// model version their capture was installed for (`nil`: to install before the next write),
+    /// and what was installed (the keys captured by entity, as ``ScopeCapture`` reads them).
+    let scopeRecording = Mutex<(keys: [String: [String]], installed: Int64?, captured: [String: [String]])>(
+        ([:], nil, [:]))
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
     ///
@@ -202,17 +204,18 @@ public final class Store: Sendable {
     /// In a cluster the write goes through its log (``replicatedWrite(_:)``).
     public func write<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
         precondition(snapshot == nil, "a snapshot store does not write")
-        let capturing = try prepareScopeCapture()
+        let captured = try prepareScopeCapture()
+        let schema = schema
         guard let replication else {
             return try Self.mapErrors {
                 try pool.write { db in
-                    if capturing { try ScopeCapture.clear(db) }
+                    try ScopeCapture.clear(db, schema: schema, captured: captured)
                     return try body(db)
                 }
             }
         }
         return try replicatedWrite(replication) { db in
-            if capturing { try ScopeCapture.clear(db) }
+            try ScopeCapture.clear(db, schema: schema, captured: captured)
             return try body(db)
         }
     }
@@ -224,27 +227,28 @@ public final class Store: Sendable {
     public func recordScopeValues(of keys: [String: Set<String>]) {
         let sorted = keys.filter { !$0.value.isEmpty }.mapValues { $0.sorted() }
         scopeRecording.withLock { recording in
-            if recording.keys != sorted { recording = (sorted, nil) }
+            if recording.keys != sorted { recording = (sorted, nil, recording.captured) }
         }
     }
 
-    /// Whether history records the values scopes read (some keys are recorded).
-    var capturesScopeValues: Bool { !scopeRecording.withLock { $0.keys.isEmpty } }
+    /// The keys history records the values of, by entity, as installed (empty: none).
+    var scopeCapture: [String: [String]] { scopeRecording.withLock { $0.captured } }
 
     /// Installs the capture of ``scopeRecording`` if the keys or the model
     /// changed since (in its own transaction, so a write that fails does not
-    /// undo it); returns whether any keys are recorded.
-    private func prepareScopeCapture() throws(RPCError) -> Bool {
+    /// undo it); returns what is captured (the keys by entity).
+    private func prepareScopeCapture() throws(RPCError) -> [String: [String]] {
         let schema = schema
-        let (keys, installed) = scopeRecording.withLock { $0 }
-        guard installed != schema.version else { return !keys.isEmpty }
-        try Self.mapErrors {
+        let (keys, installed, captured) = scopeRecording.withLock { $0 }
+        guard installed != schema.version else { return captured }
+        let fresh = try Self.mapErrors {
             try pool.write { db in try ScopeCapture.install(db, schema: schema, keys: keys) }
         }
         scopeRecording.withLock { recording in
+            recording.captured = fresh
             if recording.keys == keys { recording.installed = schema.version }
         }
-        return !keys.isEmpty
+        return fresh
     }
 
     /// Writes what only this store keeps (the results cache): never replicated.
