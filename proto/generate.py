@@ -287,7 +287,10 @@ METHODS = [
            obj({}, {"entities": nullable({"type": "array", "items": STRING}), "includeValues": nullable(BOOL)}),
            obj({"observer": STRING})),
     method("store/unobserve", "Ends an observer.", obj({"observer": STRING}), NULL, errors=[-32013]),
-    method("store/history", "The committed transactions after `since` (persistent history).",
+    method("store/history", "The committed transactions after `since` (persistent history); for a key "
+           "with a row-level scope, only the changes in its read scope, as its store/didSave heard them "
+           "(transactions with none left out; -32602 on since for history recorded before a policy that reads "
+           "new keys, -32018 for a read rule through a relationship).",
            obj({"since": NONNEG}, {"limit": nullable({"type": "integer", "minimum": 1})}),
            obj({"transactions": {"type": "array", "items": ref("TransactionRecord")}, "latest": ref("Transaction"),
                 "oldest": ref("Transaction")})),
@@ -378,6 +381,14 @@ NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
                       "params": obj({"transaction": ref("Transaction"), "changes": ref("Changes")},
                                     {"observer": nullable(STRING), "author": nullable(STRING),
                                      "objects": nullable({"type": "object", "additionalProperties": ref("Object")})})},
+    "store/observeDidEnd": {"direction": "server to client",
+                            "params": obj({"observer": STRING,
+                                           "reason": {"type": "string", "description":
+                                                      "error (the observer's row-level scope could not be "
+                                                      "evaluated; it is removed and no store/didSave for it follows: "
+                                                      "observe again and fetch)"},
+                                           "message": STRING},
+                                          {"transaction": nullable(ref("Transaction"))})},
     "results/didChange": {"direction": "server to client",
                           "params": obj({"subscription": STRING, "seq": {"type": "integer", "minimum": 1},
                                          "transaction": ref("Transaction"),

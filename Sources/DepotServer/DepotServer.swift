@@ -76,8 +76,11 @@ public final class DepotServer: Sendable {
             let policy = try configuration.policyFile.map { (path) throws(ConfigurationError) in
                 try AccessPolicy(contentsOf: path)
             }
-            let ring = KeyRing(
-                try AuthorizedKeys(contentsOf: keysFile, policy: policy ?? AccessPolicy(), schema: store.schema))
+            let authorized = try AuthorizedKeys(
+                contentsOf: keysFile, policy: policy ?? AccessPolicy(), schema: store.schema)
+            // History records the values the read rules read, so that store/history of a scoped key is exact.
+            store.recordScopeValues(of: HistoryScope.recordedKeys(of: authorized.keys.values.compactMap(\.scope)))
+            let ring = KeyRing(authorized)
             security = TransportSecurity(secretKey: secretKey, keys: ring)
             logger.info("CURVE on tcp endpoints: \(ring.count) authorized key(s) from \(keysFile)")
         }
@@ -144,6 +147,7 @@ public final class DepotServer: Sendable {
             try AccessPolicy(contentsOf: path)
         }
         let fresh = try AuthorizedKeys(contentsOf: path, policy: policy ?? AccessPolicy(), schema: store.schema)
+        store.recordScopeValues(of: HistoryScope.recordedKeys(of: fresh.keys.values.compactMap(\.scope)))
         let (removed, rescoped) = keys.replace(with: fresh)
         let closed = service.closeSessions(ofKeys: removed, reason: "its key was removed from \(path)")
         let invalidated = service.rescope(keys: rescoped)

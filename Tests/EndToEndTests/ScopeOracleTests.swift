@@ -12,8 +12,10 @@ import ZeroMQ
 /// reaches a key whose visible objects did not change, each key's
 /// `store/didSave` reports exactly the change it can see (an object updated out
 /// of its scope or deleted is a delete, one updated into it an insert; nothing
-/// when it sees none, and no value outside the scope), and every write outside
-/// a key's write scope is -32018 with the store unchanged. Fixed seeds.
+/// when it sees none, and no value outside the scope), every write outside
+/// a key's write scope is -32018 with the store unchanged, and at the end each
+/// key's `store/history` from the start (paged) repeats its didSaves
+/// transaction by transaction. Fixed seeds.
 final class ScopeOracleTests: XCTestCase {
     /// A scope rule: the policy's text and the same rule evaluated in memory.
     struct Rule {
@@ -160,6 +162,8 @@ final class ScopeOracleTests: XCTestCase {
         var heard = [0, 0, 0]
         var counter = 0
         var refused = 0
+        // Each key's didSaves in order, which its store/history must repeat transaction by transaction.
+        var saves: [[TransactionRecord]] = Array(repeating: [], count: keys.count)
         for step in 0..<steps {
             let actor = Int.random(in: 0..<keys.count, using: &random)
             let key = keys[actor]
@@ -234,6 +238,10 @@ final class ScopeOracleTests: XCTestCase {
                         note?.decode(DidSave.self), "\(place): \(keys[index].name) got no store/didSave")
                     XCTAssertEqual(Array(saved.changes.keys), ["Note"], "\(place): \(keys[index].name)'s didSave")
                     let changes = saved.changes["Note"] ?? EntityChanges()
+                    saves[index].append(
+                        TransactionRecord(
+                            transaction: saved.transaction, timestamp: "", author: saved.author,
+                            changes: saved.changes))
                     heard[0] += changes.inserted.count
                     heard[1] += changes.updated.count
                     heard[2] += changes.deleted.count
@@ -274,6 +282,26 @@ final class ScopeOracleTests: XCTestCase {
             let saves = left.compactMap { $0.decode(DidSave.self) }
             XCTAssertEqual(
                 saves.count, 0, "seed \(seed): \(keys[index].name) got didSaves of nothing it sees: \(saves)")
+        }
+        // Each key's history from the start is what its observer heard, read in pages of three.
+        for index in keys.indices {
+            var history: [TransactionRecord] = []
+            var since: Int64 = 0
+            while true {
+                let page = try await connections[index].call(StoreHistory.self, .init(since: since, limit: 3))
+                XCTAssertLessThanOrEqual(page.transactions.count, 3)
+                guard let last = page.transactions.last else { break }
+                history += page.transactions
+                since = last.transaction
+            }
+            let name = keys[index].name
+            XCTAssertEqual(
+                history.map(\.transaction), saves[index].map(\.transaction),
+                "seed \(seed): \(name)'s history (\(reads[index].text)) has the transactions of its didSaves")
+            for (entry, save) in zip(history, saves[index]) {
+                XCTAssertEqual(entry.author, save.author, "seed \(seed): \(name)'s history \(entry.transaction)")
+                XCTAssertEqual(entry.changes, save.changes, "seed \(seed): \(name)'s history \(entry.transaction)")
+            }
         }
         XCTAssertTrue(heard.allSatisfy { $0 > 0 }, "seed \(seed): didSaves named inserts, updates, deletes: \(heard)")
         XCTAssertGreaterThan(refused, 0, "seed \(seed): the walk tried writes outside the scopes")

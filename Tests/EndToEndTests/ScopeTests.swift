@@ -84,9 +84,22 @@ final class ScopeTests: XCTestCase {
         daemon = try Daemon(dataDirectory: directory.appendingPathComponent("data"), arguments: arguments)
     }
 
-    private func connect(_ name: String) async throws -> DepotConnection {
+    /// Starts the daemon with the policy plus a read-only `role` whose read rules are `reading`
+    /// (by entity), and the key file `keys` (as ``writeKeys(_:)`` takes it).
+    private func startDaemon(role: String, reading: [String: String], keys: [String: String]) throws {
+        let entities = JSONValue.object(reading.mapValues { .object(["read": .string($0)]) })
+        let added = String(
+            decoding: JSONWriter.encode(.object(["base": "read", "entities": entities])), as: UTF8.self)
+        try Self.policy.replacingOccurrences(of: #""teammate": {"#, with: "\"\(role)\": \(added), \"teammate\": {")
+            .write(to: policyFile, atomically: true, encoding: .utf8)
+        try writeKeys(keys)
+        try startDaemon()
+    }
+
+    private func connect(_ name: String, to other: Daemon? = nil) async throws -> DepotConnection {
         try await DepotConnection.connect(
-            to: daemon.endpoint, clientInfo: ImplementationInfo(name: name, version: "1"), timeout: .seconds(10),
+            to: (other ?? daemon).endpoint, clientInfo: ImplementationInfo(name: name, version: "1"),
+            timeout: .seconds(10),
             keys: try ClientKeys(serverKey: server.publicKey, secretKey: clients[name]!.secretKey))
     }
 
@@ -163,7 +176,11 @@ final class ScopeTests: XCTestCase {
         }
         let value5 = try await alice.call(StoreFetch.self, FetchRequest(entity: "Secret")).objects
         XCTAssertEqual(value5, [])
-        await assertServerError(.forbidden) { try await alice.call(StoreHistory.self, .init(since: 0)) }
+        // History: the one transaction, with only the notes she can see (no folder of bob's, no secret).
+        let history = try await alice.call(StoreHistory.self, .init(since: 0))
+        XCTAssertEqual(
+            history.transactions.map(\.changes),
+            [["Note": EntityChanges(inserted: [ids["a1"]!, ids["a2"]!, ids["b2"]!])]])
 
         // Writing: outside the write scope is -32018 naming entity, object and rule; nothing commits.
         let before = try await titles(admin)
@@ -191,6 +208,17 @@ final class ScopeTests: XCTestCase {
             try await alice.call(
                 StoreSave.self, .init(inserted: [self.note("b1", owner: "alice")], mergePolicy: .objectTrump))
         }
+        // Filing her note into bob's folder changes the folder (its notes): Folder's write rule refuses it.
+        let filing = await assertServerError(.forbidden) {
+            try await alice.call(
+                StoreSave.self,
+                .init(updated: [UpdatedObject(id: ids["a1"]!, values: ["folder": .string(ids["bf"]!)])]))
+        }
+        XCTAssertEqual(filing?.data?["entity"], "Folder")
+        XCTAssertEqual(filing?.data?["object"]?.stringValue, ids["bf"])
+        XCTAssertEqual(filing?.data?["rule"], "owner == $keyName")
+        let folder = try await admin.call(StoreGet.self, .init(ids: [ids["a1"]!])).objects.first?["folder"]
+        XCTAssertEqual(folder, .null, "nothing of the refused filing committed")
         let after = try await titles(admin)
         XCTAssertEqual(after, before, "no refused write left anything behind")
         let value6 = try await admin.call(StoreCount.self, FetchRequest(entity: "Note")).count
@@ -394,24 +422,62 @@ final class ScopeTests: XCTestCase {
             second.map { $0.inserted + $0.updated.map(\.id) + $0.deleted }, [[shared], [b1], [b1], [b1], [shared]])
         let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
         XCTAssertNil(late, "a didSave of nothing alice sees")
-        // History is still refused: its entries cannot be judged against the scope they were made under.
-        let refused = await assertServerError(.forbidden) {
-            try await alice.call(StoreHistory.self, .init(since: 0))
+        // Her history says what her observer heard, judged on the values recorded with each transaction.
+        let history = try await alice.call(StoreHistory.self, .init(since: 0))
+        XCTAssertEqual(history.transactions.map { $0.changes.keys.sorted() }, Array(repeating: ["Note"], count: 5))
+        XCTAssertEqual(
+            history.transactions.map { $0.changes["Note"].map { $0.inserted + $0.updated.map(\.id) + $0.deleted } },
+            [[shared], [b1], [b1], [b1], [shared]])
+        XCTAssertEqual(history.transactions.last?.changes["Note"], EntityChanges(deleted: [shared]))
+    }
+
+    /// Observers filed by the value their rule pins (Folder: `owner == $keyName`):
+    /// a folder moving from bob to alice reaches both, a delete for bob and an
+    /// insert for alice; later changes reach only alice's.
+    func testObserversFiledByValueHearRowsLeavingTheirValue() async throws {
+        try startDaemon()
+        let admin = try await connect("admin")
+        let alice = try await connect("alice")
+        let bob = try await connect("bob")
+        defer { [admin, alice, bob].forEach { $0.abort() } }
+        let aliceCollector = ChangeCollector(alice)
+        let bobCollector = ChangeCollector(bob)
+        let aliceObserver = try await alice.call(StoreObserve.self, .init(entities: ["Folder"])).observer
+        let bobObserver = try await bob.call(StoreObserve.self, .init(entities: ["Folder"])).observer
+        func next(_ collector: ChangeCollector, _ observer: String) async -> EntityChanges? {
+            await collector.take(timeout: .seconds(10)) { $0.decode(DidSave.self)?.observer == observer }?.decode(
+                DidSave.self)?.changes["Folder"]
         }
-        XCTAssertEqual(refused?.data?["method"], "store/history")
+        let folder = try await admin.call(
+            StoreSave.self,
+            .init(inserted: [InsertedObject(entity: "Folder", tempId: "f", values: ["name": "f", "owner": "bob"])])
+        ).ids["f"]!
+        let inserted = await next(bobCollector, bobObserver)
+        XCTAssertEqual(inserted, EntityChanges(inserted: [folder]))
+        _ = try await admin.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: folder, values: ["owner": "alice"])]))
+        let left = await next(bobCollector, bobObserver)
+        XCTAssertEqual(left, EntityChanges(deleted: [folder]), "the folder left bob's value")
+        let entered = await next(aliceCollector, aliceObserver)
+        XCTAssertEqual(entered, EntityChanges(inserted: [folder]), "and entered alice's")
+        _ = try await admin.call(StoreSave.self, .init(updated: [UpdatedObject(id: folder, values: ["name": "g"])]))
+        _ = try await admin.call(StoreSave.self, .init(deleted: [DeletedObject(id: folder)]))
+        let renamed = await next(aliceCollector, aliceObserver)
+        XCTAssertEqual(renamed?.updated.map(\.id), [folder])
+        let deleted = await next(aliceCollector, aliceObserver)
+        XCTAssertEqual(deleted, EntityChanges(deleted: [folder]))
+        let late = await bobCollector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
+        XCTAssertNil(late, "bob heard of a folder no longer his")
+        XCTAssertNil(aliceCollector.drain().first { $0.decode(DidSave.self) != nil }, "alice heard more")
     }
 
     /// A scoped observer whose rule reads through a relationship (so is checked
     /// with SQL, not in memory): a note filed into the key's folder is an
     /// insert, moved out of it a delete; notes elsewhere send nothing.
     func testAnObserverWhoseRuleFollowsARelationship() async throws {
-        try Self.policy.replacingOccurrences(
-            of: #""teammate": {"#,
-            with:
-                #""filer": {"base": "read", "entities": {"Note": {"read": "folder.owner == $keyName"}}}, "teammate": {"#
-        ).write(to: policyFile, atomically: true, encoding: .utf8)
-        try writeKeys(["dana": "filer dana", "admin": "admin"])
-        try startDaemon()
+        try startDaemon(
+            role: "filer", reading: ["Note": "folder.owner == $keyName"],
+            keys: ["dana": "filer dana", "admin": "admin"])
         let admin = try await connect("admin")
         let dana = try await connect("dana")
         defer { [admin, dana].forEach { $0.abort() } }
@@ -443,20 +509,99 @@ final class ScopeTests: XCTestCase {
         _ = try await admin.call(StoreSave.self, .init(deleted: [DeletedObject(id: ids["elsewhere"]!)]))
         let late = await collector.take(timeout: .milliseconds(300)) { $0.decode(DidSave.self) != nil }
         XCTAssertNil(late, "a delete of a note she never saw")
+        // History records an object's own keys only: a rule through a relationship cannot be judged there.
+        let refused = await assertServerError(.forbidden) { try await dana.call(StoreHistory.self, .init(since: 0)) }
+        XCTAssertEqual(refused?.data?["rule"], "folder.owner == $keyName")
+        XCTAssertEqual(refused?.data?["entity"], "Note")
+    }
+
+    /// In a PostgreSQL cluster the recorded values travel with each history
+    /// entry: a scoped key's history is the same on the daemon that committed
+    /// the saves and on one that applied them from the log.
+    func testScopedHistoryIsTheSameOnEveryDaemonOfACluster() async throws {
+        guard let url = ProcessInfo.processInfo.environment["DEPOT_TEST_STORE"], !url.isEmpty else {
+            throw XCTSkip("needs PostgreSQL (DEPOT_TEST_STORE, as make test-postgres sets)")
+        }
+        let store = "\(url)?schema=scopes_\(UUID().uuidString.prefix(8).lowercased())"
+        daemon = try Daemon(
+            dataDirectory: directory.appendingPathComponent("one"), arguments: arguments + ["--store", store])
+        let other = try Daemon(
+            dataDirectory: directory.appendingPathComponent("two"), arguments: arguments + ["--store", store])
+        defer { XCTAssertEqual(other.stop(), 0) }
+        let bob = try await connect("bob")
+        let alice = try await connect("alice")
+        let aliceThere = try await connect("alice", to: other)
+        defer { [bob, alice, aliceThere].forEach { $0.abort() } }
+        let ids = try await bob.call(
+            StoreSave.self, .init(inserted: [note("c1", owner: "bob", shared: true), note("c2", owner: "bob")])
+        ).ids
+        _ = try await bob.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["c1"]!, values: ["shared": false])]))
+        let last = try await bob.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: ids["c2"]!, values: ["shared": true])])
+        ).transaction
+        let here = try await alice.call(StoreHistory.self, .init(since: 0))
+        var there = try await aliceThere.call(StoreHistory.self, .init(since: 0))
+        for _ in 0..<200 where there.latest < last {
+            try await Task.sleep(for: .milliseconds(50))
+            there = try await aliceThere.call(StoreHistory.self, .init(since: 0))
+        }
+        XCTAssertEqual(
+            here.transactions.map(\.changes),
+            [
+                ["Note": EntityChanges(inserted: [ids["c1"]!])], ["Note": EntityChanges(deleted: [ids["c1"]!])],
+                ["Note": EntityChanges(inserted: [ids["c2"]!])],
+            ])
+        XCTAssertEqual(there.transactions.map(\.transaction), here.transactions.map(\.transaction))
+        XCTAssertEqual(there.transactions.map(\.changes), here.transactions.map(\.changes))
+    }
+
+    /// A SIGHUP whose policy reads a key no rule read before: history recorded
+    /// before it lacks that key's values, so the range before the reload is
+    /// refused (-32602 naming `since` and where to start), and what follows is
+    /// judged exactly, as the observer heard it.
+    func testHistoryBeforeAPolicyThatReadsNewKeysIsRefused() async throws {
+        try startDaemon()
+        let alice = try await connect("alice")
+        let bob = try await connect("bob")
+        defer { [alice, bob].forEach { $0.abort() } }
+        let ids = try await bob.call(StoreSave.self, .init(inserted: [note("b1", owner: "bob")])).ids
+        let b1 = ids["b1"]!
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 3])]))
+        let plain = try await alice.call(StoreHistory.self, .init(since: 0))
+        XCTAssertEqual(plain.transactions.count, 0, "b1 is bob's private note")
+        try Self.policy.replacingOccurrences(
+            of: "owner == $keyName OR shared == YES", with: "owner == $keyName OR rank >= 2"
+        ).write(to: policyFile, atomically: true, encoding: .utf8)
+        kill(daemon.process.processIdentifier, SIGHUP)
+        // The reload is in force once b1 (rank 3) is hers to read.
+        var value = try await titles(alice)
+        for _ in 0..<100 where value != ["b1"] {
+            try await Task.sleep(for: .milliseconds(50))
+            value = try await titles(alice)
+        }
+        XCTAssertEqual(value, ["b1"])
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 1])]))
+        _ = try await bob.call(StoreSave.self, .init(updated: [UpdatedObject(id: b1, values: ["rank": 2])]))
+        let refused = await assertServerError(.invalidParams) {
+            try await alice.call(StoreHistory.self, .init(since: 0))
+        }
+        XCTAssertEqual(refused?.data?["field"], "since")
+        XCTAssertEqual(refused?.data?["since"], 2, "the transactions before the reload were recorded without rank")
+        let after = try await alice.call(StoreHistory.self, .init(since: 2))
+        XCTAssertEqual(
+            after.transactions.map(\.changes),
+            [["Note": EntityChanges(deleted: [b1])], ["Note": EntityChanges(inserted: [b1])]])
     }
 
     /// A scope that cannot be evaluated for one subscriber (a runaway `MATCHES`
     /// on its key's attribute, stopped by the time limit on one match) invalidates
-    /// that subscription alone, and removes that key's observer; every other
-    /// subscriber keeps its deltas.
+    /// that subscription alone, and ends that key's observer (its client gets
+    /// `store/observeDidEnd`); every other subscriber and observer goes on.
     func testAScopeThatFailsInvalidatesOnlyItsSubscriber() async throws {
-        try Self.policy.replacingOccurrences(
-            of: #""teammate": {"#,
-            with:
-                #""matcher": {"base": "read", "entities": {"Note": {"read": "title MATCHES $pattern"}}}, "teammate": {"#
-        ).write(to: policyFile, atomically: true, encoding: .utf8)
-        try writeKeys(["alice": "member", "bob": "member", "dana": "matcher dana pattern=(a+)+b", "admin": "admin"])
-        try startDaemon()
+        try startDaemon(
+            role: "matcher", reading: ["Note": "title MATCHES $pattern"],
+            keys: ["alice": "member", "bob": "member", "dana": "matcher dana pattern=(a+)+b", "admin": "admin"])
         let admin = try await connect("admin")
         let alice = try await connect("alice")
         let dana = try await connect("dana")
@@ -469,14 +614,43 @@ final class ScopeTests: XCTestCase {
             sectionKeyPath: nil)
         let danaSubscription = try await dana.call(ResultsSubscribe.self, .init(request: request, include: .all))
             .subscription
-        _ = try await dana.call(StoreObserve.self, .init())
+        let danaObserver = try await dana.call(StoreObserve.self, .init()).observer
+        // Her object context merging saves hears it too: the change stream says merging ended.
+        let context = ObjectContext(connection: dana)
+        try await context.setAutomaticallyMergesChangesFromStore(true)
+        let contextChanges = context.objectsDidChange()
+        let contextEnded = Task { () -> String? in
+            for await change in contextChanges where change.mergingEnded != nil { return change.mergingEnded }
+            return nil
+        }
+        let aliceObserver = try await alice.call(StoreObserve.self, .init()).observer
         // Matching this title against (a+)+b backtracks for far longer than one match may take.
         let runaway = String(repeating: "a", count: 27) + "c"
-        _ = try await admin.call(StoreSave.self, .init(inserted: [note(runaway, owner: "alice")]))
+        let saved = try await admin.call(StoreSave.self, .init(inserted: [note(runaway, owner: "alice")]))
         let invalidated = await danaCollector.take(timeout: .seconds(30)) {
             $0.decode(ResultsDidInvalidate.self)?.subscription == danaSubscription
         }
         XCTAssertEqual(invalidated?.decode(ResultsDidInvalidate.self)?.reason, "error")
+        // Dana's client is told that her observer ended, and at which transaction.
+        let ended = await danaCollector.take(timeout: .seconds(30)) {
+            $0.decode(ObserveDidEnd.self)?.observer == danaObserver
+        }?.decode(ObserveDidEnd.self)
+        XCTAssertEqual(ended?.observer, danaObserver)
+        XCTAssertEqual(ended?.reason, "error")
+        XCTAssertEqual(ended?.transaction, saved.transaction)
+        XCTAssertFalse(ended?.message.isEmpty ?? true)
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(30))
+            contextEnded.cancel()
+        }
+        let endedMerging = await contextEnded.value
+        timeout.cancel()
+        XCTAssertTrue(endedMerging?.contains("MATCHES") ?? false, "\(endedMerging ?? "no end")")
+        XCTAssertFalse(context.automaticallyMergesChangesFromStore)
+        let aliceSave = await aliceCollector.take(timeout: .seconds(10)) {
+            $0.decode(DidSave.self)?.observer == aliceObserver
+        }
+        XCTAssertEqual(aliceSave?.decode(DidSave.self)?.transaction, saved.transaction, "alice's observer goes on")
         var change = try await aliceCollector.expect(for: aliceMirror.subscription)
         aliceMirror.apply(change)
         // Alice goes on getting her deltas; dana's observer is gone, not fed.
@@ -488,6 +662,8 @@ final class ScopeTests: XCTestCase {
         let sessions = try await admin.call(ServerStats.self, .init()).sessions
         XCTAssertEqual(sessions.first { $0.client?.name == "dana" }?.observers, 0)
         XCTAssertNil(danaCollector.drain().first { $0.decode(DidSave.self) != nil }, "dana heard of a save")
+        XCTAssertNil(
+            aliceCollector.drain().first { $0.decode(ObserveDidEnd.self) != nil }, "alice's observer did not end")
         // It was the MATCHES time limit that stopped the scope, for dana's set and dana's observer.
         XCTAssertEqual(daemon.stop(), 0)
         let log = daemon.log

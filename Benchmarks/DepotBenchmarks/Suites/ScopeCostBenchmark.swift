@@ -96,28 +96,19 @@ struct ScopeCostBenchmark: Benchmark {
 
         // u0's saves, alone and with every owner subscribed under its scope.
         func p50() throws -> Double {
-            var latencies: [Double] = []
-            for index in 0..<saves {
-                let start = ContinuousClock.now
-                _ = try owner.call(
-                    "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(index)}}]}"#)
-                let elapsed = ContinuousClock.now - start
-                latencies.append(
-                    Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+            try SessionLoad.saveP50(saves, writer: owner) { index in
+                #"{"updated":[{"id":"Item/1","values":{"score":\#(index)}}]}"#
             }
-            return latencies.sorted()[latencies.count / 2]
         }
         let alone = try p50()
         let context = zmq_ctx_new()
         defer { zmq_ctx_term(context) }
-        var subscribers: [RawRPCClient] = []
-        for (index, pair) in members.enumerated() {
-            let subscriber = try client(pair, context: context)
-            try subscriber.initialize(name: "u\(index)")
+        let subscribers = try SessionLoad.open(
+            members.count, connect: { try client(members[$0], context: $1) }, name: { "u\($0)" }, context: context
+        ) { subscriber, _ in
             _ = try subscriber.call(
                 "results/subscribe",
                 params: #"{"request":{"entity":"Item","sort":[{"key":"score"}]},"include":"none"}"#)
-            subscribers.append(subscriber)
         }
         let live = try p50()
         suite.check(

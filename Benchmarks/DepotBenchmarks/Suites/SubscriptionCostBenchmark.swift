@@ -46,27 +46,20 @@ struct SubscriptionCostBenchmark: Benchmark {
             }
 
             func p50() throws -> Double {
-                var latencies: [Double] = []
-                for index in 0..<saves {
-                    // Item/1 moves between two scores: with `matching`, the second is one subscription's.
+                // Item/1 moves between two scores: with `matching`, the second is one subscription's.
+                try SessionLoad.saveP50(saves, writer: writer) { index in
                     let score = matching && index % 2 == 1 ? 7 : 1_000_000 + index % 2
-                    let start = ContinuousClock.now
-                    _ = try writer.call(
-                        "store/save", params: #"{"updated":[{"id":"Item/1","values":{"score":\#(score)}}]}"#)
-                    let elapsed = ContinuousClock.now - start
-                    latencies.append(
-                        Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+                    return #"{"updated":[{"id":"Item/1","values":{"score":\#(score)}}]}"#
                 }
-                return latencies.sorted()[latencies.count / 2]
             }
             let alone = try p50()
 
             let context = zmq_ctx_new()
             defer { zmq_ctx_term(context) }
-            var clients: [RawRPCClient] = []
-            for session in 0..<sessions {
-                let client = try RawRPCClient(endpoint: daemon.endpoint, sharedContext: context)
-                try client.initialize(name: "subscriber \(session)")
+            let clients = try SessionLoad.open(
+                sessions, connect: { try RawRPCClient(endpoint: daemon.endpoint, sharedContext: $1) },
+                name: { "subscriber \($0)" }, context: context
+            ) { client, session in
                 for number in 0..<perSession {
                     let k = session * perSession + number
                     let predicate =
@@ -80,7 +73,6 @@ struct SubscriptionCostBenchmark: Benchmark {
                         params: #"{"request":{"entity":"Item",\#(predicate)"sort":[{"key":"score"}]},"include":"none"}"#
                     )
                 }
-                clients.append(client)
             }
             let live = try p50()
             suite.check(

@@ -598,6 +598,10 @@ public final class ObjectContext: Sendable {
     private func handle(_ input: ControllerInputs.Input) async {
         switch input {
         case .notification(let notification):
+            if let ended = notification.decode(ObserveDidEnd.self) {
+                endMerging(ended)
+                return
+            }
             guard let didSave = notification.decode(DidSave.self), didSave.observer == state.withLock({ $0.observer })
             else { return }
             merge(didSave)
@@ -610,6 +614,26 @@ public final class ObjectContext: Sendable {
         case .connection(.disconnected):
             break
         }
+    }
+
+    /// The daemon ended the context's observer (`store/observeDidEnd`: its key's
+    /// scope could not be evaluated): merging stops, and the change stream says why.
+    private func endMerging(_ ended: ObserveDidEnd.Parameters) {
+        let listener = state.withLock { state -> Task<Void, Never>? in
+            guard state.observer == ended.observer else { return nil }
+            defer {
+                state.merging = false
+                state.observer = nil
+                state.listener = nil
+            }
+            return state.listener
+        }
+        guard let listener else { return }
+        publish(
+            ObjectsDidChange(
+                transaction: ended.transaction, refreshed: [], deleted: [],
+                mergingEnded: "the daemon ended this context's observer (\(ended.reason)): \(ended.message)"))
+        listener.cancel()
     }
 
     private func merge(_ didSave: DidSave.Parameters) {
@@ -700,4 +724,8 @@ public struct ObjectsDidChange: Sendable, Hashable {
     public var refreshed: [String]
     /// Ids of registered objects that were deleted in the store (and dropped from the context).
     public var deleted: [String]
+    /// Set when the daemon ended the context's observer (`store/observeDidEnd`, for
+    /// instance when the key's row-level scope could not be evaluated): merging has
+    /// stopped, for the reason given; turn it on again once the cause is fixed.
+    public var mergingEnded: String? = nil
 }

@@ -317,6 +317,36 @@ public enum DidSave: NotificationMethod {
     }
 }
 
+/// `store/observeDidEnd`: the daemon ended an observer; no `store/didSave` for it follows.
+///
+/// Sent when the observer of a key with a row-level scope could not judge its
+/// scope (a read failed, or a runaway `MATCHES` was stopped): it must neither
+/// hear of objects outside the scope nor miss one leaving it, so it ends, and
+/// the client observes again (and fetches) once the cause is fixed.
+public enum ObserveDidEnd: NotificationMethod {
+    public static let name = "store/observeDidEnd"
+
+    /// Which observer ended and why.
+    public struct Parameters: Codable, Hashable, Sendable {
+        /// The observer that ended.
+        public var observer: String
+        /// Why: `error` (its scope could not be evaluated).
+        public var reason: String
+        /// What failed, as the daemon's error said it.
+        public var message: String
+        /// The transaction it could not judge; `nil` when its start (the ids in scope) failed.
+        public var transaction: Int64?
+
+        /// Creates the params.
+        public init(observer: String, reason: String, message: String, transaction: Int64? = nil) {
+            self.observer = observer
+            self.reason = reason
+            self.message = message
+            self.transaction = transaction
+        }
+    }
+}
+
 /// One committed transaction as history keeps it.
 public struct TransactionRecord: Codable, Hashable, Sendable {
     /// The transaction's number.

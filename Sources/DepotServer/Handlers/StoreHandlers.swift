@@ -48,15 +48,35 @@ extension DepotService {
             return Null()
         }
         handlers.register(StoreHistory.self, .read) { (params, context) throws(RPCError) in
-            // History entries would name objects outside a scope: not filtered yet.
-            try context.refuseScoped(StoreHistory.name)
             // A replica that joined its cluster from a snapshot has no history before it.
             if let begins = try context.store.historyBegins(), params.since < begins {
                 throw .invalidParams(
                     "this daemon's history begins after transaction \(begins) (it started from the cluster's snapshot, joining or rebuilding itself): ask for since >= \(begins), or ask a daemon that has it",
                     field: "since")
             }
-            return try context.store.history(since: params.since, limit: params.limit)
+            guard let key = context.key, let scope = key.scope else {
+                return try context.store.history(since: params.since, limit: params.limit)
+            }
+            // A scoped key reads what its observer heard: judged on the values recorded with each transaction.
+            let filter = try HistoryScope(key: key, scope: scope, schema: context.store.schema)
+            var unjudged = false
+            do throws(RPCError) {
+                return try context.store.history(since: params.since, limit: params.limit) {
+                    (entry) throws(RPCError) in
+                    guard filter.judges(entry) else {
+                        unjudged = true
+                        throw filter.unjudged(through: entry.number)
+                    }
+                    return try filter.changes(of: entry)
+                }
+            } catch {
+                guard unjudged else { throw error }
+                // Recorded before a policy that reads these values: name the newest such transaction.
+                let older = try context.store.history(since: params.since, limit: 10_000) { entry in
+                    filter.judges(entry) ? nil : [:]
+                }
+                throw filter.unjudged(through: older.transactions.last?.transaction ?? params.since)
+            }
         }
     }
 

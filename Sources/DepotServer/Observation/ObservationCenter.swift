@@ -8,7 +8,7 @@ struct ObservationCenter {
     /// so they precede the committing request's response. Values are read
     /// from `store`, a snapshot right after the commit (left out without one).
     static func publish(_ transaction: CommittedTransaction, store: Store?, service: DepotService) {
-        let observers = service.sessions.observers()
+        let observers = service.sessions.observers(concerning: transaction)
         guard !observers.isEmpty else { return }
         let changes = transaction.wireChanges
         var values: [ObjectID: JSONValue]?
@@ -56,8 +56,9 @@ struct ObservationCenter {
 
     /// The changes of `transaction` that a scoped observer may see (`nil` when
     /// none: before its baseline, or nothing in its scope). When the scope
-    /// cannot be evaluated the observer is removed, and that is logged: it must
-    /// not hear of objects outside its scope, nor miss what left it unnoticed.
+    /// cannot be evaluated the observer is removed, logged, and its client gets
+    /// `store/observeDidEnd`: it must not hear of objects outside its scope, nor
+    /// miss what left it unnoticed.
     private static func scopedChanges(
         _ transaction: CommittedTransaction, scoped: ScopedObservation, store: Store?,
         checks: inout ScopedObservation.Checks?, observer: String, routingID: [UInt8], service: DepotService
@@ -72,6 +73,11 @@ struct ObservationCenter {
             service.logger.error(
                 "store/observe \(observer) of a scoped key is removed: its scope could not be evaluated for transaction \(transaction.number): \(error.message)"
             )
+            // The client depends on hearing it: its observer says nothing more from here.
+            service.notify(
+                ObserveDidEnd.self,
+                .init(observer: observer, reason: "error", message: error.message, transaction: transaction.number),
+                to: routingID)
             return nil
         }
     }
@@ -102,18 +108,23 @@ struct ObservationCenter {
 extension DepotService {
     /// Reads the baseline of a scoped observer in the publish lane, after
     /// every commit so far (with `scope`, or the one it was made with): until
-    /// then it hears of nothing. A failure removes the observer and is logged.
+    /// then it hears of nothing. A failure removes the observer, is logged, and
+    /// sends its client `store/observeDidEnd`.
     func startObservation(
         _ scoped: ScopedObservation, scope: KeyScope? = nil, observer: String, routingID: [UInt8]
     ) {
         afterCommits { [self] snapshot in
             do throws(RPCError) {
-                try scoped.start(scope: scope ?? scoped.scope, store: snapshot.get())
+                let terms = try scoped.start(scope: scope ?? scoped.scope, store: snapshot.get())
+                sessions.file(observer, routingID: routingID, terms: terms)
             } catch {
                 _ = sessions.removeObserver(observer, routingID: routingID)
                 logger.error(
                     "store/observe \(observer) of a scoped key is removed: its scope could not be read: \(error.message)"
                 )
+                notify(
+                    ObserveDidEnd.self, .init(observer: observer, reason: "error", message: error.message),
+                    to: routingID)
             }
         }
     }

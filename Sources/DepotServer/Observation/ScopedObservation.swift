@@ -41,7 +41,12 @@ final class ScopedObservation: Sendable {
     /// Reads the baseline: the rows of each observed entity with a read scope
     /// that are in `scope` in `store` (a snapshot in commit order). Called in
     /// the publish lane, again when a reload changes the key's scope.
-    func start(scope: KeyScope, store: Store) throws(RPCError) {
+    ///
+    /// - Returns: the equality term of each observed entity, to file the
+    ///   observer by (``ObserverFiling``); `nil` when it cannot be filed (it
+    ///   observes every entity, or one without an equality rule).
+    @discardableResult
+    func start(scope: KeyScope, store: Store) throws(RPCError) -> [String: ObserverFiling.Term]? {
         var visible: [String: Set<Int64>] = [:]
         var inMemory: [String: InMemoryFollow] = [:]
         for name in scopedEntities(of: scope, schema: store.schema) {
@@ -65,6 +70,14 @@ final class ScopedObservation: Sendable {
             }
         }
         state.withLock { $0 = State(scope: scope, visible: visible, inMemory: inMemory) }
+        guard let entities else { return nil }
+        var terms: [String: ObserverFiling.Term] = [:]
+        for name in entities {
+            if scope.read(name) == .constant(false) { continue }
+            guard scope.read(name) != nil, let equality = inMemory[name]?.equality else { return nil }
+            terms[name] = equality
+        }
+        return terms
     }
 
     /// What the observers found of one transaction's rows, shared among them:

@@ -10,6 +10,8 @@ final class SessionRegistry: Sendable {
     private let nextObserver = Atomic<Int>(1)
     /// The sessions that have (or had) an observer: a publish looks at these, not at every session.
     private let observing = Mutex<Set<[UInt8]>>([])
+    /// The scoped observers filed by their equality value.
+    private let filing = Mutex(ObserverFiling())
 
     /// Opens a session for `routingID`; `nil` if one is already open.
     func open(
@@ -50,6 +52,7 @@ final class SessionRegistry: Sendable {
     @discardableResult
     func close(_ routingID: [UInt8]) -> Session? {
         let session = sessions.withLock { $0.removeValue(forKey: routingID) }
+        if session?.observers.isEmpty == false { filing.withLock { $0.unfile(session: routingID) } }
         session?.inFlight.values.forEach { $0.cancel() }
         return session
     }
@@ -65,6 +68,10 @@ final class SessionRegistry: Sendable {
             return stale
         }
         expired.forEach { $0.inFlight.values.forEach { $0.cancel() } }
+        let observing = expired.filter { !$0.observers.isEmpty }
+        if !observing.isEmpty {
+            filing.withLock { filing in observing.forEach { filing.unfile(session: $0.routingID) } }
+        }
         return expired
     }
 
@@ -122,13 +129,30 @@ final class SessionRegistry: Sendable {
 
     /// Removes an observer; `false` if the session has no such observer.
     func removeObserver(_ id: String, routingID: [UInt8]) -> Bool {
-        sessions.withLock { $0[routingID]?.observers.removeValue(forKey: id) != nil }
+        filing.withLock { $0.file(ObserverFiling.Ref(routingID: routingID, observer: id), terms: nil) }
+        return sessions.withLock { $0[routingID]?.observers.removeValue(forKey: id) != nil }
     }
 
-    /// Every (session, observer id, registration) registered.
-    func observers() -> [(routingID: [UInt8], observer: String, registration: ObserverRegistration)] {
+    /// Files a scoped observer by its equality terms (``ObserverFiling``), or unfiles it (`nil`).
+    func file(_ id: String, routingID: [UInt8], terms: [String: ObserverFiling.Term]?) {
+        let ref = ObserverFiling.Ref(routingID: routingID, observer: id)
+        // Only while it is registered: one removed meanwhile stays unfiled.
+        guard sessions.withLock({ $0[routingID]?.observers[id] != nil }) else { return }
+        filing.withLock { $0.file(ref, terms: terms) }
+    }
+
+    /// Every (session, observer id, registration) registered that `transaction`
+    /// may concern: every unfiled observer, and the filed ones under a value its
+    /// rows held (all of them when `transaction` is `nil`).
+    func observers(concerning transaction: CommittedTransaction? = nil) -> [(
+        routingID: [UInt8], observer: String, registration: ObserverRegistration
+    )] {
         let candidates = observing.withLock { $0 }
         guard !candidates.isEmpty else { return [] }
+        // The filed observers are skipped unless concerned: a lookup each, no visit.
+        let (filed, concerned) = filing.withLock { filing in
+            filing.isEmpty || transaction == nil ? (nil, []) : (filing, filing.concerned(by: transaction!))
+        }
         let (found, gone) = sessions.withLock { sessions in
             var found: [(routingID: [UInt8], observer: String, registration: ObserverRegistration)] = []
             var gone: [[UInt8]] = []
@@ -137,7 +161,13 @@ final class SessionRegistry: Sendable {
                     gone.append(routingID)
                     continue
                 }
-                found += session.observers.map { (routingID, $0.key, $0.value) }
+                for (id, registration) in session.observers {
+                    if let filed {
+                        let ref = ObserverFiling.Ref(routingID: routingID, observer: id)
+                        if filed.isFiled(ref) && !concerned.contains(ref) { continue }
+                    }
+                    found.append((routingID, id, registration))
+                }
             }
             return (found, gone)
         }

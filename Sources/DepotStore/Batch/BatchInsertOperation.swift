@@ -22,6 +22,8 @@ struct BatchInsertOperation {
     var cancellation: Cancellation?
     var progress: ((Int) -> Void)?
     var retention: HistoryRetention = .forever
+    /// The keys whose values history records, by entity (``ScopeCapture``); empty for none.
+    var scopeCapture: [String: [String]] = [:]
     /// The requesting key's write scope: an object merged into must be in it
     /// before, and every object written must be in it after (checked at the end).
     var writeScope: WriteScope?
@@ -238,12 +240,15 @@ struct BatchInsertOperation {
                     "the batch is invalid (\(problemCount) problem\(problemCount == 1 ? "" : "s")\(problemCount > problems.count ? ", the first \(problems.count) listed" : "")): \(first)",
                 data: ["errors": .array(problems), "count": .int(Int64(problemCount))])
         }
+        // With the objects at the other end of the relationships the batch set (their inverse changed).
         try writeScope?.check(
-            writtenRows.map { ObjectID(entity: entity.name, row: $0) }, in: db, schema: schema, when: "after the batch")
+            writtenRows.map { ObjectID(entity: entity.name, row: $0) } + recorder.updatedRows, in: db, schema: schema,
+            when: "after the batch")
         try cancellation?.check()
         progress?(count)
         let committed = try recorder.commit(
-            db, schema: schema, statements: statements, author: author, retention: retention)?.0
+            db, schema: schema, statements: statements, author: author, retention: retention,
+            captured: scopeCapture)?.0
         return (
             BatchInsert.Result(
                 inserted: inserted, updated: updated, ignored: ignored, transaction: committed?.number ?? 0), committed

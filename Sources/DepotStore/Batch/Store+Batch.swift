@@ -62,6 +62,7 @@ extension Store {
         operation.cancellation = cancellation
         operation.progress = progress
         operation.retention = historyRetention
+        operation.scopeCapture = scopeCapture
         return operation
     }
 
@@ -179,6 +180,7 @@ extension Store {
             operation.cancellation = cancellation
             operation.progress = progress
             operation.retention = historyRetention
+            operation.scopeCapture = scopeCapture
             operation.writeScope = writeScope
             return try operation.run(db, params: params)
         }

@@ -9,6 +9,9 @@ import DepotProtocol
 /// {"Item": {"i": [[1, 2000]], "u": [{"k": ["name"], "r": [7, [9, 12]]}], "d": [5]}}
 /// ```
 ///
+/// An entity whose keys row-level scopes read also carries their values before
+/// and after (`"s"`, ``RecordedValues``).
+///
 /// A run is `[first, last]` (or `[first, last, step]`), a lone row a plain number. A 2,000-row batch
 /// insert is a dozen bytes instead of ~30 KB. Rows written by earlier versions
 /// in the wire form (`{"inserted": ["Item/1"], …}`) are still read.
@@ -58,6 +61,10 @@ enum HistoryCoding {
                 member("d")
                 writeRuns(set.deleted, into: &writer)
             }
+            if let recorded = set.recorded {
+                member("s")
+                writeRecorded(recorded, into: &writer)
+            }
             writer.writeRaw("}")
         }
         writer.writeRaw("}")
@@ -96,6 +103,39 @@ enum HistoryCoding {
         writer.writeRaw("]")
     }
 
+    /// The values row-level scopes read: `{"k": [keys], "v": [[row, before, after], …]}`,
+    /// each of before and after an array of the keys' values, or `null` (inserted, deleted).
+    private static func writeRecorded(_ recorded: RecordedValues, into writer: inout JSONWriter) {
+        writer.writeRaw("{\"k\":")
+        writer.write(.array(recorded.keys.map { .string($0) }))
+        writer.writeRaw(",\"v\":[")
+        for (index, row) in recorded.rows.keys.sorted().enumerated() {
+            let change = recorded.rows[row]!
+            if index > 0 { writer.writeRaw(",") }
+            writer.writeRaw("[")
+            writer.write(row)
+            writer.writeRaw(",")
+            writer.write(change.before.map { .array($0) } ?? .null)
+            writer.writeRaw(",")
+            writer.write(change.after.map { .array($0) } ?? .null)
+            writer.writeRaw("]")
+        }
+        writer.writeRaw("]}")
+    }
+
+    private static func recorded(_ value: JSONValue) throws -> RecordedValues {
+        guard let keys = value["k"]?.arrayValue?.compactMap(\.stringValue), let entries = value["v"]?.arrayValue
+        else { throw Corrupt(description: "recorded scope values \(value.excerpt())") }
+        var rows: [Int64: RecordedValues.Change] = [:]
+        for entry in entries {
+            guard let parts = entry.arrayValue, parts.count == 3, let row = parts[0].intValue else {
+                throw Corrupt(description: "recorded scope values \(entry.excerpt())")
+            }
+            rows[row] = RecordedValues.Change(before: parts[1].arrayValue, after: parts[2].arrayValue)
+        }
+        return RecordedValues(keys: keys, rows: rows)
+    }
+
     /// Why a stored row cannot be read.
     struct Corrupt: Error, CustomStringConvertible {
         let description: String
@@ -124,6 +164,7 @@ enum HistoryCoding {
                     let keys = Set((group["k"]?.arrayValue ?? []).compactMap(\.stringValue))
                     for row in try rows(group["r"]) { set.updated.append((row, keys)) }
                 }
+                if let values = members["s"] { set.recorded = try recorded(values) }
             }
             result[entity] = set
         }

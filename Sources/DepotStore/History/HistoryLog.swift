@@ -7,13 +7,27 @@ import GRDB
 enum HistoryLog {
     /// Records a transaction inside the writer's transaction and returns it.
     ///
-    /// The changes are stored compactly (``HistoryCoding``); `bytes` keeps the
+    /// With the changes go the values before and after of the keys that
+    /// row-level scopes read, for the entities whose capture is installed
+    /// (``ScopeCapture``). The changes are stored compactly (``HistoryCoding``); `bytes` keeps the
     /// running total of what history has stored, so that a size bound prunes
     /// with one indexed delete instead of summing the table.
-    static func record(_ db: Database, author: String?, changes: [String: EntityChangeSet], retention: HistoryRetention)
+    static func record(
+        _ db: Database, schema: Schema, author: String?, changes: [String: EntityChangeSet],
+        retention: HistoryRetention,
+        captured: [String: [String]]
+    )
         throws -> CommittedTransaction
     {
         let timestamp = Date().timeIntervalSince1970
+        var changes = changes
+        if !captured.isEmpty {
+            for (entity, values) in try ScopeCapture.values(
+                db, schema: schema, changes: changes, captured: captured)
+            {
+                changes[entity]?.recorded = values
+            }
+        }
         let text = String(decoding: HistoryCoding.encode(changes), as: UTF8.self)
         let number = try insert(db, number: nil, timestamp: timestamp, author: author, text: text, retention: retention)
         return CommittedTransaction(number: number, author: author, timestamp: timestamp, changes: changes)
@@ -108,6 +122,48 @@ extension Store {
         let limit = min(max(limit ?? 1000, 1), 10_000)
         return try read { db in
             let transactions = try HistoryLog.transactions(db, since: since, limit: limit)
+            let latest = try Self.latestTransaction(db)
+            let oldest = try Int64.fetchOneCached(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
+            return StoreHistory.Result(transactions: transactions, latest: latest, oldest: oldest)
+        }
+    }
+
+    /// One stored transaction as ``history(since:limit:filter:)`` hands it to its filter.
+    public struct HistoryEntry: Sendable {
+        /// The transaction's number.
+        public var number: Int64
+        /// Who made it.
+        public var author: String?
+        /// Its changes, with the values row-level scopes read where they were recorded.
+        public var changes: [String: EntityChangeSet]
+    }
+
+    /// `store/history` as `filter` sees it: the transactions after `since`,
+    /// oldest first, each as `filter` turns it into wire changes, left out when
+    /// it returns `nil`. Reads on past left-out ones until `limit` are found or
+    /// history ends, so a client paging from the last one it got misses nothing.
+    public func history(
+        since: Int64, limit: Int?, filter: (HistoryEntry) throws(RPCError) -> [String: EntityChanges]?
+    ) throws(RPCError) -> StoreHistory.Result {
+        let limit = min(max(limit ?? 1000, 1), 10_000)
+        return try read { db in
+            var transactions: [TransactionRecord] = []
+            var after = since
+            while transactions.count < limit {
+                let page = try HistoryLog.entries(db, since: after, limit: limit)
+                for entry in page where transactions.count < limit {
+                    let kept = try filter(
+                        HistoryEntry(number: entry.number, author: entry.author, changes: entry.changes))
+                    if let kept {
+                        transactions.append(
+                            TransactionRecord(
+                                transaction: entry.number, timestamp: ISO8601.string(from: entry.timestamp),
+                                author: entry.author, changes: kept))
+                    }
+                }
+                guard page.count == limit, let last = page.last else { break }
+                after = last.number
+            }
             let latest = try Self.latestTransaction(db)
             let oldest = try Int64.fetchOneCached(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
             return StoreHistory.Result(transactions: transactions, latest: latest, oldest: oldest)

@@ -29,6 +29,9 @@ enum ModelMigrator {
     static func migrate(
         _ db: Database, from old: Schema, to named: [EntityDescription], removing: [String] = []
     ) throws -> (Schema, [String]) {
+        // History's capture triggers read columns a migration may drop or rename: the store
+        // installs them again before its next write (``Store/prepareScopeCapture()``).
+        try ScopeCapture.drop(db)
         for (index, name) in removing.enumerated() {
             guard old.entity(named: name) != nil else {
                 let known = old.entities.map(\.name).joined(separator: ", ")
@@ -419,6 +422,8 @@ extension Store {
         } else {
             (schema, changes) = try write(migrate)
         }
+        // The migration dropped history's capture triggers, whether or not the model changed.
+        scopeRecording.withLock { $0.installed = nil }
         replaceSchema(schema)
         return ModelDefine.Result(version: schema.version, changes: changes)
     }

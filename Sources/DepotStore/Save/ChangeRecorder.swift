@@ -27,6 +27,9 @@ public struct EntityChangeSet: Sendable {
     public var updated: [(row: Int64, keys: Set<String>)] = []
     /// Deleted rows, in order.
     public var deleted: [Int64] = []
+    /// The values before and after of the keys row-level scopes read, when the
+    /// daemon records them for this entity (``ScopeCapture``); `nil` otherwise.
+    public var recorded: RecordedValues? = nil
 
     /// The wire form.
     public var wire: EntityChanges {
@@ -104,7 +107,8 @@ struct ChangeRecorder {
     /// history and returns it, with the new versions of updated rows; `nil`
     /// when nothing changed.
     func commit(
-        _ db: Database, schema: Schema, statements: SaveStatements, author: String?, retention: HistoryRetention
+        _ db: Database, schema: Schema, statements: SaveStatements, author: String?, retention: HistoryRetention,
+        captured: [String: [String]] = [:]
     ) throws -> (
         CommittedTransaction, [String: Int64]
     )? {
@@ -115,6 +119,10 @@ struct ChangeRecorder {
                 statements.statement(db, entity, .bumpVersion, version: schema.version), arguments: [id.row])
         }
         guard !isEmpty else { return nil }
-        return (try HistoryLog.record(db, author: author, changes: changes(), retention: retention), versions)
+        return (
+            try HistoryLog.record(
+                db, schema: schema, author: author, changes: changes(), retention: retention, captured: captured),
+            versions
+        )
     }
 }

@@ -288,7 +288,8 @@ extension SaveOperation {
         }
         guard
             let (transaction, updatedVersions) = try recorder.commit(
-                db, schema: schema, statements: statements, author: author, retention: retention)
+                db, schema: schema, statements: statements, author: author, retention: retention,
+                captured: scopeCapture)
         else {
             return (StoreSave.Result(ids: ids, versions: [:], transaction: 0), nil)
         }
@@ -327,6 +328,7 @@ extension Store {
                 schema: self.schema, statements: saveStatements, policy: params.mergePolicy ?? .error,
                 author: params.author)
             operation.retention = historyRetention
+            operation.scopeCapture = scopeCapture
             operation.writeScope = writeScope
             let (answer, transaction) = try operation.run(db, params: params)
             if let saveId = params.saveId, transaction != nil {

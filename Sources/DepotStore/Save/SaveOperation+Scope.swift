@@ -78,13 +78,16 @@ extension SaveOperation {
         try scope.check(ids, in: db, schema: schema, when: "before the save")
     }
 
-    /// After the writes, before the commit: every object inserted or updated must be in the write scope.
+    /// After the writes, before the commit: every object inserted or updated must be in the write scope,
+    /// and so must every object whose inverse relationship the save changed (the folder a note is filed
+    /// into or taken out of, the other ends of a deleted object's relationships), as the save leaves it.
     func checkScopeAfter(_ db: Database) throws {
         guard let scope = writeScope else { return }
         var ids = updates.map(\.id)
         for insert in inserts {
             if let row = insert.row, row > 0 { ids.append(ObjectID(entity: insert.entity.name, row: row)) }
         }
+        ids += recorder.updatedRows
         try scope.check(ids, in: db, schema: schema, when: "after the save")
     }
 }

@@ -69,6 +69,8 @@ struct SaveOperation {
     var cancellation: Cancellation?
     /// How long history keeps transactions (pruned as this one is recorded).
     var retention: HistoryRetention = .forever
+    /// The keys whose values history records, by entity (``ScopeCapture``); empty for none.
+    var scopeCapture: [String: [String]] = [:]
     /// Told how many objects were applied so far (batch operations' progress).
     var progress: ((Int) -> Void)?
     /// The requesting key's write scope, checked before and after the writes.

@@ -39,6 +39,11 @@ public final class Store: Sendable {
     /// Whether batch inserts take the typed path where it applies (``BatchRows``):
     /// tests turn it off to compare it with the generic path.
     let typedBatchInsert = Atomic<Bool>(true)
+    /// The keys whose values history records by entity (``recordScopeValues(of:)``), the
+    /// model version their capture was installed for (`nil`: to install before the next write),
+    /// and what was installed (the keys captured by entity, as ``ScopeCapture`` reads them).
+    let scopeRecording = Mutex<(keys: [String: [String]], installed: Int64?, captured: [String: [String]])>(
+        ([:], nil, [:]))
 
     /// Opens (creating if needed) the store at `path`, keeping history per `historyRetention`.
     ///
@@ -140,7 +145,14 @@ public final class Store: Sendable {
     /// Why the last background WAL checkpoint failed, while it keeps failing (for `server/stats`).
     public var checkpointFailure: String? { checkpointer?.lastFailure }
 
-    func replaceSchema(_ schema: Schema) { currentSchema.withLock { $0 = schema } }
+    func replaceSchema(_ schema: Schema) {
+        let previous = currentSchema.withLock { current in
+            defer { current = schema }
+            return current.version
+        }
+        // A migration dropped history's capture triggers (``ScopeCapture``): installed again before the next write.
+        if previous != schema.version { scopeRecording.withLock { $0.installed = nil } }
+    }
 
     private static func createMetaTables(_ db: Database) throws {
         try db.execute(
@@ -206,8 +218,51 @@ public final class Store: Sendable {
     /// In a cluster the write goes through its log (``replicatedWrite(_:)``).
     public func write<T>(_ body: (Database) throws -> T) throws(RPCError) -> T {
         precondition(snapshot == nil, "a snapshot store does not write")
-        guard let replication else { return try Self.mapErrors { try pool.write(body) } }
-        return try replicatedWrite(replication, body)
+        let captured = try prepareScopeCapture()
+        let schema = schema
+        guard let replication else {
+            return try Self.mapErrors {
+                try pool.write { db in
+                    try ScopeCapture.clear(db, schema: schema, captured: captured)
+                    return try body(db)
+                }
+            }
+        }
+        return try replicatedWrite(replication) { db in
+            try ScopeCapture.clear(db, schema: schema, captured: captured)
+            return try body(db)
+        }
+    }
+
+    /// Records in history, with each change of `keys`' entities, the values
+    /// before and after of those keys (DESIGN.md §2: `store/history` of a
+    /// scoped key judges its read rule on them). Replaces the keys recorded so
+    /// far; the capture is installed before the next write.
+    public func recordScopeValues(of keys: [String: Set<String>]) {
+        let sorted = keys.filter { !$0.value.isEmpty }.mapValues { $0.sorted() }
+        scopeRecording.withLock { recording in
+            if recording.keys != sorted { recording = (sorted, nil, recording.captured) }
+        }
+    }
+
+    /// The keys history records the values of, by entity, as installed (empty: none).
+    var scopeCapture: [String: [String]] { scopeRecording.withLock { $0.captured } }
+
+    /// Installs the capture of ``scopeRecording`` if the keys or the model
+    /// changed since (in its own transaction, so a write that fails does not
+    /// undo it); returns what is captured (the keys by entity).
+    private func prepareScopeCapture() throws(RPCError) -> [String: [String]] {
+        let schema = schema
+        let (keys, installed, captured) = scopeRecording.withLock { $0 }
+        guard installed != schema.version else { return captured }
+        let fresh = try Self.mapErrors {
+            try pool.write { db in try ScopeCapture.install(db, schema: schema, keys: keys) }
+        }
+        scopeRecording.withLock { recording in
+            recording.captured = fresh
+            if recording.keys == keys { recording.installed = schema.version }
+        }
+        return fresh
     }
 
     /// Writes what only this store keeps (the results cache): never replicated.

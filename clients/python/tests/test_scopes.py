@@ -2,7 +2,9 @@
 
 A daemon with a policy: ``member`` keys read their own and the shared notes and
 write only their own. ``depot export`` with a member's key writes only what the
-member sees, and the Python client's ``store/observe`` hears only of it.
+member sees, the Python client's ``store/observe`` hears only of it and its
+``store/history`` repeats what it heard; an observer whose scope cannot be
+evaluated ends with ``store/observeDidEnd``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ MODEL = {"entities": [{"name": "Note", "attributes": [
     {"name": "shared", "type": "boolean", "default": False}]}]}
 
 POLICY = {"roles": {"member": {"base": "write", "entities": {
-    "Note": {"read": "owner == $keyName OR shared == YES", "write": "owner == $keyName"}}}}}
+    "Note": {"read": "owner == $keyName OR shared == YES", "write": "owner == $keyName"}}},
+    "matcher": {"base": "read", "entities": {"Note": {"read": "title MATCHES $pattern"}}}}}
 
 
 def generate(directory: pathlib.Path, name: str) -> Dict[str, pathlib.Path]:
@@ -40,10 +43,11 @@ def generate(directory: pathlib.Path, name: str) -> Dict[str, pathlib.Path]:
 @pytest.fixture(scope="module")
 def scoped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, Any]]:
     directory = tmp_path_factory.mktemp("scopes")
-    keys = {name: generate(directory, name) for name in ("server", "alice", "bob", "ops")}
+    keys = {name: generate(directory, name) for name in ("server", "alice", "bob", "ops", "dana")}
     lines = [f"{depot.keys.read_key(str(keys['alice']['pub']))} member alice",
              f"{depot.keys.read_key(str(keys['bob']['pub']))} member bob",
-             f"{depot.keys.read_key(str(keys['ops']['pub']))} admin ops"]
+             f"{depot.keys.read_key(str(keys['ops']['pub']))} admin ops",
+             f"{depot.keys.read_key(str(keys['dana']['pub']))} matcher dana pattern=(a+)+b"]
     (directory / "authorized_keys").write_text("\n".join(lines) + "\n")
     (directory / "policy.json").write_text(json.dumps(POLICY))
     (directory / "model.json").write_text(json.dumps(MODEL))
@@ -96,3 +100,58 @@ def test_export_and_observe_follow_the_scope(scoped: Dict[str, Any]) -> None:
     assert done.returncode == 0, done.stderr
     titles = sorted(json.loads(line)["title"] for line in done.stdout.splitlines() if line.strip())
     assert titles == ["a1", "b2"]
+
+
+def test_history_repeats_what_the_observer_heard(scoped: Dict[str, Any]) -> None:
+    with connect(scoped, "alice") as alice, connect(scoped, "bob") as bob:
+        heard: List[Dict[str, Any]] = []
+        arrived = threading.Condition()
+
+        def record(method: str, params: Any) -> None:
+            with arrived:
+                heard.append(params)
+                arrived.notify_all()
+
+        alice.on_notification("store/didSave", record)
+        alice.call("store/observe", {})
+        since = alice.call("store/history", {"since": 0})["latest"]
+        ids = bob.call("store/save", {"inserted": [note("h1", "bob", shared=True), note("h2", "bob")]})["ids"]
+        bob.call("store/save", {"updated": [{"id": ids["h2"], "values": {"shared": True}}]})
+        bob.call("store/save", {"updated": [{"id": ids["h1"], "values": {"shared": False}}]})
+        bob.call("store/save", {"deleted": [{"id": ids["h1"]}]})
+        with arrived:
+            assert arrived.wait_for(lambda: len(heard) >= 3, timeout=10), heard
+        time.sleep(0.3)
+        history = alice.call("store/history", {"since": since, "limit": 2})
+        pages = history["transactions"]
+        while history["transactions"]:
+            history = alice.call("store/history", {"since": pages[-1]["transaction"], "limit": 2})
+            pages += history["transactions"]
+        # h1 in, h2 shared (in), h1 unshared (out); its delete is of a note she no longer saw.
+        assert [(t["transaction"], t["changes"]) for t in pages] == [
+            (p["transaction"], p["changes"]) for p in heard], (pages, heard)
+        named = [[c.get(kind, []) for kind in ("inserted", "updated", "deleted")]
+                 for c in (t["changes"]["Note"] for t in pages)]
+        assert named == [[[ids["h1"]], [], []], [[ids["h2"]], [], []], [[], [], [ids["h1"]]]], named
+
+
+def test_an_observer_whose_scope_fails_is_told_it_ended(scoped: Dict[str, Any]) -> None:
+    with connect(scoped, "dana") as dana, connect(scoped, "ops") as ops:
+        ended: List[Dict[str, Any]] = []
+        arrived = threading.Condition()
+
+        def record(method: str, params: Any) -> None:
+            with arrived:
+                ended.append(params)
+                arrived.notify_all()
+
+        dana.on_notification("store/observeDidEnd", record)
+        observer = dana.call("store/observe", {})["observer"]
+        # Matching this title against (a+)+b backtracks for far longer than one match may take.
+        saved = ops.call("store/save", {"inserted": [note("a" * 27 + "c", "ops")]})
+        with arrived:
+            assert arrived.wait_for(lambda: len(ended) >= 1, timeout=30), ended
+        assert ended[0]["observer"] == observer and ended[0]["reason"] == "error", ended
+        assert ended[0]["transaction"] == saved["transaction"] and ended[0]["message"], ended
+        with pytest.raises(depot.errors.NotFoundError):
+            dana.call("store/unobserve", {"observer": observer})
