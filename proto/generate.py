@@ -367,8 +367,7 @@ METHODS = [
                                   "timestamp": {"type": "string", "format": "date-time"},
                                   "counts": {"type": "object", "additionalProperties": obj(
                                       {"inserted": NONNEG, "updated": NONNEG, "deleted": NONNEG})}},
-                                 {"author": nullable(STRING)})),
-                              "checkpointFailure": nullable(STRING)})})),
+                                 {"author": nullable(STRING)}))})})),
 ]
 
 NOTIFICATIONS: Dict[str, Dict[str, Any]] = {

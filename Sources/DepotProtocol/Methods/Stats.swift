@@ -203,21 +203,16 @@ public enum ServerStats: Method {
         public var transaction: Int64
         /// The newest transaction still in history, if any.
         public var lastTransaction: TransactionSummary?
-        /// Why the last background WAL checkpoint failed, while it keeps failing (it is retried
-        /// after later commits; the WAL grows until one succeeds); absent when it did not.
-        public var checkpointFailure: String?
 
         /// Creates the figures.
         public init(
-            path: String, sizeBytes: Int64, walBytes: Int64, transaction: Int64, lastTransaction: TransactionSummary?,
-            checkpointFailure: String? = nil
+            path: String, sizeBytes: Int64, walBytes: Int64, transaction: Int64, lastTransaction: TransactionSummary?
         ) {
             self.path = path
             self.sizeBytes = sizeBytes
             self.walBytes = walBytes
             self.transaction = transaction
             self.lastTransaction = lastTransaction
-            self.checkpointFailure = checkpointFailure
         }
     }
 

@@ -60,7 +60,7 @@ extension DepotService {
         let last = latest > 0 ? try store.history(since: latest - 1, limit: 1).transactions.last : nil
         return ServerStats.StoreFigures(
             path: path, sizeBytes: size(path), walBytes: size(path + "-wal"), transaction: latest,
-            lastTransaction: last.map(Self.summary), checkpointFailure: store.checkpointFailure)
+            lastTransaction: last.map(Self.summary))
     }
 
     /// A transaction's changes counted by entity.

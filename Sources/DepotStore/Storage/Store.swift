@@ -13,8 +13,6 @@ import Synchronization
 public final class Store: Sendable {
     /// The underlying pool; exposed for tests and for the fetched-results engine's reads.
     public let pool: DatabasePool
-    /// Checkpoints the WAL off the writer (`nil` for a snapshot store).
-    let checkpointer: WALCheckpointer?
     private let currentSchema: Mutex<Schema>
     /// Each reader connection's watchdog, by connection.
     private let watchdogs: StatementWatchdogs
@@ -65,11 +63,8 @@ public final class Store: Sendable {
         self.watchdogs = watchdogs
         let commits = CommitStream()
         self.commits = commits
-        let checkpointer = WALCheckpointer(path: path)
-        self.checkpointer = checkpointer
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            if !db.configuration.readonly { checkpointer.install(on: db) }
             PredicateCompilation.registerFunctions(in: db)
             if db.configuration.readonly, let connection = db.sqliteConnection {
                 watchdogs.register(StatementWatchdog.install(on: db, limit: queryTimeLimit), for: connection)
@@ -110,7 +105,6 @@ public final class Store: Sendable {
         historyRetention = store.historyRetention
         snapshot = SnapshotConnection(db: db)
         commits = store.commits
-        checkpointer = nil
         replication = nil
         clusterPosition = Mutex(0)
     }
@@ -141,9 +135,6 @@ public final class Store: Sendable {
 
     /// The current model.
     public var schema: Schema { currentSchema.withLock { $0 } }
-
-    /// Why the last background WAL checkpoint failed, while it keeps failing (for `server/stats`).
-    public var checkpointFailure: String? { checkpointer?.lastFailure }
 
     func replaceSchema(_ schema: Schema) {
         let previous = currentSchema.withLock { current in
@@ -300,7 +291,6 @@ public final class Store: Sendable {
     /// Writes the WAL back into the database file (at shutdown).
     public func checkpoint() {
         guard snapshot == nil else { return }
-        checkpointer?.wait()
         _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
     }
 }
