@@ -15,7 +15,7 @@ import pathlib
 import subprocess
 import threading
 import time
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -71,18 +71,24 @@ def note(title: str, owner: str, shared: bool = False) -> Dict[str, Any]:
     return {"entity": "Note", "tempId": title, "values": {"title": title, "owner": owner, "shared": shared}}
 
 
+def collect(client: depot.Client, method: str) -> Tuple[List[Dict[str, Any]], threading.Condition]:
+    """Records every `method` notification `client` receives; wait on the condition for more."""
+    received: List[Dict[str, Any]] = []
+    arrived = threading.Condition()
+
+    def record(_method: str, params: Any) -> None:
+        with arrived:
+            received.append(params)
+            arrived.notify_all()
+
+    client.on_notification(method, record)
+    return received, arrived
+
+
 def test_export_and_observe_follow_the_scope(scoped: Dict[str, Any]) -> None:
     keys = scoped["keys"]
     with connect(scoped, "alice") as alice, connect(scoped, "bob") as bob:
-        heard: List[Dict[str, Any]] = []
-        arrived = threading.Condition()
-
-        def record(method: str, params: Any) -> None:
-            with arrived:
-                heard.append(params)
-                arrived.notify_all()
-
-        alice.on_notification("store/didSave", record)
+        heard, arrived = collect(alice, "store/didSave")
         alice.call("store/observe", {"entities": ["Note"]})
         alice.call("store/save", {"inserted": [note("a1", "alice")]})
         bob.call("store/save", {"inserted": [note("b1", "bob")]})
@@ -104,15 +110,7 @@ def test_export_and_observe_follow_the_scope(scoped: Dict[str, Any]) -> None:
 
 def test_history_repeats_what_the_observer_heard(scoped: Dict[str, Any]) -> None:
     with connect(scoped, "alice") as alice, connect(scoped, "bob") as bob:
-        heard: List[Dict[str, Any]] = []
-        arrived = threading.Condition()
-
-        def record(method: str, params: Any) -> None:
-            with arrived:
-                heard.append(params)
-                arrived.notify_all()
-
-        alice.on_notification("store/didSave", record)
+        heard, arrived = collect(alice, "store/didSave")
         alice.call("store/observe", {})
         since = alice.call("store/history", {"since": 0})["latest"]
         ids = bob.call("store/save", {"inserted": [note("h1", "bob", shared=True), note("h2", "bob")]})["ids"]
@@ -137,15 +135,7 @@ def test_history_repeats_what_the_observer_heard(scoped: Dict[str, Any]) -> None
 
 def test_an_observer_whose_scope_fails_is_told_it_ended(scoped: Dict[str, Any]) -> None:
     with connect(scoped, "dana") as dana, connect(scoped, "ops") as ops:
-        ended: List[Dict[str, Any]] = []
-        arrived = threading.Condition()
-
-        def record(method: str, params: Any) -> None:
-            with arrived:
-                ended.append(params)
-                arrived.notify_all()
-
-        dana.on_notification("store/observeDidEnd", record)
+        ended, arrived = collect(dana, "store/observeDidEnd")
         observer = dana.call("store/observe", {})["observer"]
         # Matching this title against (a+)+b backtracks for far longer than one match may take.
         saved = ops.call("store/save", {"inserted": [note("a" * 27 + "c", "ops")]})
