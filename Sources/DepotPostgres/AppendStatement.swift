@@ -10,28 +10,33 @@ import PostgresNIO
 /// statement does for one entry: inserts it only if the log's newest entry is the one before and
 /// no other writer holds the write lock, writes the rows, records or forgets the save ids, and
 /// notifies, all in one statement that commits by itself.
+///
+/// The JSON parameters are typed `text` in the statement (`$n::text::jsonb`): postgres-nio
+/// prepares it with the types of the first bindings, and a parameter first bound as NULL gets
+/// the type PostgreSQL infers from its cast, `jsonb`, whose binary form a later `String`
+/// binding is not (PostgreSQL then refuses it: "unsupported jsonb version number 91", the `[`).
 struct AppendStatement: PostgresPreparedStatement {
     static let name = "depot_append_one"
 
     static let sql = """
         WITH entry AS (
             INSERT INTO change_log ("transaction", author, changes, changeset, checksum)
-            SELECT $1::bigint, $2::text, $3::jsonb, $4::bytea, $5::bigint
+            SELECT $1::bigint, $2::text, $3::text::jsonb, $4::bytea, $5::bigint
             WHERE (SELECT coalesce(max("transaction"), 0) FROM change_log) = $1::bigint - 1
                 AND ($6::boolean OR pg_try_advisory_xact_lock($7::bigint))
             RETURNING "transaction"),
         mirrored AS (
-            SELECT depot_write_rows($8::jsonb) AS written
-            WHERE $8::jsonb IS NOT NULL AND EXISTS (SELECT 1 FROM entry)),
+            SELECT depot_write_rows($8::text::jsonb) AS written
+            WHERE $8::text::jsonb IS NOT NULL AND EXISTS (SELECT 1 FROM entry)),
         saved AS (
             INSERT INTO save_ids (save_id, transaction_id, answer)
             SELECT r->>'save_id', (r->>'transaction_id')::bigint, r->>'answer'
-            FROM jsonb_array_elements(coalesce($9::jsonb->0->'written', '[]'::jsonb)) r
+            FROM jsonb_array_elements(coalesce($9::text::jsonb->0->'written', '[]'::jsonb)) r
             WHERE EXISTS (SELECT 1 FROM entry)
             ON CONFLICT (save_id) DO UPDATE SET transaction_id = excluded.transaction_id, answer = excluded.answer),
         forgotten AS (
             DELETE FROM save_ids
-            WHERE save_id IN (SELECT jsonb_array_elements_text(coalesce($10::jsonb, '[]'::jsonb)))
+            WHERE save_id IN (SELECT jsonb_array_elements_text(coalesce($10::text::jsonb, '[]'::jsonb)))
                 AND EXISTS (SELECT 1 FROM entry))
         SELECT pg_notify($11::text, $12::text)::text, (SELECT count(*) FROM mirrored)
         FROM entry HAVING count(*) > 0
