@@ -127,24 +127,33 @@ final class ResultsReplicaFile: Sendable {
     ) throws(DepotClientError) {
         do {
             try pool.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT OR REPLACE INTO replica_results (key, sections, seq, transaction_number)
-                        VALUES (?, ?, ?, ?)
-                        """,
-                    arguments: [key, Self.sectionsText(layout), layout.seq, transaction])
+                try Self.writeResults(db, key: key, layout: layout, transaction: transaction)
                 for id in removed {
                     try db.execute(sql: "DELETE FROM replica_object WHERE key = ? AND id = ?", arguments: [key, id])
                 }
                 for object in objects {
                     try db.execute(
                         sql: "INSERT OR REPLACE INTO replica_object (key, id, object) VALUES (?, ?, ?)",
-                        arguments: [key, object.id, String(decoding: JSONWriter.encode(object.json), as: UTF8.self)])
+                        arguments: [key, object.id, Self.objectText(object)])
                 }
             }
         } catch {
             throw .persistentStore("cannot write the persistent store: \(error)")
         }
+    }
+
+    /// Writes the layout and transaction kept under `key`.
+    private static func writeResults(_ db: Database, key: String, layout: ResultsLayout, transaction: Int64) throws {
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO replica_results (key, sections, seq, transaction_number)
+                VALUES (?, ?, ?, ?)
+                """,
+            arguments: [key, sectionsText(layout), layout.seq, transaction])
+    }
+
+    private static func objectText(_ object: DepotObject) -> String {
+        String(decoding: JSONWriter.encode(object.json), as: UTF8.self)
     }
 
     private static func sectionsText(_ layout: ResultsLayout) -> String {
@@ -160,29 +169,14 @@ final class ResultsReplicaFile: Sendable {
 
     /// Replaces what the file holds under `key`, in one transaction (a crash keeps the old or the new).
     func save(key: String, _ stored: Stored) throws(DepotClientError) {
-        let sections = JSONValue.array(
-            stored.layout.sections.map { section in
-                [
-                    "name": .string(section.name), "indexTitle": .string(section.indexTitle),
-                    "ids": .array(section.ids.map { .string($0) }),
-                ]
-            })
         do {
             try pool.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT OR REPLACE INTO replica_results (key, sections, seq, transaction_number)
-                        VALUES (?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        key, String(decoding: JSONWriter.encode(sections), as: UTF8.self), stored.layout.seq,
-                        stored.transaction,
-                    ])
+                try Self.writeResults(db, key: key, layout: stored.layout, transaction: stored.transaction)
                 try db.execute(sql: "DELETE FROM replica_object WHERE key = ?", arguments: [key])
                 for object in stored.objects {
                     try db.execute(
                         sql: "INSERT INTO replica_object (key, id, object) VALUES (?, ?, ?)",
-                        arguments: [key, object.id, String(decoding: JSONWriter.encode(object.json), as: UTF8.self)])
+                        arguments: [key, object.id, Self.objectText(object)])
                 }
             }
         } catch {
