@@ -157,26 +157,11 @@ struct GroupedResultsBenchmark: Benchmark {
     /// Writes `count` rows straight into the daemon's database file, `grp` = row % `groups`
     /// (setup only: nothing here is measured; the daemon reads them like any committed rows).
     private static func load(_ count: Int, groups: Int, into daemon: DaemonProcess) throws {
-        var db: OpaquePointer?
-        guard sqlite3_open(daemon.dataDirectory.appendingPathComponent("depot.sqlite").path, &db) == SQLITE_OK else {
-            throw BenchmarkError("open")
-        }
-        defer { sqlite3_close(db) }
-        sqlite3_busy_timeout(db, 10_000)
-        sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
-        var statement: OpaquePointer?
-        sqlite3_prepare_v2(
-            db, #"INSERT INTO "e_Tally" (id, _version, "grp", "v") VALUES (?, 1, ?, ?)"#, -1, &statement, nil)
-        for index in 1...count {
+        let insert = #"INSERT INTO "e_Tally" (id, _version, "grp", "v") VALUES (?, 1, ?, ?)"#
+        try daemon.insertDirectly(count, with: insert) { statement, index in
             sqlite3_bind_int64(statement, 1, Int64(index))
             sqlite3_bind_int64(statement, 2, Int64(index % groups))
             sqlite3_bind_int64(statement, 3, Int64(index % 97))
-            guard sqlite3_step(statement) == SQLITE_DONE else { throw BenchmarkError("seed insert failed") }
-            sqlite3_reset(statement)
-        }
-        sqlite3_finalize(statement)
-        guard sqlite3_exec(db, "COMMIT", nil, nil, nil) == SQLITE_OK else {
-            throw BenchmarkError(String(cString: sqlite3_errmsg(db)))
         }
     }
 

@@ -40,28 +40,13 @@ enum ItemSeed {
     /// committed rows). Setup only: nothing here is measured.
     static func load(_ count: Int, into daemon: DaemonProcess, connection: DepotConnection) async throws {
         _ = try await connection.call(ModelDefine.self, .init(entities: [entity]))
-        var db: OpaquePointer?
-        guard sqlite3_open(daemon.dataDirectory.appendingPathComponent("depot.sqlite").path, &db) == SQLITE_OK else {
-            throw BenchmarkError("open")
-        }
-        defer { sqlite3_close(db) }
-        sqlite3_busy_timeout(db, 10_000)
-        sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
-        var statement: OpaquePointer?
-        sqlite3_prepare_v2(
-            db, #"INSERT INTO "e_Item" (id, _version, "name", "createdAt", "done") VALUES (?, 1, ?, ?, 0)"#, -1,
-            &statement, nil)
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        for index in 1...count {
+        try daemon.insertDirectly(
+            count, with: #"INSERT INTO "e_Item" (id, _version, "name", "createdAt", "done") VALUES (?, 1, ?, ?, 0)"#
+        ) { statement, index in
             sqlite3_bind_int64(statement, 1, Int64(index))
             sqlite3_bind_text(statement, 2, "item \(index)", -1, transient)
             sqlite3_bind_double(statement, 3, createdAt(index))
-            guard sqlite3_step(statement) == SQLITE_DONE else { throw BenchmarkError("seed insert failed") }
-            sqlite3_reset(statement)
-        }
-        sqlite3_finalize(statement)
-        guard sqlite3_exec(db, "COMMIT", nil, nil, nil) == SQLITE_OK else {
-            throw BenchmarkError(String(cString: sqlite3_errmsg(db)))
         }
     }
 }
