@@ -30,11 +30,6 @@ struct RequestContext: Sendable {
         try scopeGuard?.read(request, field: field) ?? request
     }
 
-    /// Refuses `method` for a key with a scope: a path that scopes do not cover yet.
-    func refuseScoped(_ method: String) throws(RPCError) {
-        if let key, key.scope != nil { throw ScopeGuard.unsupported(method, key: key) }
-    }
-
     /// Sends a notification to this request's session.
     func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters) {
         service.notify(method, params, to: routingID)

@@ -12,15 +12,6 @@ struct ScopeGuard: Sendable {
     /// The model the requests are read against.
     let schema: Schema
 
-    /// -32018 for a path that is not supported with a scoped role at all.
-    static func unsupported(_ method: String, key: AuthorizedKey) -> RPCError {
-        RPCError(
-            code: .forbidden,
-            message:
-                "'\(method)' is not supported with a scoped role (key '\(key.name)', role '\(key.roleName)'): its rows could leave the scope",
-            data: ["method": .string(method), "role": .string(key.roleName), "key": .string(key.name)])
-    }
-
     /// `request` narrowed to the read scope of its entity (joined as a tree),
     /// after refusing key paths that cross into a scoped entity.
     func read(_ request: FetchRequest, field: String) throws(RPCError) -> FetchRequest {
