@@ -342,6 +342,15 @@ struct PredicateCompiler {
     }
 
     /// A comparison of single values, as 0/1.
+    /// Whether `expression` is a constant other than text or nil.
+    private static func isNonTextConstant(_ expression: DepotProtocol.PredicateExpression) -> Bool {
+        switch expression {
+        case .value(.string), .value(.null): false
+        case .value: true
+        default: false
+        }
+    }
+
     private mutating func compileScalar(_ comparison: Comparison, in scope: Scope) throws(RPCError) -> String {
         let position = comparison.position
         if comparison.op == .in, let substring = try substringTest(comparison, in: scope) {
@@ -383,6 +392,14 @@ struct PredicateCompiler {
         if comparison.op == .matches { return matches(left, right, comparison) }
         let lhs = fold(left, options, type: left.type ?? right.type, against: right)
         let rhs = fold(right, options, type: left.type ?? right.type, against: left)
+        // A string operator on a constant that is not text (`4 BEGINSWITH ''`) is false, as the
+        // evaluator has it; SQLite would compare the number's text. Still names both sides: their
+        // bound arguments must appear in the SQL.
+        if comparison.op.isStringOperator,
+            Self.isNonTextConstant(comparison.lhs) || Self.isNonTextConstant(comparison.rhs)
+        {
+            return "(\(SQLiteSpelling.literal(false)) AND \(lhs) IS NULL AND \(rhs) IS NULL)"
+        }
         switch comparison.op {
         case .equal: return SQLiteSpelling.isSame(lhs, rhs)
         case .notEqual: return SQLiteSpelling.isDistinct(lhs, rhs)
