@@ -61,10 +61,10 @@ enum FuzzPredicate {
                             "team": .string("t\(index % 9)"),
                         ]))
             }
-            _ = try! store.save(StoreSave.Parameters(inserted: inserted))
-            teams = try! store.fetch(FetchRequest(entity: "Team")).objects ?? []
-            let players = try! store.fetch(FetchRequest(entity: "Player")).objects ?? []
-            let countries = try! store.fetch(FetchRequest(entity: "Country")).objects ?? []
+            _ = try! store.save(StoreSave.Parameters(inserted: inserted), writeScope: .unrestricted)
+            teams = try! store.fetch(FetchRequest(entity: "Team"), scope: .unrestricted).objects ?? []
+            let players = try! store.fetch(FetchRequest(entity: "Player"), scope: .unrestricted).objects ?? []
+            let countries = try! store.fetch(FetchRequest(entity: "Country"), scope: .unrestricted).objects ?? []
             var byID: [String: [String: JSONValue]] = [:]
             for object in teams + players + countries { byID[object["id"]!.stringValue!] = object.objectValue! }
             var playersOfTeam: [String: [[String: JSONValue]]] = [:]
@@ -94,7 +94,8 @@ enum FuzzPredicate {
             var inScope = Set<String>()
             let fetchedScope = try! store.fetch(
                 FetchRequest(
-                    entity: "Team", predicate: "active == YES AND (wins >= 0 OR zone == nil)", resultType: .ids))
+                    entity: "Team", predicate: "active == YES AND (wins >= 0 OR zone == nil)", resultType: .ids),
+                scope: .unrestricted)
             inScope.formUnion(fetchedScope.ids ?? [])
             self.inScope = inScope
         }
@@ -120,7 +121,9 @@ enum FuzzPredicate {
         let fixture = Self.fixture
         let sql: Outcome
         do {
-            let ids = try fixture.store.fetch(FetchRequest(entity: "Team", predicate: text, resultType: .ids)).ids
+            let ids = try fixture.store.fetch(
+                FetchRequest(entity: "Team", predicate: text, resultType: .ids), scope: .unrestricted
+            ).ids
             sql = .matches(Set(ids ?? []))
         } catch {
             sql = .refused(error.code.rawValue)
@@ -166,11 +169,11 @@ extension FuzzPredicate {
     /// and exactly the unscoped matches that lie inside it.
     static func checkScope(_ text: String, unscoped: Outcome) {
         let fixture = Self.fixture
-        var request = FetchRequest(entity: "Team", predicate: text, resultType: .ids)
-        request.scope = fixture.scope
+        let request = FetchRequest(entity: "Team", predicate: text, resultType: .ids)
         let scoped: Outcome
         do {
-            scoped = .matches(Set(try fixture.store.fetch(request).ids ?? []))
+            scoped = .matches(
+                Set(try fixture.store.fetch(request, scope: ReadScope(rules: ["Team": fixture.scope])).ids ?? []))
         } catch {
             scoped = .refused(error.code.rawValue)
         }

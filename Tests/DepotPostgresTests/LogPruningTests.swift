@@ -43,7 +43,9 @@ final class LogPruningTests: XCTestCase {
         try second.catchUpWithCluster()
         let behind = second.replicaPosition
         try b.recordPosition(behind)
-        for index in 10..<30 { _ = try first.save(update(ids[index % ids.count], wins: index)) }
+        for index in 10..<30 {
+            _ = try first.save(update(ids[index % ids.count], wins: index), writeScope: .unrestricted)
+        }
         try a.recordPosition(first.replicaPosition)
 
         XCTAssertEqual(try a.prune(), behind, "everything the daemon behind has applied, nothing more")
@@ -78,7 +80,7 @@ final class LogPruningTests: XCTestCase {
         try c.prune()
         XCTAssertEqual(try c.entries(after: 0, limit: 100).map(\.number), [head])
         // The log goes on from there.
-        _ = try second.save(update(ids[0], wins: 100))
+        _ = try second.save(update(ids[0], wins: 100), writeScope: .unrestricted)
         try first.catchUpWithCluster()
         XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
     }
@@ -106,8 +108,8 @@ final class LogPruningTests: XCTestCase {
             try b.recordPosition(away)
         }
         // Updates, deletes and new objects while it is away.
-        for index in 0..<12 { _ = try first.save(update(ids[index % 8], wins: 50 + index)) }
-        _ = try first.save(StoreSave.Parameters(deleted: [DeletedObject(id: ids[9])]))
+        for index in 0..<12 { _ = try first.save(update(ids[index % 8], wins: 50 + index), writeScope: .unrestricted) }
+        _ = try first.save(StoreSave.Parameters(deleted: [DeletedObject(id: ids[9])]), writeScope: .unrestricted)
         ids.append(try insertTeam(first, 10))
         Thread.sleep(forTimeInterval: 0.5)
         try a.recordPosition(first.replicaPosition)
@@ -128,10 +130,11 @@ final class LogPruningTests: XCTestCase {
         XCTAssertEqual(try second.latestTransaction(), try first.latestTransaction())
 
         // It follows and writes from there; history agrees over the range both hold.
-        _ = try first.save(update(ids[0], wins: 1))
+        _ = try first.save(update(ids[0], wins: 1), writeScope: .unrestricted)
         try second.catchUpWithCluster()
         let (saved, transaction) = try second.save(
-            StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", tempId: "n", values: ["name": "back"])]))
+            StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", tempId: "n", values: ["name": "back"])]),
+            writeScope: .unrestricted)
         XCTAssertEqual(saved.ids["n"], "Team/12", "ids given before the rebuild are not given again")
         XCTAssertEqual(transaction?.number, begins + 2)
         try first.catchUpWithCluster()
@@ -160,15 +163,15 @@ final class LogPruningTests: XCTestCase {
         }
         XCTAssertNotEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
 
-        _ = try first.save(update(ids[0], wins: 7))
-        _ = try first.save(update(ids[1], wins: 8))
+        _ = try first.save(update(ids[0], wins: 7), writeScope: .unrestricted)
+        _ = try first.save(update(ids[1], wins: 8), writeScope: .unrestricted)
         try second.catchUpWithCluster()
         XCTAssertTrue(second.takeRebuild())
         XCTAssertNil(second.divergenceError)
         XCTAssertEqual(second.replicaPosition, first.replicaPosition)
         XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
         // And it writes again.
-        _ = try second.save(update(ids[2], wins: 9))
+        _ = try second.save(update(ids[2], wins: 9), writeScope: .unrestricted)
         try first.catchUpWithCluster()
         XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
     }
@@ -189,7 +192,7 @@ final class LogPruningTests: XCTestCase {
             let second = try Store(path: secondPath, replication: b)
             XCTAssertEqual(
                 try TestReplica.checksums(secondPath).offset, "0", "the snapshot's tables agree with the log")
-            _ = try second.save(update("Team/3", wins: 4))
+            _ = try second.save(update("Team/3", wins: 4), writeScope: .unrestricted)
         }
         try first.catchUpWithCluster()
         try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET name = 'changed by hand' WHERE id = 2") }
@@ -223,12 +226,12 @@ final class LogPruningTests: XCTestCase {
         XCTAssertTrue(try a.entries(after: 0, limit: 100).allSatisfy { $0.checksum != nil })
         try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET rating = 99.5 WHERE id = 1") }
 
-        _ = try first.save(update(ids[0], wins: 3))
+        _ = try first.save(update(ids[0], wins: 3), writeScope: .unrestricted)
         try second.catchUpWithCluster()
         XCTAssertTrue(second.takeRebuild())
         XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
         // Both follow on with equal checksums: no rebuild for an ordinary entry.
-        _ = try second.save(update(ids[1], wins: 5))
+        _ = try second.save(update(ids[1], wins: 5), writeScope: .unrestricted)
         try first.catchUpWithCluster()
         XCTAssertFalse(first.takeRebuild())
         XCTAssertEqual(try TestReplica.objectTables(secondPath), try TestReplica.objectTables(firstPath))
@@ -245,24 +248,24 @@ final class LogPruningTests: XCTestCase {
         _ = try first.defineModel([Self.team, Self.tag])
         let save = StoreSave.Parameters(
             inserted: [InsertedObject(entity: "Team", tempId: "t", values: ["name": "resent"])], saveId: "resent-1")
-        let (answer, _) = try first.save(save)
+        let (answer, _) = try first.save(save, writeScope: .unrestricted)
         _ = try insertTeam(first, 1)
 
         let b = try PostgresReplication(url: url, node: "b")
         defer { b.stop() }
         let (joined, joinedPath) = try TestReplica.open(b)
         let head = try XCTUnwrap(a.entries(after: 0, limit: 100).last?.number)
-        let (again, transaction) = try joined.save(save)
+        let (again, transaction) = try joined.save(save, writeScope: .unrestricted)
         XCTAssertEqual(again, answer, "answered as before")
         XCTAssertNil(transaction)
         XCTAssertEqual(try a.entries(after: 0, limit: 100).last?.number, head, "nothing appended")
 
         // Rebuilt from the snapshot (a row changed behind its back), it still knows the id.
         try edit(joinedPath) { db in try db.execute(sql: "UPDATE e_Team SET wins = 7 WHERE id = 1") }
-        _ = try first.save(update("Team/1", wins: 8))
+        _ = try first.save(update("Team/1", wins: 8), writeScope: .unrestricted)
         try joined.catchUpWithCluster()
         XCTAssertTrue(joined.takeRebuild())
-        XCTAssertEqual(try joined.save(save).0, answer)
+        XCTAssertEqual(try joined.save(save, writeScope: .unrestricted).0, answer)
         XCTAssertEqual(try TestReplica.objectTables(joinedPath), try TestReplica.objectTables(firstPath))
     }
 
@@ -285,10 +288,10 @@ final class LogPruningTests: XCTestCase {
         try edit(secondPath) { db in try db.execute(sql: "UPDATE e_Team SET rating = 42.5 WHERE id = 1") }
         // The next entry touches that row: the replica finds it out while applying it, which its
         // own write does under the lock (its first, unlocked try is refused: the log moved on).
-        _ = try first.save(update(ids[0], wins: 3))
+        _ = try first.save(update(ids[0], wins: 3), writeScope: .unrestricted)
         let head = try XCTUnwrap(a.entries(after: 0, limit: 100).last?.number)
 
-        let (_, transaction) = try second.save(update(ids[1], wins: 5))
+        let (_, transaction) = try second.save(update(ids[1], wins: 5), writeScope: .unrestricted)
         XCTAssertTrue(second.takeRebuild(), "rebuilt from the snapshot")
         XCTAssertEqual(b.lockFreeDuringSnapshots, [true, true], "the write lock was free while the snapshot was read")
         XCTAssertNil(second.divergenceError)
@@ -335,7 +338,7 @@ final class LogPruningTests: XCTestCase {
         // The first daemon's connection was cut too: it reconnects, writes, and the new one follows.
         var saved = false
         for _ in 0..<100 where !saved {
-            saved = (try? first.save(update(ids[0], wins: 11))) != nil
+            saved = (try? first.save(update(ids[0], wins: 11), writeScope: .unrestricted)) != nil
             if !saved { Thread.sleep(forTimeInterval: 0.05) }
         }
         XCTAssertTrue(saved, "writes resume after the restart")
@@ -358,7 +361,7 @@ final class LogPruningTests: XCTestCase {
                         "tags": [.string("g")],
                     ]),
                 InsertedObject(entity: "Tag", tempId: "g", values: ["label": .string("tag \(index)")]),
-            ])
+            ]), writeScope: .unrestricted
         ).0.ids
         return saved["t"]!
     }

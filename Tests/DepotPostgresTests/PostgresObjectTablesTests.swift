@@ -67,15 +67,18 @@ final class PostgresObjectTablesTests: XCTestCase {
             case 40:
                 // Batches: more rows than one read of the changed rows takes (500).
                 let bulk = (0..<1_200).map { ["name": JSONValue.string("bulk \($0)")] }
-                _ = try store.batchInsert(BatchInsert.Parameters(entity: "Player", objects: bulk))
+                _ = try store.batchInsert(
+                    BatchInsert.Parameters(entity: "Player", objects: bulk), writeScope: .unrestricted)
                 continue
             case 100:
                 _ = try store.batchUpdate(
-                    BatchUpdate.Parameters(entity: "Team", predicate: "wins < 100", values: ["wins": 7]))
+                    BatchUpdate.Parameters(entity: "Team", predicate: "wins < 100", values: ["wins": 7]),
+                    readScope: .unrestricted, writeScope: .unrestricted)
                 continue
             case 140:
                 _ = try store.batchDelete(
-                    BatchDelete.Parameters(entity: "Player", predicate: "name BEGINSWITH 'bulk 1'"))
+                    BatchDelete.Parameters(entity: "Player", predicate: "name BEGINSWITH 'bulk 1'"),
+                    readScope: .unrestricted, writeScope: .unrestricted)
                 continue
             default:
                 break
@@ -148,7 +151,7 @@ final class PostgresObjectTablesTests: XCTestCase {
                 continue
             }
             do {
-                let (result, _) = try store.save(parameters)
+                let (result, _) = try store.save(parameters, writeScope: .unrestricted)
                 committed += 1
                 if let id = result.ids["new"] {
                     if id.hasPrefix("Team/") { teams.append(id) }
@@ -224,15 +227,16 @@ final class PostgresObjectTablesTests: XCTestCase {
                         entity: "Team", tempId: "t",
                         values: ["name": .string("team \(index)"), "active": .bool(index % 2 == 0)]),
                     InsertedObject(entity: "Tag", tempId: "g", values: ["label": .string("tag \(index)")]),
-                ])
+                ]), writeScope: .unrestricted
             ).0.ids
             teams.append(saved["t"]!)
             _ = try store.save(
                 StoreSave.Parameters(updated: [UpdatedObject(id: saved["t"]!, values: ["tags": [.string(saved["g"]!)]])]
-                ))
+                ), writeScope: .unrestricted)
         }
         // The newest team is deleted: its id must never come back.
-        _ = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: teams.removeLast())]))
+        _ = try store.save(
+            StoreSave.Parameters(deleted: [DeletedObject(id: teams.removeLast())]), writeScope: .unrestricted)
         let latest = try store.latestTransaction()
 
         let joining = try PostgresReplication(url: url, node: "joining")
@@ -251,10 +255,13 @@ final class PostgresObjectTablesTests: XCTestCase {
         XCTAssertEqual(checksums.offset, "0", "the snapshot's tables agree with the log")
 
         // It follows the log from there, and writes through it.
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: teams[0], values: ["wins": 9])]))
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: teams[0], values: ["wins": 9])]), writeScope: .unrestricted
+        )
         try joined.catchUpWithCluster()
         let (saved, transaction) = try joined.save(
-            StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", tempId: "n", values: ["name": "new"])]))
+            StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", tempId: "n", values: ["name": "new"])]),
+            writeScope: .unrestricted)
         XCTAssertEqual(saved.ids["n"], "Team/41", "after the deleted Team/40")
         XCTAssertEqual(transaction?.number, latest + 2)
         XCTAssertEqual(try joined.history(since: latest, limit: nil).transactions.count, 2)

@@ -40,7 +40,7 @@ final class PostgresReplicationTests: XCTestCase {
         let shared = try stores[0].save(
             StoreSave.Parameters(inserted: [
                 InsertedObject(entity: "Entry", tempId: "s", values: ["name": "shared", "writer": -1])
-            ])
+            ]), writeScope: .unrestricted
         ).0.ids["s"]!
 
         let writesPerReplica = 30
@@ -91,7 +91,7 @@ final class PostgresReplicationTests: XCTestCase {
                         ])
                     }
                     do {
-                        let (_, transaction) = try store.save(parameters)
+                        let (_, transaction) = try store.save(parameters, writeScope: .unrestricted)
                         outcomes.withLock { $0.append((index, transaction != nil)) }
                     } catch let error as RPCError where error.code == .uniqueConstraint {
                         outcomes.withLock { $0.append((index, false)) }
@@ -135,14 +135,16 @@ final class PostgresReplicationTests: XCTestCase {
 
         let request = FetchRequest(entity: "Entry", sort: [SortDescriptor(key: "name")])
         for store in stores { try store.catchUpWithCluster() }
-        let expected = try JSONCoding.encode(stores[0].fetch(request))
+        let expected = try JSONCoding.encode(stores[0].fetch(request, scope: .unrestricted))
         let expectedHistory = try stores[0].history(since: 0, limit: nil).transactions
         // Every update commits (each sets a value no other write sets): one in five writes of each replica.
         let updates = stores.count * (writesPerReplica / 5)
-        XCTAssertEqual(try stores[0].count(FetchRequest(entity: "Entry")), 1 + committed.count - updates)
+        XCTAssertEqual(
+            try stores[0].count(FetchRequest(entity: "Entry"), scope: .unrestricted), 1 + committed.count - updates)
         for (index, store) in stores.enumerated() {
             XCTAssertEqual(store.replicaPosition, Int64(log.count), "replica \(index)")
-            XCTAssertEqual(try JSONCoding.encode(store.fetch(request)), expected, "replica \(index)")
+            XCTAssertEqual(
+                try JSONCoding.encode(store.fetch(request, scope: .unrestricted)), expected, "replica \(index)")
             XCTAssertEqual(try store.history(since: 0, limit: nil).transactions, expectedHistory, "replica \(index)")
         }
     }

@@ -137,9 +137,11 @@ final class ServerStatisticsTests: XCTestCase {
                         .utf8)))
         for peer in [alice, bob, alice] {
             let answered = DispatchSemaphore(value: 0)
+            let view = StoreView.unrestricted(server.store)
             try server.results.subscribe(
-                subscribe,
-                context: RequestContext(service: server, routingID: peer, requestID: nil, cancellation: Cancellation()),
+                subscribe, definition: try view.resultsDefinition(subscribe),
+                context: RequestContext(
+                    service: server, routingID: peer, requestID: nil, cancellation: Cancellation(), view: view),
                 reply: Reply { _ in answered.signal() })
             answered.wait()
         }
@@ -151,7 +153,7 @@ final class ServerStatisticsTests: XCTestCase {
                         .utf8)))
         server.stats.writeQueued()
         server.stats.measureWrite {
-            let (_, transaction) = try! server.store.save(save)
+            let (_, transaction) = try! server.store.save(save, writeScope: .unrestricted)
             let published = DispatchSemaphore(value: 0)
             server.writes.afterCommits {
                 server.publish(transaction!, store: $0)

@@ -145,7 +145,8 @@ final class ServiceCoreTests: XCTestCase {
             try service.store.fetch(
                 FetchRequest(
                     entity: "Item", predicate: "score >= 20",
-                    sort: [SortDescriptor(key: "score"), SortDescriptor(key: "name")])
+                    sort: [SortDescriptor(key: "score"), SortDescriptor(key: "name")]),
+                scope: .unrestricted
             ).objects ?? []
         for peer in peers {
             let messages = try outbox.wait(for: peer) { messages in

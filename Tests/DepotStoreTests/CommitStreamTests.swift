@@ -11,11 +11,14 @@ final class CommitStreamTests: XCTestCase {
         let (store, directory) = try makeStore()
         defer { try? FileManager.default.removeItem(at: directory) }
         let france = try store.insertTeam("France", zone: "Europe", wins: 3)
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 4])]))
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 4])]), writeScope: .unrestricted)
         _ = try store.batchInsert(
             BatchInsert.Parameters(
-                entity: "Team", objects: [["teamName": "Japan", "qualifyingZone": "Asia"]]))
-        _ = try store.batchUpdate(BatchUpdate.Parameters(entity: "Team", values: ["wins": 9]))
+                entity: "Team", objects: [["teamName": "Japan", "qualifyingZone": "Asia"]]), writeScope: .unrestricted)
+        _ = try store.batchUpdate(
+            BatchUpdate.Parameters(entity: "Team", values: ["wins": 9]), readScope: .unrestricted,
+            writeScope: .unrestricted)
         let stream = store.takeCommittedTransactions()
         XCTAssertEqual(stream.map(\.number), [1, 2, 3, 4])
         XCTAssertEqual(stream[1].changes["Team"]?.updated.map(\.row), [1], "the update of France")
@@ -33,9 +36,10 @@ final class CommitStreamTests: XCTestCase {
                 StoreSave.Parameters(inserted: [
                     InsertedObject(entity: "Team", values: ["teamName": "Japan", "qualifyingZone": "Asia"]),
                     InsertedObject(entity: "Team", values: ["teamName": "France", "qualifyingZone": "Asia"]),
-                ]))
+                ]), writeScope: .unrestricted)
         }
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 0])]))
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 0])]), writeScope: .unrestricted)
         XCTAssertTrue(store.takeCommittedTransactions().isEmpty)
         let recorded = store.recordedTransactions
         _ = try store.insertTeam("Japan", zone: "Asia")
@@ -51,7 +55,7 @@ final class CommitStreamTests: XCTestCase {
                 _ = try? store.save(
                     StoreSave.Parameters(inserted: [
                         InsertedObject(entity: "Team", values: ["teamName": .string(name), "qualifyingZone": "Z"])
-                    ]), in: group)
+                    ]), in: group, writeScope: .unrestricted)
             }
             XCTAssertTrue(store.takeCommittedTransactions().isEmpty, "nothing before the group commits")
         }

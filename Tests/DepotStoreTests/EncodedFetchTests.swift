@@ -60,7 +60,7 @@ final class EncodedFetchTests: XCTestCase {
             if index > 0 && index % 2 == 0 { values["parent"] = .string("k\(index / 2)") }
             inserted.append(InsertedObject(entity: "Kind", tempId: "k\(index)", values: values))
         }
-        _ = try store.save(StoreSave.Parameters(inserted: inserted))
+        _ = try store.save(StoreSave.Parameters(inserted: inserted), writeScope: .unrestricted)
 
         let requests: [(DepotProtocol.FetchRequest, Bool)] = [
             (DepotProtocol.FetchRequest(entity: "Kind"), false),
@@ -74,14 +74,14 @@ final class EncodedFetchTests: XCTestCase {
             (DepotProtocol.FetchRequest(entity: "Kind", resultType: .dictionaries, properties: []), true),
         ]
         for (request, dictionary) in requests {
-            let plan = try FetchPlan(request, schema: store.schema)
+            let plan = try FetchPlan(request, scope: .unrestricted, schema: store.schema)
             let expected = try store.read { db in
                 try Row.fetchAll(db, sql: plan.objectsSQL, arguments: plan.arguments).map {
                     plan.shape.object(from: $0, dictionary: dictionary)
                 }
             }
             XCTAssertEqual(expected.count, request.entity == "Tag" ? 2 : 14)
-            XCTAssertEqual(try store.fetch(request).objects, expected, "\(request)")
+            XCTAssertEqual(try store.fetch(request, scope: .unrestricted).objects, expected, "\(request)")
         }
     }
 }

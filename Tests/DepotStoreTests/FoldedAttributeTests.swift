@@ -54,7 +54,8 @@ final class FoldedAttributeTests: XCTestCase {
 
     private func ids(_ store: Store, _ predicate: String) throws -> [String] {
         try store.fetch(
-            FetchRequest(entity: "Item", predicate: predicate, sort: [SortDescriptor(key: "rank")], resultType: .ids)
+            FetchRequest(entity: "Item", predicate: predicate, sort: [SortDescriptor(key: "rank")], resultType: .ids),
+            scope: .unrestricted
         )
         .ids ?? []
     }
@@ -64,19 +65,20 @@ final class FoldedAttributeTests: XCTestCase {
         let inserted = Self.titles.enumerated().map { index, title in
             InsertedObject(entity: "Item", tempId: "i\(index)", values: ["title": title, "rank": .int(Int64(index))])
         }
-        let (saved, _) = try store.save(StoreSave.Parameters(inserted: inserted))
+        let (saved, _) = try store.save(StoreSave.Parameters(inserted: inserted), writeScope: .unrestricted)
         try assertShadowColumnsRight(store)
         _ = try store.save(
             StoreSave.Parameters(updated: [
                 UpdatedObject(id: try XCTUnwrap(saved.ids["i0"]), values: ["title": "Ünïcode"])
-            ]))
+            ]), writeScope: .unrestricted)
         try assertShadowColumnsRight(store)
         _ = try store.batchInsert(
             BatchInsert.Parameters(
-                entity: "Item", objects: Self.titles.map { ["title": $0, "rank": 100] }))
+                entity: "Item", objects: Self.titles.map { ["title": $0, "rank": 100] }), writeScope: .unrestricted)
         try assertShadowColumnsRight(store)
         _ = try store.batchUpdate(
-            BatchUpdate.Parameters(entity: "Item", predicate: "rank == 100", values: ["title": "Ça Va"]))
+            BatchUpdate.Parameters(entity: "Item", predicate: "rank == 100", values: ["title": "Ça Va"]),
+            readScope: .unrestricted, writeScope: .unrestricted)
         try assertShadowColumnsRight(store)
         XCTAssertEqual(try ids(store, "title ==[cd] 'ca va'").count, Self.titles.count)
         XCTAssertEqual(try ids(store, "title BEGINSWITH[cd] 'unic'").count, 1)
@@ -115,7 +117,7 @@ final class FoldedAttributeTests: XCTestCase {
                 inserted: Self.titles.enumerated().map { index, title in
                     InsertedObject(
                         entity: "Item", tempId: "i\(index)", values: ["title": title, "rank": .int(Int64(index))])
-                }))
+                }), writeScope: .unrestricted)
         let before = try ids(store, "title CONTAINS[cd] 'ECO' OR title BEGINSWITH[cd] 'etoile'")
         XCTAssertEqual(before.count, 4)
 
@@ -147,15 +149,19 @@ final class FoldedAttributeTests: XCTestCase {
 
     func testARenamedEntityKeepsItsShadowColumnRight() throws {
         let store = try makeFoldedStore()
-        _ = try store.save(StoreSave.Parameters(inserted: [InsertedObject(entity: "Item", values: ["title": "Été"])]))
+        _ = try store.save(
+            StoreSave.Parameters(inserted: [InsertedObject(entity: "Item", values: ["title": "Été"])]),
+            writeScope: .unrestricted)
         var renamed = Self.model(folded: true)
         renamed[0].name = "Entry"
         renamed[0].renamedFrom = "Item"
         _ = try store.defineModel(renamed)
         let (saved, _) = try store.save(
-            StoreSave.Parameters(inserted: [InsertedObject(entity: "Entry", tempId: "e", values: ["title": "Ünï"])]))
+            StoreSave.Parameters(inserted: [InsertedObject(entity: "Entry", tempId: "e", values: ["title": "Ünï"])]),
+            writeScope: .unrestricted)
         _ = try store.save(
-            StoreSave.Parameters(updated: [UpdatedObject(id: try XCTUnwrap(saved.ids["e"]), values: ["title": "ÀÉ"])]))
+            StoreSave.Parameters(updated: [UpdatedObject(id: try XCTUnwrap(saved.ids["e"]), values: ["title": "ÀÉ"])]),
+            writeScope: .unrestricted)
         let rows = try store.read { db in
             try Row.fetchAll(db, sql: "SELECT title, \"title#folded\" FROM e_Entry ORDER BY id").map {
                 [$0[0] as String, $0[1] as String]

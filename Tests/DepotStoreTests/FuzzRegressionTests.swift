@@ -14,16 +14,20 @@ final class FuzzRegressionTests: XCTestCase {
         let (store, directory) = try makeStore()
         defer { try? FileManager.default.removeItem(at: directory) }
         let deepest = String(repeating: "!", count: PredicateParser.maximumNegationDepth) + "wins == 11"
-        XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team", predicate: deepest, resultType: .count)).count, 0)
+        XCTAssertEqual(
+            try store.fetch(FetchRequest(entity: "Team", predicate: deepest, resultType: .count), scope: .unrestricted)
+                .count, 0)
         let nested =
             String(repeating: "NOT (", count: PredicateParser.maximumNegationDepth) + "wins == 11"
             + String(repeating: ")", count: PredicateParser.maximumNegationDepth)
-        XCTAssertNoThrow(try store.fetch(FetchRequest(entity: "Team", predicate: nested, resultType: .count)))
+        XCTAssertNoThrow(
+            try store.fetch(FetchRequest(entity: "Team", predicate: nested, resultType: .count), scope: .unrestricted))
         for text in [
             String(repeating: "!", count: 53) + "founded == 11",
             String(repeating: "NOT (", count: 40) + "wins == 1" + String(repeating: ")", count: 40),
         ] {
-            XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: text))) { error in
+            XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: text), scope: .unrestricted)) {
+                error in
                 XCTAssertEqual((error as? RPCError)?.code, .predicateSyntax, "\(error)")
             }
             XCTAssertThrowsError(try PredicateParser.parse(text))
@@ -44,7 +48,7 @@ final class FuzzRegressionTests: XCTestCase {
         let accepted =
             "wins IN " + String(repeating: "{", count: depth) + "1" + String(repeating: "}", count: depth)
         XCTAssertNoThrow(try PredicateParser.parse(accepted))
-        XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: deep)))
+        XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: deep), scope: .unrestricted))
     }
 
     /// FuzzPredicate: `LIKE 'Zebr***…***'` took the in-memory evaluator
@@ -64,7 +68,10 @@ final class FuzzRegressionTests: XCTestCase {
         let (store, directory) = try makeStore()
         defer { try? FileManager.default.removeItem(at: directory) }
         let predicate = "teamName LIKE 'Zebr\(stars)[[[[['"
-        XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team", predicate: predicate, resultType: .count)).count, 0)
+        XCTAssertEqual(
+            try store.fetch(
+                FetchRequest(entity: "Team", predicate: predicate, resultType: .count), scope: .unrestricted
+            ).count, 0)
     }
 
     /// FuzzPredicate: `teamName IN 'Zeb\0ra'` (a substring test) bound its
@@ -74,7 +81,9 @@ final class FuzzRegressionTests: XCTestCase {
         let (store, directory) = try makeStore()
         defer { try? FileManager.default.removeItem(at: directory) }
         for predicate in [#"teamName IN 'Zeb\0ra'"#, #"'Zeb\0ra' IN teamName"#, #"'a\0' == 'a'"#] {
-            XCTAssertThrowsError(try store.fetch(FetchRequest(entity: "Team", predicate: predicate))) { error in
+            XCTAssertThrowsError(
+                try store.fetch(FetchRequest(entity: "Team", predicate: predicate), scope: .unrestricted)
+            ) { error in
                 XCTAssertEqual((error as? RPCError)?.code, .invalidParams, predicate)
                 XCTAssertTrue((error as? RPCError)?.message.contains("U+0000") == true, "\(error)")
             }

@@ -17,8 +17,11 @@ final class GroupedDifferentialTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try Store(path: directory.appendingPathComponent("g.sqlite").path)
         _ = try store.defineModel(PredicateFixture.model)
-        _ = try store.save(StoreSave.Parameters(inserted: PredicateFixture.differentialRows(&random)))
-        let (evaluator, teams) = try PredicateFixture.evaluator { try store.fetch($0).objects ?? [] }
+        _ = try store.save(
+            StoreSave.Parameters(inserted: PredicateFixture.differentialRows(&random)), writeScope: .unrestricted)
+        let (evaluator, teams) = try PredicateFixture.evaluator {
+            try store.fetch($0, scope: .unrestricted).objects ?? []
+        }
         let grouped = GroupedEvaluator(model: PredicateFixture.model, evaluator: evaluator)
         let objects = teams.compactMap(\.objectValue)
 
@@ -31,8 +34,8 @@ final class GroupedDifferentialTests: XCTestCase {
             let sql: [JSONValue]
             let counted: Int
             do {
-                sql = try store.fetch(request).objects ?? []
-                counted = try store.count(request)
+                sql = try store.fetch(request, scope: .unrestricted).objects ?? []
+                counted = try store.count(request, scope: .unrestricted)
             } catch {
                 disagreements.append("\(described): SQL side failed: \(error)")
                 continue

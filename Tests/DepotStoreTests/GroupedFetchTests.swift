@@ -18,13 +18,14 @@ final class GroupedFetchTests: XCTestCase {
         let store = try Store(path: directory.appendingPathComponent("g.sqlite").path)
         _ = try store.defineModel(PredicateFixture.model)
         try PredicateFixture.seedCaseTable(
-            save: { _ = try store.save($0) }, fetchIDs: { try store.fetch($0).ids ?? [] })
+            save: { _ = try store.save($0, writeScope: .unrestricted) },
+            fetchIDs: { try store.fetch($0, scope: .unrestricted).ids ?? [] })
         seeded = store
         return store
     }
 
     private func groups(_ request: FetchRequest) throws -> [JSONValue] {
-        try store().fetch(request).objects ?? []
+        try store().fetch(request, scope: .unrestricted).objects ?? []
     }
 
     private static let perZone: [ExpressionDescription] = [
@@ -69,10 +70,10 @@ final class GroupedFetchTests: XCTestCase {
         page.limit = 2
         page.offset = 1
         XCTAssertEqual(try groups(page).map { $0["zone"] ?? "?" }, [nil, "Africa"])
-        XCTAssertEqual(try store().count(page), 2)
-        XCTAssertEqual(try store().count(request), 5)
+        XCTAssertEqual(try store().count(page, scope: .unrestricted), 2)
+        XCTAssertEqual(try store().count(request, scope: .unrestricted), 5)
         page.resultType = .count
-        XCTAssertEqual(try store().fetch(page).count, 2)
+        XCTAssertEqual(try store().fetch(page, scope: .unrestricted).count, 2)
     }
 
     func testHavingOverAggregatesAndGroupKeysWithArguments() throws {
@@ -83,7 +84,7 @@ final class GroupedFetchTests: XCTestCase {
         XCTAssertEqual(try groups(request).map { $0["zone"] ?? "?" }, ["Africa", "Europe", "europe"])
         request.having = "zone BEGINSWITH[c] 'eu'"
         XCTAssertEqual(try groups(request).map { $0["wins"] ?? "?" }, [13, 3])
-        XCTAssertEqual(try store().count(request), 2)
+        XCTAssertEqual(try store().count(request, scope: .unrestricted), 2)
     }
 
     func testGroupsByAToOneKeyPathAndFiltersBeforeGrouping() throws {
@@ -109,7 +110,7 @@ final class GroupedFetchTests: XCTestCase {
         var none = totals
         none.predicate = "FALSEPREDICATE"
         XCTAssertEqual(try groups(none), [])
-        XCTAssertEqual(try store().count(none), 0)
+        XCTAssertEqual(try store().count(none, scope: .unrestricted), 0)
         var grouped = none
         grouped.groupBy = ["zone"]
         XCTAssertEqual(try groups(grouped), [])
@@ -118,7 +119,7 @@ final class GroupedFetchTests: XCTestCase {
     func testStreamsGroupsInBatches() throws {
         var batches: [Int] = []
         let (count, _) = try store().fetchEncoded(
-            FetchRequest(entity: "Team", batchSize: 2, groupBy: ["zone"])
+            FetchRequest(entity: "Team", batchSize: 2, groupBy: ["zone"]), scope: .unrestricted
         ) { batch in batches.append(batch.count) }
         XCTAssertEqual(count, 5)
         XCTAssertEqual(batches, [2, 2, 1])
@@ -176,7 +177,10 @@ final class GroupedFetchTests: XCTestCase {
         ]
         let store = try store()
         for (request, field) in cases {
-            for call in [{ _ = try store.fetch(request) }, { _ = try store.count(request) }] {
+            for call in [
+                { _ = try store.fetch(request, scope: .unrestricted) },
+                { _ = try store.count(request, scope: .unrestricted) },
+            ] {
                 XCTAssertThrowsError(try call(), "\(request)") { error in
                     let rpc = error as? RPCError
                     XCTAssertEqual(rpc?.code, .invalidParams, "\(request): \(error)")
@@ -199,7 +203,8 @@ final class GroupedFetchTests: XCTestCase {
     func testObjectReadersRefuseGroupedRequests() throws {
         XCTAssertThrowsError(
             try FetchPlan(
-                FetchRequest(entity: "Team", groupBy: ["zone"]), schema: store().schema, field: "params.request")
+                FetchRequest(entity: "Team", groupBy: ["zone"]), scope: .unrestricted, schema: store().schema,
+                field: "params.request")
         ) { error in
             XCTAssertEqual((error as? RPCError)?.data?["field"], "params.request.groupBy")
         }
@@ -233,22 +238,27 @@ extension GroupedFetchTests {
             StoreSave.Parameters(
                 inserted: ["a", "b"].map {
                     InsertedObject(entity: "Team", values: ["teamName": .string($0), "wins": .int(.max)])
-                }))
+                }), writeScope: .unrestricted)
         let request = FetchRequest(
             entity: "Team", aggregates: [ExpressionDescription(name: "wins", function: .sum, key: "wins")])
-        for call in [{ _ = try store.fetch(request) }, { _ = try store.count(request) }] {
+        for call in [
+            { _ = try store.fetch(request, scope: .unrestricted) },
+            { _ = try store.count(request, scope: .unrestricted) },
+        ] {
             XCTAssertThrowsError(try call()) { error in
                 XCTAssertEqual((error as? RPCError)?.code, .invalidParams, "\(error)")
                 XCTAssertEqual((error as? RPCError)?.data?["field"], "params.aggregates")
             }
         }
-        let (evaluator, teams) = try PredicateFixture.evaluator { try store.fetch($0).objects ?? [] }
+        let (evaluator, teams) = try PredicateFixture.evaluator {
+            try store.fetch($0, scope: .unrestricted).objects ?? []
+        }
         XCTAssertThrowsError(
             try GroupedEvaluator(model: PredicateFixture.model, evaluator: evaluator).evaluate(
                 request, objects: teams.compactMap(\.objectValue))
         ) { error in XCTAssertEqual(error as? RPCError, GroupedShape.sumOverflow) }
         var one = request
         one.predicate = "teamName == 'a'"
-        XCTAssertEqual(try store.fetch(one).objects, [["wins": .int(.max)]])
+        XCTAssertEqual(try store.fetch(one, scope: .unrestricted).objects, [["wins": .int(.max)]])
     }
 }

@@ -19,11 +19,13 @@ final class PredicateDifferentialTests: XCTestCase {
         _ = try foldedStore.defineModel(PredicateFixture.foldedModel)
 
         let inserted = PredicateFixture.differentialRows(&random)
-        _ = try store.save(StoreSave.Parameters(inserted: inserted))
-        _ = try foldedStore.save(StoreSave.Parameters(inserted: inserted))
+        _ = try store.save(StoreSave.Parameters(inserted: inserted), writeScope: .unrestricted)
+        _ = try foldedStore.save(StoreSave.Parameters(inserted: inserted), writeScope: .unrestricted)
 
         // The object graph the evaluator reads.
-        let (evaluator, teams) = try PredicateFixture.evaluator { try store.fetch($0).objects ?? [] }
+        let (evaluator, teams) = try PredicateFixture.evaluator {
+            try store.fetch($0, scope: .unrestricted).objects ?? []
+        }
 
         var checked = 0
         var foldedChecked = 0
@@ -36,8 +38,8 @@ final class PredicateDifferentialTests: XCTestCase {
             do {
                 node = try PredicateParser.parse(predicate)
                 let request = FetchRequest(entity: "Team", predicate: predicate, resultType: .ids)
-                sqlIDs = Set(try store.fetch(request).ids ?? [])
-                foldedIDs = Set(try foldedStore.fetch(request).ids ?? [])
+                sqlIDs = Set(try store.fetch(request, scope: .unrestricted).ids ?? [])
+                foldedIDs = Set(try foldedStore.fetch(request, scope: .unrestricted).ids ?? [])
             } catch {
                 disagreements.append("\(predicate): SQL side failed: \(error)")
                 continue

@@ -23,7 +23,8 @@ final class PredicateTests: XCTestCase {
         let store = try Store(path: directory.appendingPathComponent("p.sqlite").path)
         _ = try store.defineModel(definedModel)
         try PredicateFixture.seedCaseTable(
-            save: { _ = try store.save($0) }, fetchIDs: { try store.fetch($0).ids ?? [] })
+            save: { _ = try store.save($0, writeScope: .unrestricted) },
+            fetchIDs: { try store.fetch($0, scope: .unrestricted).ids ?? [] })
         seeded = store
         return store
     }
@@ -35,7 +36,7 @@ final class PredicateTests: XCTestCase {
         let result = try store.fetch(
             FetchRequest(
                 entity: "Team", predicate: predicate, arguments: arguments, sort: [SortDescriptor(key: "teamName")],
-                properties: ["teamName"]))
+                properties: ["teamName"]), scope: .unrestricted)
         return (result.objects ?? []).compactMap { PredicateFixture.teamLetters[$0["teamName"]?.stringValue ?? ""] }
             .sorted().joined()
     }
@@ -46,7 +47,9 @@ final class PredicateTests: XCTestCase {
     /// The same cases through the in-memory evaluator.
     func evaluated(_ predicate: String, _ arguments: JSONValue?) throws -> String {
         let store = try store()
-        let (evaluator, teams) = try PredicateFixture.evaluator { try store.fetch($0).objects ?? [] }
+        let (evaluator, teams) = try PredicateFixture.evaluator {
+            try store.fetch($0, scope: .unrestricted).objects ?? []
+        }
         let node = try PredicateParser.parse(predicate, arguments: arguments)
         return try teams.filter { try evaluator.evaluate(node, on: $0.objectValue!, entity: "Team") }
             .compactMap { PredicateFixture.teamLetters[$0["teamName"]?.stringValue ?? ""] }.sorted().joined()

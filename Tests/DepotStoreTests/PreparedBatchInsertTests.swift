@@ -18,10 +18,13 @@ final class PreparedBatchInsertTests: XCTestCase {
         let objects: [[String: JSONValue]] = (0..<50).map {
             ["teamName": .string("T\($0)"), "qualifyingZone": .string("Z\($0 % 4)"), "wins": .int(Int64($0))]
         }
-        let (result, transaction) = try store.batchInsert(try store.prepareBatchInsert(params(objects)))
+        let (result, transaction) = try store.batchInsert(
+            try store.prepareBatchInsert(params(objects)), writeScope: .unrestricted)
         XCTAssertEqual(result.inserted, 50)
         XCTAssertEqual(transaction?.changes["Team"]?.inserted.count, 50)
-        let fetched = try store.fetch(FetchRequest(entity: "Team", sort: [SortDescriptor(key: "wins")])).objects ?? []
+        let fetched =
+            try store.fetch(FetchRequest(entity: "Team", sort: [SortDescriptor(key: "wins")]), scope: .unrestricted)
+            .objects ?? []
         XCTAssertEqual(fetched.map { $0["teamName"] }, objects.map { $0["teamName"] })
         XCTAssertEqual(fetched.last?["wins"], 49)
     }
@@ -35,13 +38,14 @@ final class PreparedBatchInsertTests: XCTestCase {
         ]
         var plain: RPCError?
         var prepared: RPCError?
-        do { _ = try store.batchInsert(params(objects)) } catch { plain = error }
-        do { _ = try store.batchInsert(try store.prepareBatchInsert(params(objects))) } catch { prepared = error }
+        do { _ = try store.batchInsert(params(objects), writeScope: .unrestricted) } catch { plain = error }
+        do { _ = try store.batchInsert(try store.prepareBatchInsert(params(objects)), writeScope: .unrestricted) } catch
+        { prepared = error }
         XCTAssertEqual(plain?.code, .validationFailed)
         XCTAssertEqual(prepared?.code, plain?.code)
         XCTAssertEqual(prepared?.message, plain?.message)
         XCTAssertEqual(prepared?.data, plain?.data)
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 0)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Team"), scope: .unrestricted), 0)
     }
 
     func testAModelChangedSinceThePreparationConvertsAgain() throws {
@@ -52,8 +56,8 @@ final class PreparedBatchInsertTests: XCTestCase {
         var model = testModel
         model[0].attributes.append(AttributeDescription(name: "rank", type: .integer, optional: true))
         _ = try store.defineModel(model)
-        let (result, _) = try store.batchInsert(batch)
+        let (result, _) = try store.batchInsert(batch, writeScope: .unrestricted)
         XCTAssertEqual(result.inserted, 1)
-        XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team")).objects?.first?["rank"], 7)
+        XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team"), scope: .unrestricted).objects?.first?["rank"], 7)
     }
 }

@@ -20,16 +20,20 @@ final class ReplicationTests: XCTestCase {
                 inserted: [
                     InsertedObject(entity: "Player", tempId: "p", values: ["name": "Kylian", "team": .string(france)])
                 ],
-                updated: [UpdatedObject(id: japan, values: ["wins": 7])]))
+                updated: [UpdatedObject(id: japan, values: ["wins": 7])]), writeScope: .unrestricted)
         XCTAssertEqual(moved?.number, 3, "numbered as on a lone store: the model change takes no number")
         try b.catchUpWithCluster()
         XCTAssertEqual(
             b.takeCommittedTransactions().map(\.number), [1, 2, 3],
             "b's commit stream: a's first transaction, applied under the lock, then its own, then a's next")
         let request = FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")])
-        XCTAssertEqual(try JSONCoding.encode(b.fetch(request)), try JSONCoding.encode(a.fetch(request)))
+        XCTAssertEqual(
+            try JSONCoding.encode(b.fetch(request, scope: .unrestricted)),
+            try JSONCoding.encode(a.fetch(request, scope: .unrestricted)))
         let players = FetchRequest(entity: "Player", sort: [SortDescriptor(key: "name")])
-        XCTAssertEqual(try JSONCoding.encode(b.fetch(players)), try JSONCoding.encode(a.fetch(players)))
+        XCTAssertEqual(
+            try JSONCoding.encode(b.fetch(players, scope: .unrestricted)),
+            try JSONCoding.encode(a.fetch(players, scope: .unrestricted)))
         XCTAssertEqual(
             try b.history(since: 0, limit: nil).transactions, try a.history(since: 0, limit: nil).transactions)
         XCTAssertEqual(b.replicaPosition, a.replicaPosition)
@@ -52,7 +56,9 @@ final class ReplicationTests: XCTestCase {
         _ = try a.defineModel(testModel)
         log.refuseNextCommit()
         assertRPCError(.internalError) { try a.insertTeam("France", zone: "Europe") }
-        XCTAssertEqual(try a.count(FetchRequest(entity: "Team")), 0, "nothing the log lacks stays in the replica")
+        XCTAssertEqual(
+            try a.count(FetchRequest(entity: "Team"), scope: .unrestricted), 0,
+            "nothing the log lacks stays in the replica")
         XCTAssertEqual(try a.latestTransaction(), 0)
         _ = try a.insertTeam("France", zone: "Europe")
         XCTAssertEqual(try a.latestTransaction(), 1)
@@ -77,14 +83,15 @@ final class ReplicationTests: XCTestCase {
         _ = try a.defineModel(testModel)
         let france = try a.insertTeam("France", zone: "Europe", wins: 3)
         try b.catchUpWithCluster()
-        _ = try a.save(StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 6])]))
+        _ = try a.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 6])]), writeScope: .unrestricted)
         // b still says 3: setting 3 looks like no change there, but it is one in the cluster.
         let (_, transaction) = try b.save(
-            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 3])]))
+            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 3])]), writeScope: .unrestricted)
         XCTAssertNotNil(transaction, "the save changed wins from 6 back to 3")
         XCTAssertEqual(log.lockedWrites, 1)
         try a.catchUpWithCluster()
-        let wins = try a.objects(ids: [france], properties: ["wins"]).first?["wins"]
+        let wins = try a.objects(ids: [france], properties: ["wins"], scope: .unrestricted).first?["wins"]
         XCTAssertEqual(wins, 3)
     }
 
@@ -101,7 +108,7 @@ final class ReplicationTests: XCTestCase {
                 _ = try? b.save(
                     StoreSave.Parameters(inserted: [
                         InsertedObject(entity: "Team", values: ["teamName": .string(name), "qualifyingZone": "Z"])
-                    ]), in: group)
+                    ]), in: group, writeScope: .unrestricted)
             }
         }
         XCTAssertEqual(log.lockedWrites, 1, "the group ran a second time, under the lock")
@@ -120,7 +127,7 @@ final class ReplicationTests: XCTestCase {
                 _ = try? a.save(
                     StoreSave.Parameters(inserted: [
                         InsertedObject(entity: "Team", values: ["teamName": .string(name), "qualifyingZone": "Z"])
-                    ]), in: group)
+                    ]), in: group, writeScope: .unrestricted)
             }
         }
         let entries = try log.entries(after: 1, limit: 10)
@@ -135,7 +142,9 @@ final class ReplicationTests: XCTestCase {
         try b.catchUpWithCluster()
         XCTAssertEqual(b.takeCommittedTransactions().map(\.number), [1, 2, 3])
         let request = FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")])
-        XCTAssertEqual(try JSONCoding.encode(b.fetch(request)), try JSONCoding.encode(a.fetch(request)))
+        XCTAssertEqual(
+            try JSONCoding.encode(b.fetch(request, scope: .unrestricted)),
+            try JSONCoding.encode(a.fetch(request, scope: .unrestricted)))
     }
 
     /// Without a snapshot to rebuild from (this log keeps none), a replica that cannot follow the
@@ -155,7 +164,7 @@ final class ReplicationTests: XCTestCase {
         XCTAssertNotNil(b.divergenceError)
         assertRPCError(.internalError) { try b.insertTeam("Japan", zone: "Asia") }
         XCTAssertEqual(b.replicaPosition, 2, "nothing of the bad entry was applied")
-        let read = assertRPCError(.internalError) { try b.count(FetchRequest(entity: "Team")) }
+        let read = assertRPCError(.internalError) { try b.count(FetchRequest(entity: "Team"), scope: .unrestricted) }
         XCTAssertTrue(read?.message.contains("rebuilding") ?? false, read?.message ?? "")
     }
 
@@ -179,17 +188,17 @@ final class ReplicationTests: XCTestCase {
                 InsertedObject(entity: "Team", tempId: "t", values: ["teamName": "France", "qualifyingZone": "Z"])
             ],
             saveId: "resent")
-        let (first, _) = try a.save(save)
+        let (first, _) = try a.save(save, writeScope: .unrestricted)
         // b has not caught up: its first try runs the save and the log refuses it; under the lock,
         // after applying a's entry, the lookup inside the write finds the id.
-        let (again, transaction) = try b.save(save)
+        let (again, transaction) = try b.save(save, writeScope: .unrestricted)
         XCTAssertEqual(again, first)
         XCTAssertNil(transaction)
         XCTAssertEqual(log.count, 2, "the model and the one save")
         XCTAssertEqual(log.lockedWrites, 1)
-        XCTAssertEqual(try b.count(FetchRequest(entity: "Team")), 1)
+        XCTAssertEqual(try b.count(FetchRequest(entity: "Team"), scope: .unrestricted), 1)
         // Once at the head, b answers from its replica of the ids, without the lock.
-        XCTAssertEqual(try b.save(save).0, first)
+        XCTAssertEqual(try b.save(save, writeScope: .unrestricted).0, first)
         XCTAssertEqual(log.lockedWrites, 1)
     }
 
@@ -207,7 +216,7 @@ final class ReplicationTests: XCTestCase {
         XCTAssertEqual(try ids(b), try ids(a), "every replica holds the same ids")
         XCTAssertLessThan(try ids(a).count, 20, "pruned with a's history")
         // b writes next, with its own retention, and a follows it without diverging.
-        _ = try b.save(StoreSave.Parameters(saveId: "save 129"))
+        _ = try b.save(StoreSave.Parameters(saveId: "save 129"), writeScope: .unrestricted)
         _ = try b.insertTeam("Japan", zone: "Asia")
         try a.catchUpWithCluster()
         XCTAssertNil(a.divergenceError)
@@ -225,9 +234,11 @@ final class ReplicationTests: XCTestCase {
         _ = try a.defineModel(folded)
         _ = try a.insertTeam("ÉCOLE", zone: "Europe")
         _ = try a.batchInsert(
-            BatchInsert.Parameters(entity: "Team", objects: [["teamName": "Crème", "qualifyingZone": "Asia"]]))
+            BatchInsert.Parameters(entity: "Team", objects: [["teamName": "Crème", "qualifyingZone": "Asia"]]),
+            writeScope: .unrestricted)
         _ = try a.batchUpdate(
-            BatchUpdate.Parameters(entity: "Team", predicate: "teamName == 'ÉCOLE'", values: ["teamName": "Ecole Ü"]))
+            BatchUpdate.Parameters(entity: "Team", predicate: "teamName == 'ÉCOLE'", values: ["teamName": "Ecole Ü"]),
+            readScope: .unrestricted, writeScope: .unrestricted)
         try b.catchUpWithCluster()
         XCTAssertNil(b.divergenceError, "the checksums leave the shadow columns out")
         let shadows = { (store: Store) in
@@ -240,8 +251,8 @@ final class ReplicationTests: XCTestCase {
         XCTAssertEqual(try shadows(b), try shadows(a))
         XCTAssertEqual(try shadows(b).map { $0[1] }, ["etoile rouge", "ecole u", "creme"])
         let request = FetchRequest(entity: "Team", predicate: "teamName CONTAINS[cd] 'E'", resultType: .ids)
-        XCTAssertEqual(try b.fetch(request).ids?.count, 3)
-        XCTAssertEqual(try b.fetch(request).ids, try a.fetch(request).ids)
+        XCTAssertEqual(try b.fetch(request, scope: .unrestricted).ids?.count, 3)
+        XCTAssertEqual(try b.fetch(request, scope: .unrestricted).ids, try a.fetch(request, scope: .unrestricted).ids)
     }
 
     private func replica(_ log: MemoryLog, retention: HistoryRetention = .count(100_000)) throws -> Store {

@@ -20,46 +20,47 @@ final class SaveIdTests: XCTestCase {
 
     func testAResentSaveGetsTheFirstAnswerAndIsNotAppliedAgain() throws {
         let (store, _) = try makeStore()
-        let (first, committed) = try store.save(insertFrance("save-1"))
+        let (first, committed) = try store.save(insertFrance("save-1"), writeScope: .unrestricted)
         XCTAssertNotNil(committed)
         XCTAssertEqual(first.ids.count, 2)
-        let (again, transaction) = try store.save(insertFrance("save-1"))
+        let (again, transaction) = try store.save(insertFrance("save-1"), writeScope: .unrestricted)
         XCTAssertEqual(again, first, "same ids, versions and transaction")
         XCTAssertNil(transaction, "nothing was committed, so nothing is published")
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 1)
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Player")), 1)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Team"), scope: .unrestricted), 1)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Player"), scope: .unrestricted), 1)
         XCTAssertEqual(try store.latestTransaction(), first.transaction)
         // The id names the save, whatever the resent params say (the client resends the same save).
-        let (other, _) = try store.save(StoreSave.Parameters(saveId: "save-1"))
+        let (other, _) = try store.save(StoreSave.Parameters(saveId: "save-1"), writeScope: .unrestricted)
         XCTAssertEqual(other, first)
         // Without a saveId, or with another one, the same changes are a new save.
-        assertRPCError(.uniqueConstraint) { try store.save(insertFrance(nil)) }
-        assertRPCError(.uniqueConstraint) { try store.save(insertFrance("save-2")) }
+        assertRPCError(.uniqueConstraint) { try store.save(insertFrance(nil), writeScope: .unrestricted) }
+        assertRPCError(.uniqueConstraint) { try store.save(insertFrance("save-2"), writeScope: .unrestricted) }
     }
 
     func testTheAnswerOutlivesTheStoreBeingClosedAndOpenedAgain() throws {
         let (store, directory) = try makeStore()
-        let (first, _) = try store.save(insertFrance("survives"))
+        let (first, _) = try store.save(insertFrance("survives"), writeScope: .unrestricted)
         let path = directory.appendingPathComponent("depot.sqlite").path
         store.checkpoint()
         let reopened = try Store(path: path)
-        let (again, transaction) = try reopened.save(insertFrance("survives"))
+        let (again, transaction) = try reopened.save(insertFrance("survives"), writeScope: .unrestricted)
         XCTAssertEqual(again, first)
         XCTAssertNil(transaction)
-        XCTAssertEqual(try reopened.count(FetchRequest(entity: "Team")), 1)
+        XCTAssertEqual(try reopened.count(FetchRequest(entity: "Team"), scope: .unrestricted), 1)
     }
 
     func testAFailedSaveIsNotRememberedAndRunsAgainWhenResent() throws {
         let (store, _) = try makeStore()
         let france = try store.insertTeam("France", zone: "UEFA")
-        assertRPCError(.uniqueConstraint) { try store.save(insertFrance("retry")) }
+        assertRPCError(.uniqueConstraint) { try store.save(insertFrance("retry"), writeScope: .unrestricted) }
         assertRPCError(.validationFailed) {
             try store.save(
-                StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", values: [:])], saveId: "invalid"))
+                StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", values: [:])], saveId: "invalid"),
+                writeScope: .unrestricted)
         }
         XCTAssertEqual(try rememberedIds(store), 0)
-        _ = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: france)]))
-        let (result, transaction) = try store.save(insertFrance("retry"))
+        _ = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: france)]), writeScope: .unrestricted)
+        let (result, transaction) = try store.save(insertFrance("retry"), writeScope: .unrestricted)
         XCTAssertNotNil(transaction, "the resent save ran, and committed this time")
         XCTAssertEqual(result.transaction, try store.latestTransaction())
         XCTAssertEqual(try rememberedIds(store), 1)
@@ -69,7 +70,8 @@ final class SaveIdTests: XCTestCase {
         let (store, _) = try makeStore()
         let france = try store.insertTeam("France", zone: "UEFA")
         let (result, transaction) = try store.save(
-            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 0])], saveId: "no-op"))
+            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 0])], saveId: "no-op"),
+            writeScope: .unrestricted)
         XCTAssertNil(transaction)
         XCTAssertEqual(result.transaction, 0)
         XCTAssertEqual(try rememberedIds(store), 0, "nothing committed, nothing to remember")
@@ -78,16 +80,16 @@ final class SaveIdTests: XCTestCase {
     func testBadSaveIdsAreRefusedNamingTheFieldAndWriteNothing() throws {
         let (store, _) = try makeStore()
         for bad in ["", String(repeating: "x", count: 129), String(repeating: "é", count: 129)] {
-            let error = assertRPCError(.invalidParams) { try store.save(insertFrance(bad)) }
+            let error = assertRPCError(.invalidParams) { try store.save(insertFrance(bad), writeScope: .unrestricted) }
             XCTAssertEqual(error?.data?["field"], "params.saveId", "\(bad.count) characters")
             XCTAssertTrue(error?.message.contains("129") == true || bad.isEmpty, error?.message ?? "")
         }
         XCTAssertEqual(try store.latestTransaction(), 0)
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 0)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Team"), scope: .unrestricted), 0)
         // 128 characters, counted as Unicode scalars like JSON Schema's maxLength, are fine.
         let longest = String(repeating: "é", count: 128)
-        let (first, _) = try store.save(insertFrance(longest))
-        XCTAssertEqual(try store.save(insertFrance(longest)).0, first)
+        let (first, _) = try store.save(insertFrance(longest), writeScope: .unrestricted)
+        XCTAssertEqual(try store.save(insertFrance(longest), writeScope: .unrestricted).0, first)
     }
 
     func testTwoSavesWithOneSaveIdInAGroupApplyOnce() throws {
@@ -95,9 +97,13 @@ final class SaveIdTests: XCTestCase {
         var answers: [(StoreSave.Result, CommittedTransaction?)] = []
         try store.writeGroup { group in
             for _ in 0..<2 {
-                if let answer = try? store.save(insertFrance("grouped"), in: group) { answers.append(answer) }
+                if let answer = try? store.save(insertFrance("grouped"), in: group, writeScope: .unrestricted) {
+                    answers.append(answer)
+                }
             }
-            if let answer = try? store.save(StoreSave.Parameters(deleted: [], saveId: "grouped"), in: group) {
+            if let answer = try? store.save(
+                StoreSave.Parameters(deleted: [], saveId: "grouped"), in: group, writeScope: .unrestricted)
+            {
                 answers.append(answer)
             }
         }
@@ -106,7 +112,7 @@ final class SaveIdTests: XCTestCase {
         XCTAssertEqual(answers[1].0, answers[0].0, "the second gets the first's answer")
         XCTAssertNil(answers[1].1)
         XCTAssertEqual(answers[2].0, answers[0].0)
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 1)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Team"), scope: .unrestricted), 1)
         XCTAssertEqual(try store.latestTransaction(), 1)
     }
 
@@ -116,7 +122,7 @@ final class SaveIdTests: XCTestCase {
         let committed = Atomic<Int>(0)
         let params = insertFrance("raced")
         DispatchQueue.concurrentPerform(iterations: 8) { _ in
-            guard let (answer, transaction) = try? store.save(params) else { return }
+            guard let (answer, transaction) = try? store.save(params, writeScope: .unrestricted) else { return }
             if transaction != nil { committed.add(1, ordering: .relaxed) }
             answers.withLock { $0.append(answer) }
         }
@@ -124,7 +130,7 @@ final class SaveIdTests: XCTestCase {
         XCTAssertEqual(all.count, 8, "every client got an answer")
         XCTAssertEqual(Set(all).count, 1, "the same answer")
         XCTAssertEqual(committed.load(ordering: .relaxed), 1, "one of them applied it")
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Player")), 1)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Player"), scope: .unrestricted), 1)
     }
 
     func testIdsAreForgottenWithTheHistoryThatHeldTheirTransactions() throws {
@@ -142,14 +148,14 @@ final class SaveIdTests: XCTestCase {
         XCTAssertEqual(kept.first, oldest, "ids of pruned transactions are gone, the others stay")
         XCTAssertEqual(kept.last, 130)
         // The newest is still remembered; the first is forgotten, so resending it runs it again.
-        let (newest, unapplied) = try store.save(StoreSave.Parameters(saveId: "save 129"))
+        let (newest, unapplied) = try store.save(StoreSave.Parameters(saveId: "save 129"), writeScope: .unrestricted)
         XCTAssertEqual(newest.transaction, 130)
         XCTAssertNil(unapplied)
         assertRPCError(.uniqueConstraint) {
             try store.save(
                 StoreSave.Parameters(
                     inserted: [InsertedObject(entity: "Team", values: ["teamName": "Team 0", "qualifyingZone": "Z"])],
-                    saveId: "save 0"))
+                    saveId: "save 0"), writeScope: .unrestricted)
         }
     }
 

@@ -8,7 +8,8 @@ import XCTest
 final class SaveStatementsTests: XCTestCase {
     private func insertTeam(_ store: Store, _ values: [String: JSONValue]) throws -> String {
         let (result, _) = try store.save(
-            StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", tempId: "t", values: values)]))
+            StoreSave.Parameters(inserted: [InsertedObject(entity: "Team", tempId: "t", values: values)]),
+            writeScope: .unrestricted)
         return try XCTUnwrap(result.ids["t"])
     }
 
@@ -23,7 +24,7 @@ final class SaveStatementsTests: XCTestCase {
         XCTAssertEqual(store.saveStatements.count, afterFirst, "the same shape reuses its statements")
         _ = try insertTeam(store, ["teamName": "E", "qualifyingZone": "Z", "imageName": "e.png"])
         XCTAssertEqual(store.saveStatements.count, afterFirst + 1, "another set of columns is another insert")
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 5)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Team"), scope: .unrestricted), 5)
     }
 
     func testAModelChangeAfterCachedSavesStillSavesCorrectly() throws {
@@ -34,12 +35,14 @@ final class SaveStatementsTests: XCTestCase {
             StoreSave.Parameters(inserted: [
                 InsertedObject(entity: "Player", tempId: "p", values: ["name": "Cubillas", "team": .string(peru)]),
                 InsertedObject(entity: "Player", tempId: "q", values: ["name": "Sotil", "team": .string(peru)]),
-            ]))
+            ]), writeScope: .unrestricted)
         _ = try store.save(
             StoreSave.Parameters(
                 updated: [UpdatedObject(id: peru, values: ["wins": 2, "imageName": "pe.png"])],
-                deleted: [DeletedObject(id: players.ids["q"]!)]))
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: peru, values: ["teamName": "Perú"])]))
+                deleted: [DeletedObject(id: players.ids["q"]!)]), writeScope: .unrestricted)
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: peru, values: ["teamName": "Perú"])]),
+            writeScope: .unrestricted)
         XCTAssertGreaterThan(store.saveStatements.count, 0)
 
         // A new column first (the columns' positions shift) and a renamed one.
@@ -54,28 +57,31 @@ final class SaveStatementsTests: XCTestCase {
         let chile = try insertTeam(
             store, ["teamName": "Chile", "qualifyingZone": "CONMEBOL", "wins": 3, "coach": "Bielsa", "flag": "cl.png"])
         let uruguay = try insertTeam(store, ["teamName": "Uruguay", "qualifyingZone": "CONMEBOL", "wins": 2])
-        let before = try XCTUnwrap(store.objects(ids: [peru]).first?["version"]?.intValue)
+        let before = try XCTUnwrap(store.objects(ids: [peru], scope: .unrestricted).first?["version"]?.intValue)
         let (updated, _) = try store.save(
             StoreSave.Parameters(updated: [
                 UpdatedObject(id: peru, version: before, values: ["wins": 4, "flag": "peru.png", "coach": "Gareca"]),
                 UpdatedObject(id: uruguay, values: ["coach": "Tabárez"]),
-            ]))
+            ]), writeScope: .unrestricted)
         XCTAssertEqual(updated.versions[peru], before + 1)
-        let peruNow = try XCTUnwrap(store.objects(ids: [peru]).first)
+        let peruNow = try XCTUnwrap(store.objects(ids: [peru], scope: .unrestricted).first)
         XCTAssertEqual(peruNow["wins"], 4)
         XCTAssertEqual(peruNow["flag"], "peru.png")
         XCTAssertEqual(peruNow["coach"], "Gareca")
         assertRPCError(.uniqueConstraint) {
-            try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: uruguay, values: ["teamName": "Chile"])]))
+            try store.save(
+                StoreSave.Parameters(updated: [UpdatedObject(id: uruguay, values: ["teamName": "Chile"])]),
+                writeScope: .unrestricted)
         }
         _ = try store.save(
             StoreSave.Parameters(inserted: [
                 InsertedObject(entity: "Player", values: ["name": "Vidal", "team": .string(chile)])
-            ]))
-        _ = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: peru)]))  // cascades to Cubillas
+            ]), writeScope: .unrestricted)
+        _ = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: peru)]), writeScope: .unrestricted)  // cascades to Cubillas
 
         let teams = try XCTUnwrap(
-            store.fetch(FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")])).objects)
+            store.fetch(FetchRequest(entity: "Team", sort: [SortDescriptor(key: "teamName")]), scope: .unrestricted)
+                .objects)
         XCTAssertEqual(teams.map { $0["teamName"] }, ["Chile", "Uruguay"])
         XCTAssertEqual(teams[0]["coach"], "Bielsa")
         XCTAssertEqual(teams[0]["flag"], "cl.png")
@@ -84,7 +90,9 @@ final class SaveStatementsTests: XCTestCase {
         XCTAssertEqual(teams[1]["flag"], .null)
         XCTAssertEqual(teams[1]["wins"], 2)
         XCTAssertEqual(teams[1]["version"], 2)
-        let names = try XCTUnwrap(store.fetch(FetchRequest(entity: "Player")).objects).map { $0["name"] }
+        let names = try XCTUnwrap(store.fetch(FetchRequest(entity: "Player"), scope: .unrestricted).objects).map {
+            $0["name"]
+        }
         XCTAssertEqual(names, ["Vidal"])
     }
 }

@@ -14,21 +14,24 @@ final class SaveTests: XCTestCase {
                         entity: "Team", tempId: "br",
                         values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 5]),
                     InsertedObject(entity: "Player", tempId: "p1", values: ["name": "Pelé", "team": "br"]),
-                ], author: "test"))
+                ], author: "test"), writeScope: .unrestricted)
         let team = try XCTUnwrap(result.ids["br"])
         XCTAssertEqual(result.versions[team], 1)
         XCTAssertEqual(transaction?.number, result.transaction)
         XCTAssertEqual(transaction?.changes["Team"]?.inserted.count, 1)
-        let fetched = try store.fetch(FetchRequest(entity: "Team", properties: ["teamName", "players"]))
+        let fetched = try store.fetch(
+            FetchRequest(entity: "Team", properties: ["teamName", "players"]), scope: .unrestricted)
         XCTAssertEqual(fetched.objects?.first?["teamName"], "Brazil")
         XCTAssertEqual(fetched.objects?.first?["players"], .array([.string(result.ids["p1"]!)]))
         XCTAssertNil(fetched.objects?.first?["version"], "properties narrow the object to the named keys")
-        XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team")).objects?.first?["version"], 1)
+        XCTAssertEqual(
+            try store.fetch(FetchRequest(entity: "Team"), scope: .unrestricted).objects?.first?["version"], 1)
 
         let (update, _) = try store.save(
-            StoreSave.Parameters(updated: [UpdatedObject(id: team, version: 1, values: ["wins": 6])]))
+            StoreSave.Parameters(updated: [UpdatedObject(id: team, version: 1, values: ["wins": 6])]),
+            writeScope: .unrestricted)
         XCTAssertEqual(update.versions[team], 2)
-        let objects = try store.objects(ids: [team, "Team/999"])
+        let objects = try store.objects(ids: [team, "Team/999"], scope: .unrestricted)
         XCTAssertEqual(objects[0]["wins"], 6)
         XCTAssertEqual(objects[1], .null)
     }
@@ -41,10 +44,10 @@ final class SaveTests: XCTestCase {
                     InsertedObject(entity: "Team", values: ["teamName": 3, "qualifyingZone": "UEFA", "color": "red"]),
                     InsertedObject(entity: "Team", values: ["qualifyingZone": "UEFA"]),
                     InsertedObject(entity: "Nope", values: [:]),
-                ]))
+                ]), writeScope: .unrestricted)
         }
         XCTAssertEqual(error?.data?["errors"]?.arrayValue?.count, 4)
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 0)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Team"), scope: .unrestricted), 0)
         XCTAssertEqual(try store.latestTransaction(), 0)
     }
 
@@ -58,46 +61,51 @@ final class SaveTests: XCTestCase {
                     InsertedObject(
                         entity: "Team", tempId: "x",
                         values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 9])
-                ], mergePolicy: .objectTrump))
+                ], mergePolicy: .objectTrump), writeScope: .unrestricted)
         XCTAssertEqual(result.ids["x"], brazil)
-        XCTAssertEqual(try store.objects(ids: [brazil])[0]["wins"], 9)
+        XCTAssertEqual(try store.objects(ids: [brazil], scope: .unrestricted)[0]["wins"], 9)
         let (kept, _) = try store.save(
             StoreSave.Parameters(
                 inserted: [
                     InsertedObject(
                         entity: "Team", tempId: "y",
                         values: ["teamName": "Brazil", "qualifyingZone": "CONMEBOL", "wins": 1])
-                ], mergePolicy: .storeTrump))
+                ], mergePolicy: .storeTrump), writeScope: .unrestricted)
         XCTAssertEqual(kept.ids["y"], brazil)
-        XCTAssertEqual(try store.objects(ids: [brazil])[0]["wins"], 9)
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Team")), 1)
+        XCTAssertEqual(try store.objects(ids: [brazil], scope: .unrestricted)[0]["wins"], 9)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Team"), scope: .unrestricted), 1)
     }
 
     func testMergePolicies() throws {
         let (store, _) = try makeStore()
         let team = try store.insertTeam("Chile", zone: "CONMEBOL", wins: 1)
         _ = try store.save(
-            StoreSave.Parameters(updated: [UpdatedObject(id: team, values: ["wins": 2, "imageName": "a"])]))
+            StoreSave.Parameters(updated: [UpdatedObject(id: team, values: ["wins": 2, "imageName": "a"])]),
+            writeScope: .unrestricted)
         let stale = UpdatedObject(
             id: team, version: 1, original: ["wins": 1], values: ["wins": 5, "qualifyingZone": "X"])
-        let conflict = assertRPCError(.mergeConflict) { try store.save(StoreSave.Parameters(updated: [stale])) }
+        let conflict = assertRPCError(.mergeConflict) {
+            try store.save(StoreSave.Parameters(updated: [stale]), writeScope: .unrestricted)
+        }
         XCTAssertEqual(conflict?.data?["conflicts"]?.arrayValue?.first?["keys"], ["wins"])
         XCTAssertEqual(conflict?.data?["conflicts"]?.arrayValue?.first?["storeValues"]?["wins"], 2)
 
-        _ = try store.save(StoreSave.Parameters(updated: [stale], mergePolicy: .storeTrump))
-        var object = try store.objects(ids: [team])[0]
+        _ = try store.save(StoreSave.Parameters(updated: [stale], mergePolicy: .storeTrump), writeScope: .unrestricted)
+        var object = try store.objects(ids: [team], scope: .unrestricted)[0]
         XCTAssertEqual(object["wins"], 2)
         XCTAssertEqual(object["qualifyingZone"], "X")
 
         _ = try store.save(
             StoreSave.Parameters(
-                updated: [UpdatedObject(id: team, version: 1, values: ["wins": 7])], mergePolicy: .rollback))
-        XCTAssertEqual(try store.objects(ids: [team])[0]["wins"], 2)
+                updated: [UpdatedObject(id: team, version: 1, values: ["wins": 7])], mergePolicy: .rollback),
+            writeScope: .unrestricted)
+        XCTAssertEqual(try store.objects(ids: [team], scope: .unrestricted)[0]["wins"], 2)
 
         _ = try store.save(
             StoreSave.Parameters(
-                updated: [UpdatedObject(id: team, version: 1, values: ["wins": 7])], mergePolicy: .objectTrump))
-        object = try store.objects(ids: [team])[0]
+                updated: [UpdatedObject(id: team, version: 1, values: ["wins": 7])], mergePolicy: .objectTrump),
+            writeScope: .unrestricted)
+        object = try store.objects(ids: [team], scope: .unrestricted)[0]
         XCTAssertEqual(object["wins"], 7)
     }
 
@@ -109,12 +117,14 @@ final class SaveTests: XCTestCase {
                     entity: "Team", tempId: "t", values: ["teamName": "Peru", "qualifyingZone": "CONMEBOL"]),
                 InsertedObject(entity: "Player", tempId: "a", values: ["name": "A", "team": "t"]),
                 InsertedObject(entity: "Player", tempId: "b", values: ["name": "B", "team": "t"]),
-            ]))
-        let (_, transaction) = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: result.ids["t"]!)]))
-        XCTAssertEqual(try store.count(FetchRequest(entity: "Player")), 0)
+            ]), writeScope: .unrestricted)
+        let (_, transaction) = try store.save(
+            StoreSave.Parameters(deleted: [DeletedObject(id: result.ids["t"]!)]), writeScope: .unrestricted)
+        XCTAssertEqual(try store.count(FetchRequest(entity: "Player"), scope: .unrestricted), 0)
         XCTAssertEqual(transaction?.changes["Player"]?.deleted.count, 2)
         assertRPCError(.notFound) {
-            try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: result.ids["t"]!)]))
+            try store.save(
+                StoreSave.Parameters(deleted: [DeletedObject(id: result.ids["t"]!)]), writeScope: .unrestricted)
         }
     }
 
@@ -128,7 +138,8 @@ final class SaveTests: XCTestCase {
         let result = try store.defineModel(model)
         XCTAssertEqual(result.version, 2)
         XCTAssertTrue(result.changes.contains("added attribute Team.coach"))
-        XCTAssertEqual(try store.fetch(FetchRequest(entity: "Team")).objects?.first?["coach"], "TBD")
+        XCTAssertEqual(
+            try store.fetch(FetchRequest(entity: "Team"), scope: .unrestricted).objects?.first?["coach"], "TBD")
         var refused = model
         refused[0].attributes[0].type = .integer
         assertRPCError(.migrationRefused) { try store.defineModel(refused) }

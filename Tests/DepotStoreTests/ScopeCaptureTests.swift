@@ -32,16 +32,19 @@ final class ScopeCaptureTests: XCTestCase {
             StoreSave.Parameters(inserted: [
                 InsertedObject(entity: "Team", tempId: "t", values: ["teamName": "Red", "qualifyingZone": "B"]),
                 InsertedObject(entity: "Player", tempId: "p", values: ["name": "Ann", "team": "t"]),
-            ]))
+            ]), writeScope: .unrestricted)
         let red = try XCTUnwrap(ObjectID(saved.ids["t"]!))
         let ann = try XCTUnwrap(ObjectID(saved.ids["p"]!))
         _ = try store.save(
             StoreSave.Parameters(updated: [
                 UpdatedObject(id: red.description, values: ["wins": 3]),
                 UpdatedObject(id: early, values: ["qualifyingZone": "C"]),
-            ]))
-        _ = try store.batchUpdate(BatchUpdate.Parameters(entity: "Team", predicate: "wins == 3", values: ["wins": 4]))
-        _ = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: red.description)]))
+            ]), writeScope: .unrestricted)
+        _ = try store.batchUpdate(
+            BatchUpdate.Parameters(entity: "Team", predicate: "wins == 3", values: ["wins": 4]),
+            readScope: .unrestricted, writeScope: .unrestricted)
+        _ = try store.save(
+            StoreSave.Parameters(deleted: [DeletedObject(id: red.description)]), writeScope: .unrestricted)
 
         let teams = try recorded(store, since: start, entity: "Team")
         XCTAssertEqual(teams.count, 4)
@@ -62,7 +65,8 @@ final class ScopeCaptureTests: XCTestCase {
         model[0].attributes.append(AttributeDescription(name: "stars", type: .integer, defaultValue: 0))
         _ = try store.defineModel(model)
         let migrated = try store.latestTransaction()
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: early, values: ["wins": 9])]))
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: early, values: ["wins": 9])]), writeScope: .unrestricted)
         XCTAssertEqual(
             try recorded(store, since: migrated, entity: "Team").first??.rows[earlyRow],
             .init(before: ["C", 0], after: ["C", 9]))
@@ -75,7 +79,9 @@ final class ScopeCaptureTests: XCTestCase {
                 StoreSave.Parameters(updated: [UpdatedObject(id: early, values: ["wins": 10])]),
                 writeScope: WriteScope(rules: ["Team": rule], keyName: "k"))
         }
-        _ = try store.save(StoreSave.Parameters(updated: [UpdatedObject(id: early, values: ["qualifyingZone": "D"])]))
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: early, values: ["qualifyingZone": "D"])]),
+            writeScope: .unrestricted)
         XCTAssertEqual(
             try recorded(store, since: migrated + 1, entity: "Team").first??.rows[earlyRow],
             .init(before: ["C", 9], after: ["D", 9]))

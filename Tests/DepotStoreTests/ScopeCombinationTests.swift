@@ -11,9 +11,8 @@ import XCTest
 /// written, returns an object the scope excludes.
 final class ScopeCombinationTests: XCTestCase {
     private func ids(_ store: Store, _ predicate: String?, scope: PredicateNode? = nil) throws -> Set<String> {
-        var request = FetchRequest(entity: "Team", predicate: predicate, resultType: .ids)
-        request.scope = scope
-        return Set(try store.fetch(request).ids ?? [])
+        let request = FetchRequest(entity: "Team", predicate: predicate, resultType: .ids)
+        return Set(try store.fetch(request, scope: ReadScope(rules: scope.map { ["Team": $0] } ?? [:])).ids ?? [])
     }
 
     func testRandomPredicatesNeverWidenARandomScope() throws {
@@ -24,7 +23,8 @@ final class ScopeCombinationTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try Store(path: directory.appendingPathComponent("d.sqlite").path)
         _ = try store.defineModel(PredicateTests.model)
-        _ = try store.save(StoreSave.Parameters(inserted: PredicateFixture.differentialRows(&random)))
+        _ = try store.save(
+            StoreSave.Parameters(inserted: PredicateFixture.differentialRows(&random)), writeScope: .unrestricted)
 
         var checked = 0
         for _ in 0..<400 {
@@ -36,9 +36,10 @@ final class ScopeCombinationTests: XCTestCase {
             let scoped = try ids(store, requestText, scope: scope)
             XCTAssertEqual(scoped, matching.intersection(inScope), "\(requestText) under \(scopeText)")
             // The count and the objects read through the same condition.
-            var count = FetchRequest(entity: "Team", predicate: requestText)
-            count.scope = scope
-            XCTAssertEqual(try store.count(count), scoped.count, "\(requestText) under \(scopeText): count")
+            let count = FetchRequest(entity: "Team", predicate: requestText)
+            XCTAssertEqual(
+                try store.count(count, scope: ReadScope(rules: ["Team": scope])), scoped.count,
+                "\(requestText) under \(scopeText): count")
             checked += 1
         }
         XCTAssertEqual(checked, 400)

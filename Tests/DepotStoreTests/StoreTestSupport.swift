@@ -47,7 +47,7 @@ extension Store {
                 InsertedObject(
                     entity: "Team", tempId: "t",
                     values: ["teamName": .string(name), "qualifyingZone": .string(zone), "wins": .int(wins)])
-            ]))
+            ]), writeScope: .unrestricted)
         return result.ids["t"]!
     }
 
@@ -59,7 +59,7 @@ extension Store {
                     inserted: [
                         InsertedObject(
                             entity: "Team", values: ["teamName": .string("Team \(index)"), "qualifyingZone": "Z"])
-                    ], saveId: "\(prefix) \(index)"))
+                    ], saveId: "\(prefix) \(index)"), writeScope: .unrestricted)
         }
     }
 }

@@ -65,11 +65,13 @@ final class TypedBatchInsertTests: XCTestCase {
         _ = try store.defineModel(Self.model)
         store.typedBatchInsert.store(typed, ordering: .relaxed)
         _ = try store.batchInsert(
-            BatchInsert.Parameters(entity: "Owner", objects: (1...3).map { ["code": .string("O\($0)")] }))
+            BatchInsert.Parameters(entity: "Owner", objects: (1...3).map { ["code": .string("O\($0)")] }),
+            writeScope: .unrestricted)
         _ = try store.batchInsert(
             BatchInsert.Parameters(
                 entity: "Gadget",
-                objects: [["label": "old 1", "serial": 1, "owner": "Owner/1"], ["label": "old 2", "serial": 2]]))
+                objects: [["label": "old 1", "serial": 1, "owner": "Owner/1"], ["label": "old 2", "serial": 2]]),
+            writeScope: .unrestricted)
         return store
     }
 
@@ -150,12 +152,13 @@ final class TypedBatchInsertTests: XCTestCase {
         do {
             let outcome: (BatchInsert.Result, CommittedTransaction?)
             switch route {
-            case .plain: outcome = try store.batchInsert(params)
-            case .prepared: outcome = try store.batchInsert(try store.prepareBatchInsert(params))
+            case .plain: outcome = try store.batchInsert(params, writeScope: .unrestricted)
+            case .prepared:
+                outcome = try store.batchInsert(try store.prepareBatchInsert(params), writeScope: .unrestricted)
             case .streamed:
                 let bytes = try JSONCoding.encodeBytes(params)
                 outcome = try store.batchInsert(
-                    try BatchInsert.StreamedParameters(bytes: bytes, range: 0..<bytes.count))
+                    try BatchInsert.StreamedParameters(bytes: bytes, range: 0..<bytes.count), writeScope: .unrestricted)
             }
             return Outcome(result: outcome.0, changes: outcome.1?.wireChanges)
         } catch {
@@ -278,7 +281,8 @@ final class TypedBatchInsertTests: XCTestCase {
             for store in [typed, generic] {
                 do {
                     let (result, transaction) = try store.batchInsert(
-                        try BatchInsert.StreamedParameters(bytes: bytes, range: 0..<bytes.count))
+                        try BatchInsert.StreamedParameters(bytes: bytes, range: 0..<bytes.count),
+                        writeScope: .unrestricted)
                     outcomes.append(Outcome(result: result, changes: transaction?.wireChanges))
                 } catch {
                     outcomes.append(Outcome(error: Self.rpcError(error)))
@@ -288,9 +292,12 @@ final class TypedBatchInsertTests: XCTestCase {
         }
         let store = try makeStore(typed: true)
         let bytes = Array(#"{"entity":"Gadget","objects":[{"label":"c","label":"d"}]}"#.utf8)
-        _ = try store.batchInsert(try BatchInsert.StreamedParameters(bytes: bytes, range: 0..<bytes.count))
-        let labels = try store.fetch(FetchRequest(entity: "Gadget", sort: [SortDescriptor(key: "label")])).objects?
-            .map { $0["label"] }
+        _ = try store.batchInsert(
+            try BatchInsert.StreamedParameters(bytes: bytes, range: 0..<bytes.count), writeScope: .unrestricted)
+        let labels = try store.fetch(
+            FetchRequest(entity: "Gadget", sort: [SortDescriptor(key: "label")]), scope: .unrestricted
+        ).objects?
+        .map { $0["label"] }
         XCTAssertEqual(labels, ["d", "old 1", "old 2"])
     }
 }

@@ -64,6 +64,120 @@ final class ScopeOracleTests: XCTestCase {
         for seed: UInt64 in [7, 2026] { try await runOracle(seed: seed, steps: 40) }
     }
 
+    /// Whether result sets and observers tell look-alike key names apart by their bytes. They
+    /// share one set and one observer filing by Swift's canonical equivalence until branch `bytes`
+    /// (issue 33, "one meaning of text") is merged: then set this to `true`.
+    static let lookAlikeSharingFixed = false
+
+    /// Two keys whose names are look-alikes (`jos\u{E9}` and `jose\u{301}`: canonically equivalent,
+    /// different bytes), role `owner == $keyName`, saving notes whose titles are look-alikes too: each
+    /// fetches, counts and reads in history only its own notes, byte for byte. With
+    /// ``lookAlikeSharingFixed``, also: no delta and no didSave of one reaches the other.
+    func testLookAlikeKeysNeverSeeEachOthersRows() async throws {
+        let names = ["jos\u{E9}", "jose\u{301}"]
+        let titles = ["caf\u{E9}", "cafe\u{301}"]
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-lookalike-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try CurveKeyPair.generate()
+        let pairs = try names.map { _ in try CurveKeyPair.generate() }
+        let keyLines = zip(pairs, names).map { "\($0.publicKey) owner \($1)\n" }.joined()
+        let policy =
+            #"{"roles": {"owner": {"base": "write", "entities": {"Note": {"read": "owner == $keyName", "write": "owner == $keyName"}}}}}"#
+        let daemon = try Self.daemon(in: directory, server: server, keyLines: keyLines, policy: policy)
+        defer { XCTAssertEqual(daemon.stop(), 0) }
+        var connections: [DepotConnection] = []
+        for (pair, name) in zip(pairs, names) {
+            connections.append(
+                try await DepotConnection.connect(
+                    to: daemon.endpoint, clientInfo: ImplementationInfo(name: name, version: "1"),
+                    timeout: .seconds(10), keys: try ClientKeys(serverKey: server.publicKey, secretKey: pair.secretKey))
+            )
+        }
+        defer { connections.forEach { $0.abort() } }
+        let bytes = { (text: String?) in text.map { Array($0.utf8) } }
+        // The same request from both: their effective requests differ by the bytes of $keyName.
+        let request = FetchRequest(entity: "Note", sort: [SortDescriptor(key: "title")])
+        var collectors: [ChangeCollector] = []
+        var subscriptions: [String] = []
+        var observers: [String] = []
+        for connection in connections {
+            collectors.append(ChangeCollector(connection))
+            subscriptions.append(
+                try await connection.call(ResultsSubscribe.self, .init(request: request, include: .all)).subscription)
+            observers.append(
+                try await connection.call(StoreObserve.self, .init(entities: ["Note"], includeValues: true)).observer)
+        }
+        var own: [Set<String>] = [[], []]
+        for (index, connection) in connections.enumerated() {
+            for title in titles {
+                let saved = try await connection.call(
+                    StoreSave.self,
+                    .init(inserted: [
+                        InsertedObject(
+                            entity: "Note", tempId: "n",
+                            values: ["title": .string(title), "owner": .string(names[index])])
+                    ]))
+                own[index].formUnion(saved.ids.values)
+            }
+        }
+        for index in names.indices {
+            let other = own[1 - index]
+            let name = names[index].unicodeScalars.map { String($0.value, radix: 16) }.joined(separator: "+")
+            let fetched = try await connections[index].call(StoreFetch.self, request).objects ?? []
+            XCTAssertEqual(Set(fetched.compactMap { $0["id"]?.stringValue }), own[index], "\(name)'s fetch")
+            for object in fetched {
+                XCTAssertEqual(bytes(object["owner"]?.stringValue), bytes(names[index]), "\(name)'s fetch")
+            }
+            let count = try await connections[index].call(StoreCount.self, request).count
+            XCTAssertEqual(count, 2, "\(name)'s count")
+            let history = try await connections[index].call(StoreHistory.self, .init(since: 0))
+            let historyIDs = history.transactions.flatMap { entry in
+                entry.changes.values.flatMap { $0.inserted + $0.updated.map(\.id) + $0.deleted }
+            }
+            XCTAssertEqual(Set(historyIDs), own[index], "\(name)'s history")
+            guard Self.lookAlikeSharingFixed else { continue }
+            // Everything it heard: deltas and didSaves name only its own notes, with its own values.
+            try await Task.sleep(for: .milliseconds(300))
+            for note in collectors[index].drain() {
+                if let change = note.decode(ResultsDidChange.self) {
+                    XCTAssertEqual(change.subscription, subscriptions[index], "\(name) heard another's set")
+                    for object in change.objects {
+                        if let value = object.object {
+                            XCTAssertEqual(bytes(value["owner"]?.stringValue), bytes(names[index]), "\(name)'s delta")
+                        }
+                    }
+                }
+                if let save = note.decode(DidSave.self) {
+                    XCTAssertEqual(save.observer, observers[index], "\(name) heard another's observer")
+                    let ids = save.changes.values.flatMap { $0.inserted + $0.updated.map(\.id) + $0.deleted }
+                    XCTAssertTrue(other.isDisjoint(with: ids), "\(name)'s didSave named the other's notes: \(ids)")
+                    for (_, value) in save.objects ?? [:] {
+                        XCTAssertEqual(bytes(value["owner"]?.stringValue), bytes(names[index]), "\(name)'s didSave")
+                    }
+                }
+            }
+        }
+    }
+
+    /// A daemon over `directory` with ``model``, the CURVE key pair `server`, the authorized keys
+    /// `keyLines` and the policy `policy`.
+    static func daemon(in directory: URL, server: CurveKeyPair, keyLines: String, policy: String) throws -> Daemon {
+        try server.secretKey.write(
+            to: directory.appendingPathComponent("server.key"), atomically: true, encoding: .utf8)
+        try Self.model.write(to: directory.appendingPathComponent("model.json"), atomically: true, encoding: .utf8)
+        try keyLines.write(to: directory.appendingPathComponent("keys"), atomically: true, encoding: .utf8)
+        try policy.write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+        return try Daemon(
+            dataDirectory: directory.appendingPathComponent("data"),
+            arguments: [
+                "--curve-secret-key", directory.appendingPathComponent("server.key").path,
+                "--authorized-keys", directory.appendingPathComponent("keys").path,
+                "--policy", directory.appendingPathComponent("policy.json").path,
+                "--model", directory.appendingPathComponent("model.json").path,
+            ])
+    }
+
     /// The server error `body` threw, `nil` when it succeeded; other errors are rethrown.
     static func serverError(_ body: () async throws -> Void) async throws -> RPCError? {
         do {
@@ -92,9 +206,6 @@ final class ScopeOracleTests: XCTestCase {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let server = try CurveKeyPair.generate()
-        try server.secretKey.write(
-            to: directory.appendingPathComponent("server.key"), atomically: true, encoding: .utf8)
-        try Self.model.write(to: directory.appendingPathComponent("model.json"), atomically: true, encoding: .utf8)
         // Each key its own role with random rules; an admin key without a scope.
         var pairs: [String: CurveKeyPair] = [:]
         var keys: [Key] = []
@@ -117,17 +228,9 @@ final class ScopeOracleTests: XCTestCase {
         }
         let adminPair = try CurveKeyPair.generate()
         keyLines += "\(adminPair.publicKey) admin admin\n"
-        try keyLines.write(to: directory.appendingPathComponent("keys"), atomically: true, encoding: .utf8)
-        try String(decoding: JSONWriter.encode(["roles": .object(roles)]), as: UTF8.self).write(
-            to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
-        let daemon = try Daemon(
-            dataDirectory: directory.appendingPathComponent("data"),
-            arguments: [
-                "--curve-secret-key", directory.appendingPathComponent("server.key").path,
-                "--authorized-keys", directory.appendingPathComponent("keys").path,
-                "--policy", directory.appendingPathComponent("policy.json").path,
-                "--model", directory.appendingPathComponent("model.json").path,
-            ])
+        let daemon = try Self.daemon(
+            in: directory, server: server, keyLines: keyLines,
+            policy: String(decoding: JSONWriter.encode(["roles": .object(roles)]), as: UTF8.self))
         defer { XCTAssertEqual(daemon.stop(), 0) }
         func connect(_ pair: CurveKeyPair, _ name: String) async throws -> DepotConnection {
             try await DepotConnection.connect(

@@ -174,8 +174,15 @@ final class ScopeTests: XCTestCase {
                 StoreFetch.self,
                 FetchRequest(entity: "Folder", predicate: "SUBQUERY(notes, $n, $n.title == 'b1').@count > 0"))
         }
-        let value5 = try await alice.call(StoreFetch.self, FetchRequest(entity: "Secret")).objects
-        XCTAssertEqual(value5, [])
+        // Secret (read FALSEPREDICATE) does not exist for her: the unknown-entity -32602, without its name listed.
+        let hidden = await assertServerError(.invalidParams) {
+            try await alice.call(StoreFetch.self, FetchRequest(entity: "Secret"))
+        }
+        XCTAssertEqual(hidden?.message, "unknown entity 'Secret' (the model has: Folder, Note)")
+        let hiddenCount = await assertServerError(.invalidParams) {
+            try await alice.call(StoreCount.self, FetchRequest(entity: "Secret"))
+        }
+        XCTAssertEqual(hiddenCount?.message, hidden?.message)
         // History: the one transaction, with only the notes she can see (no folder of bob's, no secret).
         let history = try await alice.call(StoreHistory.self, .init(since: 0))
         XCTAssertEqual(

@@ -173,7 +173,7 @@ struct GroupedResultsBenchmark: Benchmark {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try Store(path: directory.appendingPathComponent("g.sqlite").path)
         _ = try store.defineModel([Self.entity])
-        let plan = try GroupedFetchPlan(Self.request, schema: store.schema)
+        let plan = try GroupedFetchPlan(Self.request, scope: .unrestricted, schema: store.schema)
         var db: OpaquePointer?
         let path = daemon.dataDirectory.appendingPathComponent("depot.sqlite").path
         guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else { throw BenchmarkError("open") }

@@ -164,7 +164,7 @@ struct PredicateFetchBenchmark: Benchmark {
             matches = try await client.call(StoreFetch.self, request, timeout: .seconds(600)).objects?.count ?? 0
             depotTimes.append((ContinuousClock.now - begin).milliseconds)
         }
-        let plan = try FetchPlan(request, schema: schema)
+        let plan = try FetchPlan(request, scope: .unrestricted, schema: schema)
         let rawTimes = try rawScan(
             sql: plan.objectsSQL, arguments: plan.condition.arguments.map { String.fromDatabaseValue($0) ?? "" },
             path: path)

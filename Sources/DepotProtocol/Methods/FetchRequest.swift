@@ -67,11 +67,6 @@ public struct FetchRequest: Codable, Hashable, Sendable {
     /// A predicate over the groupBy keys and aggregate names that a group must
     /// pass (bound from ``arguments``, like ``predicate``).
     public var having: String?
-    /// The daemon's own: the requesting key's read scope (DESIGN.md §2,
-    /// Row-level scopes), joined to ``predicate`` as a tree. Never on the wire:
-    /// it is neither encoded nor decoded, so no client can set or widen it.
-    public var scope: PredicateNode? = nil
-
     enum CodingKeys: String, CodingKey {
         case entity, predicate, arguments, sort, limit, offset, batchSize, resultType, properties, workDoneToken
         case partialResultToken, countFirst, groupBy, aggregates, having

@@ -133,7 +133,7 @@ extension DepotService {
                 }
             case .write:
                 let input = prepareAhead(
-                    input, handler: handler, id: id, routingID: routingID, cancellation: cancellation)
+                    input, handler: handler, id: id, routingID: routingID, key: key, cancellation: cancellation)
                 var entry = WriteQueue.Entry(
                     groupable: handler.groupable,
                     run: { [self] group in
@@ -168,9 +168,12 @@ extension DepotService {
     /// Starts the part of a write that needs no writer on the reader pool, if its handler has one
     /// (``WritePreparation``); the write then runs what it prepared.
     private func prepareAhead(
-        _ input: Input, handler: Handler, id: RequestID, routingID: [UInt8], cancellation: Cancellation
+        _ input: Input, handler: Handler, id: RequestID, routingID: [UInt8], key: AuthorizedKey?,
+        cancellation: Cancellation
     ) -> Input {
-        let context = RequestContext(service: self, routingID: routingID, requestID: id, cancellation: cancellation)
+        let context = RequestContext(
+            service: self, routingID: routingID, requestID: id, cancellation: cancellation,
+            view: view(for: handler, key: key))
         let preparation: WritePreparation
         var parsesMessage = false
         switch input {
@@ -257,8 +260,9 @@ extension DepotService {
             // answered as if found on arrival.
             return MessageEncoder.response(id: nil, error: error)
         }
-        var context = RequestContext(service: self, routingID: routingID, requestID: id, cancellation: cancellation)
-        context.key = key
+        var context = RequestContext(
+            service: self, routingID: routingID, requestID: id, cancellation: cancellation,
+            view: view(for: handler, key: key))
         context.writeGroup = writeGroup
         return response(
             id: id, method: method,
@@ -282,8 +286,9 @@ extension DepotService {
         cancellation: Cancellation? = nil, answer: @escaping @Sendable ([UInt8]) -> Void
     ) {
         let cancellation = cancellation ?? sessions.begin(id, routingID: routingID)
-        var context = RequestContext(service: self, routingID: routingID, requestID: id, cancellation: cancellation)
-        context.key = key
+        let context = RequestContext(
+            service: self, routingID: routingID, requestID: id, cancellation: cancellation,
+            view: view(for: handler, key: key))
         let reply = Reply { [self] result in
             sessions.end(id, routingID: routingID)
             answer(response(id: id, method: method, result))
@@ -432,6 +437,12 @@ extension DepotService {
                     ]))
         }
         return .success(key)
+    }
+
+    /// The store as `key` sees it through `handler`, built once for each request (DESIGN.md §2):
+    /// scoped unless the method's registration says why not (``Scoping``).
+    private func view(for handler: Handler, key: AuthorizedKey?) -> StoreView {
+        StoreView(store: store, key: key, scoping: handler.scoping)
     }
 
     /// Waits until every queued write and read has finished.

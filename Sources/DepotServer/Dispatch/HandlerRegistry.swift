@@ -16,9 +16,24 @@ enum Execution: Sendable {
     case ordered
 }
 
+/// How a method treats the requesting key's row-level scope (DESIGN.md §2): every
+/// registration declares one, and the dispatcher builds the handler's
+/// ``StoreView`` from it. `MethodScopingTests` walks every registered method.
+enum Scoping: Sendable, Equatable {
+    /// Reads and writes rows only through the key's scoped view of the store.
+    case scoped
+    /// Reads no row of the store (session bookkeeping): `reason` says why no scope applies.
+    case unscoped(reason: String)
+    /// Needs role `admin` (``Role/required(for:)``) and works on the whole store, not on rows
+    /// a scope could narrow (the model, caches, server figures): `reason` says what it touches.
+    case adminOnly(reason: String)
+}
+
 /// A method's handler with its params decoded and its result encoded.
 struct Handler: Sendable {
     let execution: Execution
+    /// How it treats the key's scope: the view of the store its ``RequestContext`` holds.
+    let scoping: Scoping
     let run: @Sendable (JSONValue?, RequestContext) throws(RPCError) -> [UInt8]
     /// For methods whose large requests are read lazily (``RawRequest``): runs on the raw params.
     var runRaw: (@Sendable (RawParams, RequestContext) throws(RPCError) -> [UInt8])?
@@ -70,10 +85,10 @@ struct HandlerRegistry: Sendable {
 
     /// Registers `body` for `method`; params are decoded before and the result encoded after.
     mutating func register<M: Method>(
-        _ method: M.Type, _ execution: Execution,
+        _ method: M.Type, _ execution: Execution, _ scoping: Scoping,
         _ body: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> M.Result
     ) {
-        handlers[M.name] = Handler(execution: execution) { (params, context) throws(RPCError) in
+        handlers[M.name] = Handler(execution: execution, scoping: scoping) { (params, context) throws(RPCError) in
             let decoded = try Self.decode(M.Parameters.self, from: params)
             return try JSONCoding.encodeBytes(try body(decoded, context))
         }
@@ -81,10 +96,10 @@ struct HandlerRegistry: Sendable {
 
     /// Registers a handler that writes its own result bytes (large results, or small ones on a hot path).
     mutating func registerRaw<M: Method>(
-        _ method: M.Type, _ execution: Execution,
+        _ method: M.Type, _ execution: Execution, _ scoping: Scoping,
         _ body: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> [UInt8]
     ) {
-        handlers[M.name] = Handler(execution: execution) { (params, context) throws(RPCError) in
+        handlers[M.name] = Handler(execution: execution, scoping: scoping) { (params, context) throws(RPCError) in
             try body(try Self.decode(M.Parameters.self, from: params), context)
         }
     }
@@ -92,11 +107,11 @@ struct HandlerRegistry: Sendable {
     /// Registers `body` for `method`, and `raw` for large requests of it read
     /// lazily (``RawRequest``): both end in the same result type.
     mutating func register<M: Method>(
-        _ method: M.Type, _ execution: Execution,
+        _ method: M.Type, _ execution: Execution, _ scoping: Scoping,
         _ body: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> M.Result,
         raw: @escaping @Sendable (RawParams, RequestContext) throws(RPCError) -> M.Result
     ) {
-        register(method, execution, body)
+        register(method, execution, scoping, body)
         handlers[M.name]?.runRaw = { (params, context) throws(RPCError) in
             try JSONCoding.encodeBytes(try raw(params, context))
         }
@@ -108,13 +123,13 @@ struct HandlerRegistry: Sendable {
     /// batch both run on the writer, one after the other. `raw` serves large
     /// requests read lazily, on the writer.
     mutating func registerPrepared<M: Method, Prepared: Sendable>(
-        _ method: M.Type,
+        _ method: M.Type, _ scoping: Scoping,
         prepare: @escaping @Sendable (M.Parameters, RequestContext) throws(RPCError) -> Prepared,
         write: @escaping @Sendable (Prepared, RequestContext) throws(RPCError) -> M.Result,
         raw: @escaping @Sendable (RawParams, RequestContext) throws(RPCError) -> M.Result
     ) {
         register(
-            method, .write,
+            method, .write, scoping,
             { (params, context) throws(RPCError) in try write(try prepare(params, context), context) }, raw: raw)
         @Sendable func prepared(_ params: JSONValue?, _ context: RequestContext) throws(RPCError) -> PreparedWrite {
             let prepared = try prepare(try Self.decode(M.Parameters.self, from: params), context)
@@ -136,10 +151,10 @@ struct HandlerRegistry: Sendable {
     ///
     /// - Parameter waitsForCommits: whether its answer waits for every commit so far to be published.
     mutating func registerOrdered<M: Method>(
-        _ method: M.Type, waitsForCommits: Bool,
+        _ method: M.Type, waitsForCommits: Bool, _ scoping: Scoping,
         _ body: @escaping @Sendable (M.Parameters, RequestContext, Reply) throws(RPCError) -> Void
     ) {
-        var handler = Handler(execution: .ordered) { (_, _) throws(RPCError) in
+        var handler = Handler(execution: .ordered, scoping: scoping) { (_, _) throws(RPCError) in
             preconditionFailure("\(M.name) is answered through its reply")
         }
         handler.waitsForCommits = waitsForCommits

@@ -11,24 +11,13 @@ struct RequestContext: Sendable {
     let requestID: RequestID?
     /// Set when the client sends `$/cancelRequest` or the server shuts down.
     let cancellation: Cancellation
-    /// The group commit's transaction to join (``Store/save(_:in:)``), when the request runs in one.
-    var writeGroup: WriteGroup? = nil
+    /// The store as the request's key sees it, built by the dispatcher from the key and the
+    /// method's ``Scoping``: the handler's only way to the rows (DESIGN.md §2).
+    let view: StoreView
     /// The client's CURVE key on an authenticated endpoint (`nil` on `ipc://` or plain TCP).
-    var key: AuthorizedKey? = nil
-
-    /// The store.
-    var store: Store { service.store }
-
-    /// The key's row-level scope applied to its requests, `nil` when it has none (DESIGN.md §2).
-    var scopeGuard: ScopeGuard? {
-        guard let key, let scope = key.scope else { return nil }
-        return ScopeGuard(scope: scope, keyName: key.name, schema: store.schema)
-    }
-
-    /// `request` narrowed to the key's read scope (unchanged for an unscoped key).
-    func scoped(_ request: FetchRequest, field: String) throws(RPCError) -> FetchRequest {
-        try scopeGuard?.read(request, field: field) ?? request
-    }
+    var key: AuthorizedKey? { view.key }
+    /// The group commit's transaction to join (``Store/save(_:in:writeScope:)``), when the request runs in one.
+    var writeGroup: WriteGroup? = nil
 
     /// Sends a notification to this request's session.
     func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters) {

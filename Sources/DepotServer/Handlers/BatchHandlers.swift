@@ -6,14 +6,12 @@ extension DepotService {
         // The objects are checked and converted before the batch holds the writer: a save queued
         // behind a run of batches waits only for their inserts (issue: saves beside batches).
         handlers.registerPrepared(
-            BatchInsert.self,
-            prepare: { (params, context) throws(RPCError) in try context.store.prepareBatchInsert(params) },
+            BatchInsert.self, .scoped,
+            prepare: { (params, context) throws(RPCError) in try context.view.prepareBatchInsert(params) },
             write: { (prepared, context) throws(RPCError) in
                 try batchInsert(prepared.params, count: prepared.params.objects.count, context: context) {
                     progress throws(RPCError) in
-                    try context.store.batchInsert(
-                        prepared, cancellation: context.cancellation, progress: progress,
-                        writeScope: writeScope(context))
+                    try context.view.batchInsert(prepared, cancellation: context.cancellation, progress: progress)
                 }
             },
             raw: { (raw, context) throws(RPCError) in
@@ -21,49 +19,29 @@ extension DepotService {
                 let params = try BatchInsert.StreamedParameters(bytes: raw.bytes, range: raw.range)
                 return try batchInsert(params.header, count: params.count, context: context) {
                     progress throws(RPCError) in
-                    try context.store.batchInsert(
-                        params, cancellation: context.cancellation, progress: progress,
-                        writeScope: writeScope(context))
+                    try context.view.batchInsert(params, cancellation: context.cancellation, progress: progress)
                 }
             })
-        handlers.register(BatchUpdate.self, .write) { (params, context) throws(RPCError) in
-            let scope = try batchScope(params.entity, params.predicate, params.arguments, context: context)
+        handlers.register(BatchUpdate.self, .write, .scoped) { (params, context) throws(RPCError) in
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Updating \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
-                let (result, _) = try context.store.batchUpdate(
+                let (result, _) = try context.view.batchUpdate(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
-                    progress: progressCallback, readScope: scope.read, writeScope: scope.write)
+                    progress: progressCallback)
                 return (result, Int64(result.count))
             }
         }
-        handlers.register(BatchDelete.self, .write) { (params, context) throws(RPCError) in
-            let scope = try batchScope(params.entity, params.predicate, params.arguments, context: context)
+        handlers.register(BatchDelete.self, .write, .scoped) { (params, context) throws(RPCError) in
             let progress = context.progress(token: params.workDoneToken)
             progress?.begin(title: "Deleting \(params.entity)", total: nil)
             return try reportingProgress(progress) { (progressCallback) throws(RPCError) in
-                let (result, _) = try context.store.batchDelete(
+                let (result, _) = try context.view.batchDelete(
                     params, cancellation: context.cancellation, total: { progress?.setTotal(Int64($0)) },
-                    progress: progressCallback, readScope: scope.read, writeScope: scope.write)
+                    progress: progressCallback)
                 return (result, Int64(result.count))
             }
         }
-    }
-
-    /// A batch update or delete's scopes: the key's read scope of `entity` and
-    /// its write scope, after refusing predicate key paths into scoped entities.
-    private static func batchScope(
-        _ entity: String, _ predicate: String?, _ arguments: JSONValue?, context: RequestContext
-    ) throws(RPCError) -> (read: PredicateNode?, write: WriteScope?) {
-        guard let scopeGuard = context.scopeGuard, let key = context.key else { return (nil, nil) }
-        let request = try scopeGuard.read(
-            FetchRequest(entity: entity, predicate: predicate, arguments: arguments), field: "params")
-        return (request.scope, key.scope?.writeScope(keyName: key.name))
-    }
-
-    /// The requesting key's write scope, `nil` when it has none.
-    private static func writeScope(_ context: RequestContext) -> WriteScope? {
-        context.key.flatMap { key in key.scope?.writeScope(keyName: key.name) }
     }
 
     /// Runs a batch insert of `count` objects with progress.

@@ -2,7 +2,8 @@ import DepotProtocol
 
 extension DepotService {
     static func registerLifecycleHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.register(Initialize.self, .inline) { (params, context) throws(RPCError) in
+        let session = Scoping.unscoped(reason: "session bookkeeping: reads no rows")
+        handlers.register(Initialize.self, .inline, session) { (params, context) throws(RPCError) in
             guard params.protocolVersion == depotProtocolVersion else {
                 throw .invalidParams(
                     "protocolVersion '\(params.protocolVersion)' is not supported (this server speaks \"\(depotProtocolVersion)\")",
@@ -32,22 +33,21 @@ extension DepotService {
                     "methods": .array(service.methodNames.map { .string($0) }),
                 ])
         }
-        handlers.register(Ping.self, .inline) { _, _ in Empty() }
-        handlers.register(Disconnect.self, .inline) { _, context in
+        handlers.register(Ping.self, .inline, session) { _, _ in Empty() }
+        handlers.register(Disconnect.self, .inline, session) { _, context in
             context.service.closeSession(context.routingID, reason: "disconnect")
             return Null()
         }
     }
 
     static func registerModelHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.register(ModelGet.self, .inline) { _, context in
-            var model = context.store.model()
+        handlers.register(ModelGet.self, .inline, .scoped) { _, context in
             // An entity whose read scope is FALSEPREDICATE does not exist for the key.
-            if let scope = context.key?.scope { model.entities.removeAll { scope.hides($0.name) } }
-            return model
+            context.view.model()
         }
-        handlers.register(ModelDefine.self, .write) { (params, context) throws(RPCError) in
-            try context.store.defineModel(params.entities, removing: params.remove ?? [])
+        handlers.register(ModelDefine.self, .write, .adminOnly(reason: "changes the model of the whole store")) {
+            (params, context) throws(RPCError) in
+            try context.view.defineModel(params.entities, removing: params.remove ?? [])
         }
     }
 }

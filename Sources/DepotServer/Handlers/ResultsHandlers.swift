@@ -2,28 +2,33 @@ import DepotProtocol
 
 extension DepotService {
     static func registerResultsHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.registerOrdered(ResultsSubscribe.self, waitsForCommits: true) {
+        handlers.registerOrdered(ResultsSubscribe.self, waitsForCommits: true, .scoped) {
             (params, context, reply) throws(RPCError) in
             // The effective request (request AND scope) decides membership and sharing.
-            var params = params
-            params.request = try context.scoped(params.request, field: "params.request")
-            try context.service.results.subscribe(params, context: context, reply: reply)
+            try context.service.results.subscribe(
+                params, definition: context.view.resultsDefinition(params), context: context, reply: reply)
         }
-        handlers.registerOrdered(ResultsObjects.self, waitsForCommits: true) {
+        // The rows of the session's own subscriptions, whose sets were read in its key's scope.
+        handlers.registerOrdered(ResultsObjects.self, waitsForCommits: true, .scoped) {
             (params, context, reply) throws(RPCError) in
             try context.service.results.objects(params, context: context, reply: reply)
         }
-        handlers.registerOrdered(ResultsSnapshot.self, waitsForCommits: true) {
+        handlers.registerOrdered(ResultsSnapshot.self, waitsForCommits: true, .scoped) {
             (params, context, reply) throws(RPCError) in
             context.service.results.snapshot(params, context: context, reply: reply)
         }
-        handlers.registerOrdered(ResultsUnsubscribe.self, waitsForCommits: false) {
+        handlers.registerOrdered(
+            ResultsUnsubscribe.self, waitsForCommits: false,
+            .unscoped(reason: "ends one of the session's subscriptions: reads no rows")
+        ) {
             (params, context, reply) throws(RPCError) in
             context.service.results.unsubscribe(
                 params.subscription, routingID: context.routingID, context: context.service, reply: reply)
         }
-        handlers.register(ResultsDeleteCache.self, .write) { (params, context) throws(RPCError) in
-            try context.service.results.deleteCache(params.cacheName, store: context.store)
+        handlers.register(
+            ResultsDeleteCache.self, .write, .adminOnly(reason: "deletes a named results cache of the whole store")
+        ) { (params, context) throws(RPCError) in
+            try context.service.results.deleteCache(params.cacheName, store: context.view.adminStore)
             return Null()
         }
     }

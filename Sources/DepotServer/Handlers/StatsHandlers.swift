@@ -4,7 +4,9 @@ import Foundation
 
 extension DepotService {
     static func registerStatsHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.register(ServerStats.self, .read) { (_, context) throws(RPCError) in
+        handlers.register(
+            ServerStats.self, .read, .adminOnly(reason: "the daemon's figures and sessions: no rows of the store")
+        ) { (_, context) throws(RPCError) in
             try context.service.statistics()
         }
     }

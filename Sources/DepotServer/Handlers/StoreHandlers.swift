@@ -3,36 +3,25 @@ import DepotStore
 
 extension DepotService {
     static func registerStoreHandlers(_ handlers: inout HandlerRegistry) {
-        handlers.registerRaw(StoreFetch.self, .read) { (request, context) throws(RPCError) in
-            try fetch(context.scoped(request, field: "params"), context: context)
+        handlers.registerRaw(StoreFetch.self, .read, .scoped) { (request, context) throws(RPCError) in
+            try fetch(request, context: context)
         }
-        handlers.register(StoreCount.self, .read) { (request, context) throws(RPCError) in
-            StoreCount.Result(count: try context.store.count(context.scoped(request, field: "params")))
+        handlers.register(StoreCount.self, .read, .scoped) { (request, context) throws(RPCError) in
+            StoreCount.Result(count: try context.view.count(request, field: "params"))
         }
-        handlers.register(StoreGet.self, .read) { (params, context) throws(RPCError) in
-            let objects = try context.store.objects(ids: params.ids, properties: params.properties)
-            guard let scopeGuard = context.scopeGuard else { return StoreGet.Result(objects: objects) }
+        handlers.register(StoreGet.self, .read, .scoped) { (params, context) throws(RPCError) in
             // An object outside the read scope does not exist for the key: null, like a missing one.
-            let visible = try scopeGuard.visible(params.ids, store: context.store)
-            return StoreGet.Result(
-                objects: zip(params.ids, objects).map { id, object in visible.contains(id) ? object : .null })
+            StoreGet.Result(objects: try context.view.objects(ids: params.ids, properties: params.properties))
         }
-        handlers.registerRaw(StoreSave.self, .write) { (params, context) throws(RPCError) in
+        handlers.registerRaw(StoreSave.self, .write, .scoped) { (params, context) throws(RPCError) in
             // What it commits reaches subscribers through the store's commit stream. The result is
             // written straight to bytes (every save answers with one), not through an Encoder.
-            try context.store.save(
-                params, in: context.writeGroup,
-                writeScope: context.key.flatMap { key in key.scope?.writeScope(keyName: key.name) }
-            ).0.jsonBytes
+            try context.view.save(params, in: context.writeGroup).0.jsonBytes
         }
         handlers.allowGroupCommit(StoreSave.self)
-        handlers.register(StoreObserve.self, .inline) { (params, context) throws(RPCError) in
-            let schema = context.store.schema
-            for (index, name) in (params.entities ?? []).enumerated() {
-                _ = try schema.entity(name, field: "params.entities[\(index)]")
-            }
+        handlers.register(StoreObserve.self, .inline, .scoped) { (params, context) throws(RPCError) in
             // A scoped key hears only of its scope: what it sees is read in the publish lane, in commit order.
-            let scoped = context.key?.scope.map { ScopedObservation(scope: $0, entities: params.entities) }
+            let scoped = try context.view.observation(of: params.entities)
             let registration = ObserverRegistration(parameters: params, scoped: scoped)
             guard let observer = context.service.sessions.addObserver(registration, routingID: context.routingID)
             else {
@@ -41,42 +30,16 @@ extension DepotService {
             if let scoped { context.service.startObservation(scoped, observer: observer, routingID: context.routingID) }
             return StoreObserve.Result(observer: observer)
         }
-        handlers.register(StoreUnobserve.self, .inline) { (params, context) throws(RPCError) in
+        handlers.register(
+            StoreUnobserve.self, .inline, .unscoped(reason: "ends one of the session's observers: reads no rows")
+        ) { (params, context) throws(RPCError) in
             guard context.service.sessions.removeObserver(params.observer, routingID: context.routingID) else {
                 throw .notFound("no observer '\(params.observer)' in this session", id: params.observer)
             }
             return Null()
         }
-        handlers.register(StoreHistory.self, .read) { (params, context) throws(RPCError) in
-            // A replica that joined its cluster from a snapshot has no history before it.
-            if let begins = try context.store.historyBegins(), params.since < begins {
-                throw .invalidParams(
-                    "this daemon's history begins after transaction \(begins) (it started from the cluster's snapshot, joining or rebuilding itself): ask for since >= \(begins), or ask a daemon that has it",
-                    field: "since")
-            }
-            guard let key = context.key, let scope = key.scope else {
-                return try context.store.history(since: params.since, limit: params.limit)
-            }
-            // A scoped key reads what its observer heard: judged on the values recorded with each transaction.
-            let filter = try HistoryScope(key: key, scope: scope, schema: context.store.schema)
-            var unjudged = false
-            do throws(RPCError) {
-                return try context.store.history(since: params.since, limit: params.limit) {
-                    (entry) throws(RPCError) in
-                    guard filter.judges(entry) else {
-                        unjudged = true
-                        throw filter.unjudged(through: entry.number)
-                    }
-                    return try filter.changes(of: entry)
-                }
-            } catch {
-                guard unjudged else { throw error }
-                // Recorded before a policy that reads these values: name the newest such transaction.
-                let older = try context.store.history(since: params.since, limit: 10_000) { entry in
-                    filter.judges(entry) ? nil : [:]
-                }
-                throw filter.unjudged(through: older.transactions.last?.transaction ?? params.since)
-            }
+        handlers.register(StoreHistory.self, .read, .scoped) { (params, context) throws(RPCError) in
+            try context.view.history(since: params.since, limit: params.limit)
         }
     }
 
@@ -94,8 +57,8 @@ extension DepotService {
         var gathered = 0
         var completed = 0
         do throws(RPCError) {
-            let (count, transaction) = try context.store.fetchEncoded(
-                request, cancellation: context.cancellation,
+            let (count, transaction) = try context.view.fetchEncoded(
+                request, field: "params", cancellation: context.cancellation,
                 total: progress.map { reporter in { reporter.begin(title: title, total: Int64($0)) } }
             ) { (batch) throws(RPCError) in
                 completed = batch.completed

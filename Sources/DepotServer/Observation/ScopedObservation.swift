@@ -55,18 +55,18 @@ final class ScopedObservation: Sendable {
                 visible[name] = []
                 continue
             }
-            var request = FetchRequest(entity: name, resultType: .ids)
-            request.scope = read
-            visible[name] = Set(try store.fetch(request).ids?.compactMap { ObjectID($0)?.row } ?? [])
+            let request = FetchRequest(entity: name, resultType: .ids)
+            visible[name] = Set(
+                try store.fetch(request, scope: ReadScope(rules: [name: read])).ids?.compactMap { ObjectID($0)?.row }
+                    ?? [])
             // A rule on the entity's own keys is evaluated in memory on the touched rows, as the
             // results engine does; one that follows a relationship is read through SQL.
             if let entity = store.schema.entity(named: name),
                 let compiled = try? PredicateCompilation.compile(node: read, entity: entity, schema: store.schema),
                 compiled.dependencies.isEmpty
             {
-                var request = FetchRequest(entity: name)
-                request.scope = read
-                inMemory[name] = InMemoryFollow(request: request, sort: [], entity: entity, dependencies: [])
+                inMemory[name] = InMemoryFollow(
+                    request: FetchRequest(entity: name), scope: read, sort: [], entity: entity, dependencies: [])
             }
         }
         state.withLock { $0 = State(scope: scope, visible: visible, inMemory: inMemory) }
@@ -189,13 +189,12 @@ final class ScopedObservation: Sendable {
         var found: Set<Int64> = []
         for start in stride(from: 0, to: rows.count, by: 5_000) {
             let chunk = rows[start..<min(start + 5_000, rows.count)]
-            var request = FetchRequest(entity: entity, resultType: .ids)
+            let request = FetchRequest(entity: entity, resultType: .ids)
             let named = PredicateNode.comparison(
                 Comparison(
                     lhs: .keyPath(["SELF"]), op: .in,
                     rhs: .list(chunk.map { .value(.string(ObjectID(entity: entity, row: $0).description)) })))
-            request.scope = .and([read, named])
-            for id in try store.fetch(request).ids ?? [] {
+            for id in try store.fetch(request, scope: ReadScope(rules: [entity: .and([read, named])])).ids ?? [] {
                 if let row = ObjectID(id)?.row { found.insert(row) }
             }
         }

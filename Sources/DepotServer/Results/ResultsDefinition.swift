@@ -17,27 +17,28 @@ struct ResultsDefinition: Sendable {
     /// are groups; ``plan`` then reads the objects that the predicate lets into them.
     let grouped: GroupedFetchPlan?
 
-    init(_ params: ResultsSubscribe.Parameters, schema: Schema) throws(RPCError) {
+    /// The definition of `params` read in `scope` (the subscribing key's; ``StoreView/resultsDefinition(_:)``).
+    init(_ params: ResultsSubscribe.Parameters, scope: ReadScope, schema: Schema) throws(RPCError) {
         let request = params.request
+        let scopePredicate = scope.predicate(for: request.entity)
         if let coalesce = params.coalesceMs, coalesce < 0 {
             throw .invalidParams("coalesceMs must not be negative, got \(coalesce)", field: "params.coalesceMs")
         }
         coalesceMilliseconds = (params.coalesceMs ?? 0) > 0 ? params.coalesceMs : nil
-        key = Self.sharingKey(params, coalesceMilliseconds: coalesceMilliseconds)
+        key = Self.sharingKey(params, scope: scopePredicate, coalesceMilliseconds: coalesceMilliseconds)
         guard !request.isGrouped else {
-            let grouped = try Self.groupedPlan(params, schema: schema)
+            let grouped = try Self.groupedPlan(params, scope: scope, schema: schema)
             self.grouped = grouped
             sectioned = params.sectionKeyPath != nil
             inMemory = nil
             // The objects the predicate (and the key's scope) lets into the groups (the predicate's
             // share of `arguments`).
-            var members = DepotProtocol.FetchRequest(
+            let members = DepotProtocol.FetchRequest(
                 entity: request.entity, predicate: request.predicate, arguments: grouped.shape.predicateArguments)
-            members.scope = request.scope
-            plan = try FetchPlan(members, schema: schema, field: "params.request")
+            plan = try FetchPlan(members, scope: scope, schema: schema, field: "params.request")
             dependencies = try Self.dependencies(
                 keyPaths: grouped.memberKeyPaths, predicate: request.predicate,
-                arguments: grouped.shape.predicateArguments, scope: request.scope, entity: plan.entity,
+                arguments: grouped.shape.predicateArguments, scope: scopePredicate, entity: plan.entity,
                 schema: schema)
             return
         }
@@ -57,18 +58,21 @@ struct ResultsDefinition: Sendable {
                 "sectionKeyPath '\(sectionKeyPath)' must order like the first sort key '\(sort[0].key)' (as NSFetchedResultsController requires): sort by it first",
                 field: "params.sectionKeyPath")
         }
-        plan = try FetchPlan(request, schema: schema, field: "params.request")
+        plan = try FetchPlan(request, scope: scope, schema: schema, field: "params.request")
         sectioned = params.sectionKeyPath != nil
         let dependencies = try Self.dependencies(
             keyPaths: sort.map(\.key), predicate: request.predicate, arguments: request.arguments,
-            scope: request.scope, entity: plan.entity, schema: schema)
+            scope: scopePredicate, entity: plan.entity, schema: schema)
         self.dependencies = dependencies
-        inMemory = InMemoryFollow(request: request, sort: sort, entity: plan.entity, dependencies: dependencies)
+        inMemory = InMemoryFollow(
+            request: request, scope: scopePredicate, sort: sort, entity: plan.entity, dependencies: dependencies)
     }
 
     /// What makes two subscriptions share a set: the request without its
     /// delivery options, the section key path and the coalescing window.
-    private static func sharingKey(_ params: ResultsSubscribe.Parameters, coalesceMilliseconds: Int?) -> String {
+    private static func sharingKey(
+        _ params: ResultsSubscribe.Parameters, scope: PredicateNode?, coalesceMilliseconds: Int?
+    ) -> String {
         var canonical = params.request
         canonical.batchSize = nil
         canonical.workDoneToken = nil
@@ -80,15 +84,15 @@ struct ResultsDefinition: Sendable {
                 "request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section,
                 "coalesceMs": .int(Int64(coalesceMilliseconds ?? 0)),
                 // Identical effective requests (request AND scope) share one set.
-                "scope": params.request.scope.map { .string(String(reflecting: $0)) } ?? .null,
+                "scope": scope.map { .string(String(reflecting: $0)) } ?? .null,
             ]),
             as: UTF8.self)
     }
 
     /// A grouped subscribe checked: the grouped plan, with `sectionKeyPath`
     /// naming a groupBy key that is the first sort key, and no cache.
-    private static func groupedPlan(_ params: ResultsSubscribe.Parameters, schema: Schema) throws(RPCError)
-        -> GroupedFetchPlan
+    private static func groupedPlan(_ params: ResultsSubscribe.Parameters, scope: ReadScope, schema: Schema)
+        throws(RPCError) -> GroupedFetchPlan
     {
         let request = params.request
         if request.resultType == .count {
@@ -96,7 +100,7 @@ struct ResultsDefinition: Sendable {
                 "results/subscribe to a grouped request returns its groups as dictionaries; resultType 'count' is not supported",
                 field: "params.request.resultType")
         }
-        let grouped = try GroupedFetchPlan(request, schema: schema, field: "params.request")
+        let grouped = try GroupedFetchPlan(request, scope: scope, schema: schema, field: "params.request")
         if let sectionKeyPath = params.sectionKeyPath {
             guard grouped.shape.groupKeys.contains(where: { $0.name == sectionKeyPath }) else {
                 throw .invalidParams(
@@ -173,14 +177,17 @@ struct InMemoryFollow: Sendable {
     /// none of them still does not match, and needs no evaluation.
     let predicateKeys: Set<String>
 
-    init?(request: FetchRequest, sort: [SortDescriptor], entity: EntitySchema, dependencies: [ResultSet.Dependency]) {
+    init?(
+        request: FetchRequest, scope: PredicateNode?, sort: [SortDescriptor], entity: EntitySchema,
+        dependencies: [ResultSet.Dependency]
+    ) {
         guard dependencies.isEmpty else { return nil }
         let plainKeys = Set(entity.columnKeys).union(["id", "SELF", "self"])
         guard sort.allSatisfy({ plainKeys.contains($0.key) }) else { return nil }
         // The request's predicate AND the key's scope: a row leaving the scope leaves the set.
         guard
             let node = try? PredicateCompilation.combined(
-                predicate: request.predicate, arguments: request.arguments, scope: request.scope)
+                predicate: request.predicate, arguments: request.arguments, scope: scope)
         else { return nil }
         predicate = node
         sortKeys = sort.map(\.key)

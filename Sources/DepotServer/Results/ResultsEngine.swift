@@ -65,9 +65,12 @@ final class ResultsEngine: @unchecked Sendable {
     /// job, after every commit so far, catches up with what committed after T
     /// (from history) before registering, so no transaction falls between the
     /// snapshot and the deltas, and answers before any later delta.
-    func subscribe(_ params: ResultsSubscribe.Parameters, context: RequestContext, reply: Reply) throws(RPCError) {
-        let store = context.store
-        let definition = try ResultsDefinition(params, schema: store.schema)
+    /// `definition` is the request as the key's view of the store defined it (``StoreView/resultsDefinition(_:)``).
+    func subscribe(
+        _ params: ResultsSubscribe.Parameters, definition: ResultsDefinition, context: RequestContext, reply: Reply
+    ) throws(RPCError) {
+        // The set reads through its plan, which carries the key's scope.
+        let store = context.service.store
         if let name = params.cacheName, name.isEmpty || name.count > 200 {
             throw .invalidParams(
                 "cacheName must be 1 to 200 characters, got '\(name.prefix(40))'", field: "params.cacheName")
@@ -183,7 +186,9 @@ final class ResultsEngine: @unchecked Sendable {
         guard (0...100_000).contains(params.length) else {
             throw .invalidParams("length must be between 0 and 100000, got \(params.length)", field: "params.length")
         }
-        let (id, routingID, service, store) = (params.subscription, context.routingID, context.service, context.store)
+        let (id, routingID, service, store) = (
+            params.subscription, context.routingID, context.service, context.service.store
+        )
         let positions = params.offset..<params.offset + params.length
         guard params.length > Self.pageReadInLane else {
             // A page: picked, read and answered in one lane job, if no commit is ahead of the lane.
@@ -226,7 +231,7 @@ final class ResultsEngine: @unchecked Sendable {
             if case .missing = pick { throw Self.missing(id) }
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
-        let bytes = try Self.answer(ids, shape: shape, seq: seq, at: transaction, in: context.store)
+        let bytes = try Self.answer(ids, shape: shape, seq: seq, at: transaction, in: context.service.store)
         guard let bytes else {
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }

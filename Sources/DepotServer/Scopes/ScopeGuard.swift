@@ -1,9 +1,9 @@
 import DepotProtocol
 import DepotStore
 
-/// Applies one key's ``KeyScope`` to the requests it sends (DESIGN.md §2,
-/// Row-level scopes): narrows reads to the read scope, refuses key paths that
-/// would probe hidden rows, and names the rule a write breaks.
+/// Checks the key paths of one key's requests against its ``KeyScope``
+/// (DESIGN.md §2, Row-level scopes): refuses those that would probe rows it
+/// reads only through a scope. ``StoreView`` runs it before every scoped read.
 struct ScopeGuard: Sendable {
     /// The key's scope.
     let scope: KeyScope
@@ -11,38 +11,6 @@ struct ScopeGuard: Sendable {
     let keyName: String
     /// The model the requests are read against.
     let schema: Schema
-
-    /// `request` narrowed to the read scope of its entity (joined as a tree),
-    /// after refusing key paths that cross into a scoped entity.
-    func read(_ request: FetchRequest, field: String) throws(RPCError) -> FetchRequest {
-        guard let entity = schema.entity(named: request.entity) else { return request }
-        try checkPaths(of: request, entity: entity, field: field)
-        var scoped = request
-        scoped.scope = scope.read(entity.name)
-        return scoped
-    }
-
-    /// Which of `ids` (well-formed `Entity/n` of known entities) are in the read scope.
-    func visible(_ ids: [String], store: Store) throws(RPCError) -> Set<String> {
-        var visible: Set<String> = []
-        var byEntity: [String: [String]] = [:]
-        for text in ids {
-            guard let id = ObjectID(text) else { continue }
-            if scope.read(id.entity) == nil {
-                visible.insert(text)
-            } else {
-                byEntity[id.entity, default: []].append(text)
-            }
-        }
-        for (entity, members) in byEntity {
-            var request = FetchRequest(entity: entity, resultType: .ids)
-            let named = PredicateNode.comparison(
-                Comparison(lhs: .keyPath(["SELF"]), op: .in, rhs: .list(members.map { .value(.string($0)) })))
-            request.scope = scope.read(entity).map { .and([$0, named]) }
-            for id in try store.fetch(request).ids ?? [] { visible.insert(id) }
-        }
-        return visible
-    }
 
     /// Refuses (-32018) a predicate, sort, property, groupBy or aggregate key path
     /// that crosses a relationship into an entity whose read scope is not `TRUEPREDICATE`.
@@ -130,6 +98,14 @@ struct ScopeGuard: Sendable {
                 return
             }
             let probes = index < path.count - 1 || crossingEnd || relationship.toMany
+            if probes, scope.hides(relationship.destination) {
+                // An entity the key cannot read does not exist for it: the error does not name it.
+                throw RPCError(
+                    code: .forbidden,
+                    message:
+                        "the key path '\(path.joined(separator: "."))' crosses '\(key)' into objects that key '\(keyName)' (role '\(scope.role)') cannot read",
+                    data: ["field": .string(field), "role": .string(scope.role), "key": .string(keyName)])
+            }
             if probes, scope.read(relationship.destination) != nil {
                 throw RPCError(
                     code: .forbidden,

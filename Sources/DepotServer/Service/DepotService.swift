@@ -76,6 +76,20 @@ public final class DepotService: Sendable {
             configuration: configuration, store: store, outbox: outbox, keys: nil, endpoints: [], logger: logger)
     }
 
+    /// A core serving `store` to the clients `keys` authorizes, each within its role and its policy
+    /// scope (DESIGN.md §2): requests name their key with ``receive(_:from:keyID:moreWaiting:)``'s
+    /// `keyID`, as the transport does after a CURVE handshake; a request without one is unscoped.
+    public convenience init(
+        configuration: ServerConfiguration, store: Store, outbox: any Outbox, keys: AuthorizedKeys,
+        logger: Logger = Logger(label: "depotd")
+    ) throws(RPCError) {
+        // History records the values the read rules read, as the daemon does at start-up.
+        store.recordScopeValues(of: HistoryScope.recordedKeys(of: keys.keys.values.compactMap(\.scope)))
+        try self.init(
+            configuration: configuration, store: store, outbox: outbox, keys: KeyRing(keys), endpoints: [],
+            logger: logger)
+    }
+
     init(
         configuration: ServerConfiguration, store: Store, outbox: any Outbox, keys: KeyRing?, endpoints: [String],
         logger: Logger

@@ -26,7 +26,7 @@ struct BatchInsertOperation {
     var scopeCapture: [String: [String]] = [:]
     /// The requesting key's write scope: an object merged into must be in it
     /// before, and every object written must be in it after (checked at the end).
-    var writeScope: WriteScope?
+    var writeScope: WriteScope = .unrestricted
 
     private typealias Row = BatchRows.Row
 
@@ -156,9 +156,9 @@ struct BatchInsertOperation {
             case .ignore:
                 ignored += 1
             case .update:
-                try writeScope?.check(
+                try writeScope.check(
                     [ObjectID(entity: entity.name, row: existing)], in: db, schema: schema, when: "before the update")
-                if writeScope != nil { writtenRows.append(existing) }
+                if !writeScope.isUnrestricted { writtenRows.append(existing) }
                 if try update(db, row: existing, with: row, columns: columns, recorder: &recorder) {
                     updated += 1
                 } else {
@@ -168,7 +168,7 @@ struct BatchInsertOperation {
             return
         }
         let rowID = try insert(row, at: index, db)
-        if writeScope != nil { writtenRows.append(rowID) }
+        if !writeScope.isUnrestricted { writtenRows.append(rowID) }
         insertedRows.append(rowID)
         noteInverses(of: row, columns: columns, old: nil, recorder: &recorder, row: rowID)
         for signature in signatures { written[signature] = rowID }
@@ -241,7 +241,7 @@ struct BatchInsertOperation {
                 data: ["errors": .array(problems), "count": .int(Int64(problemCount))])
         }
         // With the objects at the other end of the relationships the batch set (their inverse changed).
-        try writeScope?.check(
+        try writeScope.check(
             writtenRows.map { ObjectID(entity: entity.name, row: $0) } + recorder.updatedRows, in: db, schema: schema,
             when: "after the batch")
         try cancellation?.check()

@@ -10,7 +10,7 @@ extension Store {
     ///   - writeScope: the requesting key's write scope: an object outside it is -32018 and nothing commits.
     public func batchInsert(
         _ params: BatchInsert.Parameters, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil,
-        writeScope: WriteScope? = nil
+        writeScope: WriteScope
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             // Built in the write: a replica may have applied a model change at its start.
@@ -33,11 +33,11 @@ extension Store {
     }
 
     /// `store/batchInsert` of a batch checked and converted beforehand (``prepareBatchInsert(_:)``):
-    /// the same result and errors as ``batchInsert(_:cancellation:progress:)``. If the model changed
+    /// the same result and errors as ``batchInsert(_:cancellation:progress:writeScope:)``. If the model changed
     /// since, the objects are converted again, in the write.
     public func batchInsert(
         _ prepared: PreparedBatchInsert, cancellation: Cancellation? = nil, progress: ((Int) -> Void)? = nil,
-        writeScope: WriteScope? = nil
+        writeScope: WriteScope
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             var operation = try batchInsertOperation(prepared.params, cancellation: cancellation, progress: progress)
@@ -70,7 +70,7 @@ extension Store {
     /// its bytes, so that memory follows one object, not the batch.
     public func batchInsert(
         _ params: BatchInsert.StreamedParameters, cancellation: Cancellation? = nil,
-        progress: ((Int) -> Void)? = nil, writeScope: WriteScope? = nil
+        progress: ((Int) -> Void)? = nil, writeScope: WriteScope
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
@@ -105,14 +105,14 @@ extension Store {
     /// each must still be in it after the update, or nothing commits (-32018).
     public func batchUpdate(
         _ params: BatchUpdate.Parameters, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
-        progress: ((Int) -> Void)? = nil, readScope: PredicateNode? = nil, writeScope: WriteScope? = nil
+        progress: ((Int) -> Void)? = nil, readScope: ReadScope, writeScope: WriteScope
     ) throws(RPCError) -> (BatchUpdate.Result, CommittedTransaction?) {
         guard !params.values.isEmpty else {
             throw .invalidParams("values must name at least one key to set", field: "params.values")
         }
         let ids = try matchingIDs(
             entity: params.entity, predicate: params.predicate, arguments: params.arguments,
-            scope: Self.scopes(readScope, writeScope?.rules[params.entity]?.predicate))
+            scope: Self.scopes(readScope.predicate(for: params.entity), writeScope.rules[params.entity]?.predicate))
         total?(ids.count)
         let save = StoreSave.Parameters(
             updated: ids.map { UpdatedObject(id: $0, values: params.values) }, mergePolicy: .objectTrump,
@@ -132,11 +132,11 @@ extension Store {
     /// cascade into an object outside it is -32018 and nothing commits.
     public func batchDelete(
         _ params: BatchDelete.Parameters, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
-        progress: ((Int) -> Void)? = nil, readScope: PredicateNode? = nil, writeScope: WriteScope? = nil
+        progress: ((Int) -> Void)? = nil, readScope: ReadScope, writeScope: WriteScope
     ) throws(RPCError) -> (BatchDelete.Result, CommittedTransaction?) {
         let ids = try matchingIDs(
             entity: params.entity, predicate: params.predicate, arguments: params.arguments,
-            scope: Self.scopes(readScope, writeScope?.rules[params.entity]?.predicate))
+            scope: Self.scopes(readScope.predicate(for: params.entity), writeScope.rules[params.entity]?.predicate))
         total?(ids.count)
         let save = StoreSave.Parameters(deleted: ids.map { DeletedObject(id: $0) }, author: params.author)
         let (result, transaction) = try runSave(
@@ -157,21 +157,20 @@ extension Store {
         }
     }
 
-    private func matchingIDs(entity: String, predicate: String?, arguments: JSONValue?, scope: PredicateNode? = nil)
+    private func matchingIDs(entity: String, predicate: String?, arguments: JSONValue?, scope: PredicateNode?)
         throws(RPCError) -> [String]
     {
         // A replica first applies what other daemons committed; one that commits between this
         // read and the write's lock can still add a match the batch misses (docs/cluster.md).
         try catchUpWithCluster()
-        var request = DepotProtocol.FetchRequest(
+        let request = DepotProtocol.FetchRequest(
             entity: entity, predicate: predicate, arguments: arguments, resultType: .ids)
-        request.scope = scope
-        return try fetch(request).ids ?? []
+        return try fetch(request, scope: ReadScope(rules: scope.map { [entity: $0] } ?? [:])).ids ?? []
     }
 
     private func runSave(
         _ params: StoreSave.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?,
-        writeScope: WriteScope? = nil
+        writeScope: WriteScope
     ) throws(RPCError) -> (StoreSave.Result, CommittedTransaction?) {
         try reportingWrite { db in
             var operation = SaveOperation(

@@ -23,7 +23,10 @@ public struct FetchPlan: Sendable {
     ///
     /// - Throws: -32602 naming `groupBy` for a grouped request, whose rows are
     ///   groups rather than objects (``GroupedFetchPlan`` reads those).
-    public init(_ request: DepotProtocol.FetchRequest, schema: Schema, field: String = "params") throws(RPCError) {
+    /// - Parameter scope: the rows the requesting key may read, joined to the predicate as a tree.
+    public init(_ request: DepotProtocol.FetchRequest, scope: ReadScope, schema: Schema, field: String = "params")
+        throws(RPCError)
+    {
         if request.isGrouped {
             throw .invalidParams(
                 "a grouped request (groupBy, aggregates, having) returns groups, not objects: this method reads objects",
@@ -32,7 +35,8 @@ public struct FetchPlan: Sendable {
         entity = try schema.entity(request.entity, field: "\(field).entity")
         shape = try ObjectShape(entity: entity, properties: request.properties, field: "\(field).properties")
         condition = try PredicateCompilation.whereClause(
-            predicate: request.predicate, arguments: request.arguments, scope: request.scope, entity: entity,
+            predicate: request.predicate, arguments: request.arguments, scope: scope.predicate(for: entity.name),
+            entity: entity,
             schema: schema)
         var expressions: [(sql: String, type: AttributeType, ascending: Bool)] = []
         for (index, descriptor) in (request.sort ?? []).enumerated() {

@@ -44,7 +44,10 @@ public struct GroupedFetchPlan: Sendable {
     /// `field` is the request's path in the message.
     ///
     /// - Throws: -32602 naming the field (see ``GroupedShape``); -32014 for a malformed predicate or `having`.
-    public init(_ request: DepotProtocol.FetchRequest, schema: Schema, field: String = "params") throws(RPCError) {
+    /// `scope` is the rows the requesting key may read, joined to the predicate as a tree.
+    public init(_ request: DepotProtocol.FetchRequest, scope: ReadScope, schema: Schema, field: String = "params")
+        throws(RPCError)
+    {
         let entity = try schema.entity(request.entity, field: "\(field).entity")
         self.entity = entity
         var expressions: [String: String] = [:]
@@ -60,7 +63,8 @@ public struct GroupedFetchPlan: Sendable {
         limit = request.limit
         offset = request.offset
         let condition = try PredicateCompilation.whereClause(
-            predicate: request.predicate, arguments: shape.predicateArguments, scope: request.scope, entity: entity,
+            predicate: request.predicate, arguments: shape.predicateArguments, scope: scope.predicate(for: entity.name),
+            entity: entity,
             schema: schema)
         var memberKeyPaths = shape.groupKeys.map(\.name)
         for column in shape.aggregates {

@@ -7,12 +7,14 @@ extension Store {
     public static let defaultBatchSize = 1000
 
     /// `store/fetch` without streaming: the whole result as values (for callers
-    /// inside the daemon; the wire path is ``fetchEncoded(_:cancellation:total:onBatch:)``).
-    public func fetch(_ request: DepotProtocol.FetchRequest, cancellation: Cancellation? = nil) throws(RPCError)
-        -> StoreFetch.Result
+    /// inside the daemon; the wire path is ``fetchEncoded(_:scope:cancellation:total:onBatch:)``), of
+    /// the rows `scope` lets the caller read.
+    public func fetch(_ request: DepotProtocol.FetchRequest, scope: ReadScope, cancellation: Cancellation? = nil)
+        throws(RPCError) -> StoreFetch.Result
     {
         var elements: [JSONValue] = []
-        let (count, transaction) = try fetchEncoded(request, cancellation: cancellation) { (batch) throws(RPCError) in
+        let (count, transaction) = try fetchEncoded(request, scope: scope, cancellation: cancellation) {
+            (batch) throws(RPCError) in
             guard batch.count > 0 else { return }
             do {
                 elements +=
@@ -28,23 +30,24 @@ extension Store {
         }
     }
 
-    /// `store/count`: the number of matches, or of groups for a grouped request.
-    public func count(_ request: DepotProtocol.FetchRequest) throws(RPCError) -> Int {
+    /// `store/count`: the number of matches in `scope`, or of groups for a grouped request.
+    public func count(_ request: DepotProtocol.FetchRequest, scope: ReadScope) throws(RPCError) -> Int {
         if request.isGrouped {
             // Checked as it is (a resultType of objects is refused), then counted through
             // fetchEncoded: one reading of a grouped request, and its errors.
-            _ = try GroupedFetchPlan(request, schema: schema)
+            _ = try GroupedFetchPlan(request, scope: scope, schema: schema)
             var grouped = request
             grouped.resultType = .count
             grouped.countFirst = nil
-            return try fetchEncoded(grouped) { _ in }.count
+            return try fetchEncoded(grouped, scope: scope) { _ in }.count
         }
-        let plan = try FetchPlan(request, schema: schema)
+        let plan = try FetchPlan(request, scope: scope, schema: schema)
         return try read { db in try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0 }
     }
 
-    /// `store/get`: objects by id, `null` for ids that do not exist.
-    public func objects(ids: [String], properties: [String]? = nil) throws(RPCError) -> [JSONValue] {
+    /// `store/get`: objects by id, `null` for ids that do not exist and for objects outside `scope`
+    /// (which do not exist for the caller).
+    public func objects(ids: [String], properties: [String]? = nil, scope: ReadScope) throws(RPCError) -> [JSONValue] {
         let schema = schema
         var parsed: [(ObjectID, ObjectShape)] = []
         for (index, text) in ids.enumerated() {
@@ -54,11 +57,29 @@ extension Store {
             let entity = try schema.entity(id.entity, field: "ids[\(index)]")
             parsed.append((id, try ObjectShape(entity: entity, properties: properties)))
         }
+        let hidden = try hiddenObjects(among: parsed.map(\.0), scope: scope)
         return try read { db in
             try parsed.map { id, shape in
-                try Self.readObject(db, id: id, shape: shape, schema: schema) ?? .null
+                guard !hidden.contains(id) else { return .null }
+                return try Self.readObject(db, id: id, shape: shape, schema: schema) ?? .null
             }
         }
+    }
+
+    /// Which of `ids` are outside `scope`: one read per scoped entity among them.
+    private func hiddenObjects(among ids: [ObjectID], scope: ReadScope) throws(RPCError) -> Set<ObjectID> {
+        var scoped: [String: [ObjectID]] = [:]
+        for id in ids where scope.predicate(for: id.entity) != nil { scoped[id.entity, default: []].append(id) }
+        var hidden: Set<ObjectID> = []
+        for (entity, members) in scoped {
+            let named = PredicateNode.comparison(
+                Comparison(
+                    lhs: .keyPath(["SELF"]), op: .in, rhs: .list(members.map { .value(.string($0.description)) })))
+            let request = DepotProtocol.FetchRequest(entity: entity, resultType: .ids)
+            let visible = Set(try fetch(request, scope: scope.narrowed(entity, to: named)).ids ?? [])
+            hidden.formUnion(members.filter { !visible.contains($0.description) })
+        }
+        return hidden
     }
 
     static func readObject(_ db: Database, id: ObjectID, shape: ObjectShape, schema: Schema) throws -> JSONValue? {
@@ -84,8 +105,10 @@ extension Store {
     /// elements are its groups' dictionaries (``GroupedFetchPlan``).
     ///
     /// - Returns: the number of matches (or groups) and the transaction the snapshot saw.
+    /// - Parameter scope: the rows the caller may read, joined to the predicate as a tree.
     public func fetchEncoded(
-        _ request: DepotProtocol.FetchRequest, cancellation: Cancellation? = nil, total: ((Int) -> Void)? = nil,
+        _ request: DepotProtocol.FetchRequest, scope: ReadScope, cancellation: Cancellation? = nil,
+        total: ((Int) -> Void)? = nil,
         onBatch: (EncodedBatch) throws(RPCError) -> Void
     ) throws(RPCError) -> (count: Int, transaction: Int64) {
         let batchSize = max(1, request.batchSize ?? Self.defaultBatchSize)
@@ -94,11 +117,11 @@ extension Store {
         // Objects and dictionaries are written from SQLite's columns directly; ids and groups from the row.
         let write: (Row, SQLiteStatement, inout JSONWriter) -> Void
         if request.isGrouped {
-            let plan = try GroupedFetchPlan(request, schema: schema)
+            let plan = try GroupedFetchPlan(request, scope: scope, schema: schema)
             statements = (plan.rowsSQL, plan.countSQL, plan.arguments)
             write = { row, _, writer in plan.write(row, into: &writer) }
         } else {
-            let plan = try FetchPlan(request, schema: schema)
+            let plan = try FetchPlan(request, scope: scope, schema: schema)
             statements = (resultType == .ids ? plan.idsSQL : plan.objectsSQL, plan.countSQL, plan.arguments)
             let entityName = plan.entity.name
             let shape = plan.shape

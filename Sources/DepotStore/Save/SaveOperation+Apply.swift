@@ -313,7 +313,7 @@ extension Store {
     ///   committed transaction for notifications.
     /// - Parameter group: a group commit to join (in a savepoint of its own); its own transaction when `nil`.
     /// - Parameter writeScope: the requesting key's write scope: a save that breaks it is -32018 and commits nothing.
-    public func save(_ params: StoreSave.Parameters, in group: WriteGroup? = nil, writeScope: WriteScope? = nil)
+    public func save(_ params: StoreSave.Parameters, in group: WriteGroup? = nil, writeScope: WriteScope)
         throws(RPCError) -> (
             StoreSave.Result, CommittedTransaction?
         )

@@ -23,12 +23,21 @@ public struct WriteScope: Sendable {
     public var rules: [String: Rule]
     /// The key's name, for errors.
     public var keyName: String
+    /// The entities the key cannot read at all (read scope `FALSEPREDICATE`): a save naming one
+    /// is refused as naming an unknown entity, since it does not exist for the key.
+    public var hidden: Set<String> = []
 
     /// Creates a write scope.
     public init(rules: [String: Rule], keyName: String) {
         self.rules = rules
         self.keyName = keyName
     }
+
+    /// No rule: every write is allowed (the daemon's own writes, unscoped keys, admin methods).
+    public static let unrestricted = WriteScope(rules: [:], keyName: "")
+
+    /// Whether no entity has a rule.
+    public var isUnrestricted: Bool { rules.isEmpty && hidden.isEmpty }
 
     /// -32018 naming the entity, the object and the rule.
     func violation(_ id: ObjectID, rule: Rule, when: String) -> RPCError {
@@ -44,6 +53,7 @@ public struct WriteScope: Sendable {
 
     /// Throws for the first of `ids` that does not match its entity's rule in `db` now.
     func check(_ ids: [ObjectID], in db: Database, schema: Schema, when: String) throws {
+        guard !rules.isEmpty else { return }
         var byEntity: [String: [Int64]] = [:]
         for id in ids where rules[id.entity] != nil && id.row > 0 { byEntity[id.entity, default: []].append(id.row) }
         for (name, rows) in byEntity.sorted(by: { $0.key < $1.key }) {
@@ -70,7 +80,8 @@ extension SaveOperation {
     /// Before anything is written: every object the save will update or delete
     /// (cascades and uniqueness merges included) must be in the write scope.
     func checkScopeBefore(_ db: Database, deleting targets: [(ObjectID, EntitySchema)]) throws {
-        guard let scope = writeScope else { return }
+        let scope = writeScope
+        guard !scope.isUnrestricted else { return }
         var ids = updates.map(\.id) + targets.map(\.0)
         for insert in inserts where insert.isUpsert {
             if let row = insert.row, row > 0 { ids.append(ObjectID(entity: insert.entity.name, row: row)) }
@@ -82,7 +93,8 @@ extension SaveOperation {
     /// and so must every object whose inverse relationship the save changed (the folder a note is filed
     /// into or taken out of, the other ends of a deleted object's relationships), as the save leaves it.
     func checkScopeAfter(_ db: Database) throws {
-        guard let scope = writeScope else { return }
+        let scope = writeScope
+        guard !scope.isUnrestricted else { return }
         var ids = updates.map(\.id)
         for insert in inserts {
             if let row = insert.row, row > 0 { ids.append(ObjectID(entity: insert.entity.name, row: row)) }

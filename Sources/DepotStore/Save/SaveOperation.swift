@@ -74,7 +74,7 @@ struct SaveOperation {
     /// Told how many objects were applied so far (batch operations' progress).
     var progress: ((Int) -> Void)?
     /// The requesting key's write scope, checked before and after the writes.
-    var writeScope: WriteScope?
+    var writeScope: WriteScope = .unrestricted
     private var applied = 0
 
     /// Counts one applied object; every 500 checks for cancellation and reports progress.
@@ -98,6 +98,12 @@ struct SaveOperation {
         ]
         members["key"] = key.map { .string($0) } ?? .null
         problems.append(.object(members))
+    }
+
+    /// The entity `name` as the saving key knows it: `nil` for an unknown one, and for one the key
+    /// cannot read (``WriteScope/hidden``), which does not exist for it.
+    func knownEntity(_ name: String) -> EntitySchema? {
+        writeScope.hidden.contains(name) ? nil : schema.entity(named: name)
     }
 
     /// Runs the whole save on `db`, inside the caller's transaction.
@@ -132,7 +138,7 @@ extension SaveOperation {
         }
         for (index, object) in params.inserted.enumerated() {
             let name = object.tempId ?? "inserted[\(index)]"
-            guard let entity = schema.entity(named: object.entity) else {
+            guard let entity = knownEntity(object.entity) else {
                 problem(name, "entity", "unknownEntity", "unknown entity '\(object.entity)'")
                 continue
             }
@@ -164,7 +170,7 @@ extension SaveOperation {
                     object.id, "id", "badId", "'\(object.id)' is not an object id (Entity/number) at updated[\(index)]")
                 continue
             }
-            guard let entity = schema.entity(named: id.entity) else {
+            guard let entity = knownEntity(id.entity) else {
                 problem(object.id, "id", "unknownEntity", "unknown entity '\(id.entity)'")
                 continue
             }
@@ -192,7 +198,7 @@ extension SaveOperation {
             updates.append(update)
         }
         for (index, object) in params.deleted.enumerated() {
-            guard let id = ObjectID(object.id), let entity = schema.entity(named: id.entity) else {
+            guard let id = ObjectID(object.id), let entity = knownEntity(id.entity) else {
                 problem(
                     object.id, "id", "badId",
                     "'\(object.id)' is not an object id of a known entity at deleted[\(index)]")
