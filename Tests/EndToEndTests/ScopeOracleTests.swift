@@ -116,7 +116,7 @@ final class ScopeOracleTests: XCTestCase {
                     .init(inserted: [
                         InsertedObject(
                             entity: "Note", tempId: "n",
-                            values: ["title": .string(title), "owner": .string(names[index])])
+                            values: ["title": .string(title), "owner": .string(names[index]), "team": "red"])
                     ]))
                 own[index].formUnion(saved.ids.values)
             }
