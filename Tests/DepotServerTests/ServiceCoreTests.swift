@@ -66,8 +66,7 @@ final class ServiceCoreTests: XCTestCase {
             service, bob, id: 4, "store/save",
             #"{"inserted": [{"entity": "Item", "values": {"name": "a", "score": 1}}]}"#)
         let response = try outbox.response(4, of: bob)
-        // The model's definition is transaction 1.
-        XCTAssertEqual(response["result"]?["transaction"], 2)
+        XCTAssertEqual(response["result"]?["transaction"], 1)
         let messages = outbox.received(by: bob)
         let answered = try XCTUnwrap(Self.position(in: messages) { $0["id"] == 4 })
         let didSave = try XCTUnwrap(Self.position(in: messages) { $0["method"] == "store/didSave" })
@@ -81,7 +80,7 @@ final class ServiceCoreTests: XCTestCase {
 
         // The other peer gets the same transaction's notifications, and no response.
         let other = try outbox.wait(for: alice) { $0.contains { $0["method"] == "results/didChange" } }
-        XCTAssertTrue(other.contains { $0["method"] == "store/didSave" && $0["params"]?["transaction"] == 2 })
+        XCTAssertTrue(other.contains { $0["method"] == "store/didSave" && $0["params"]?["transaction"] == 1 })
         XCTAssertFalse(other.contains { $0["id"] == 4 })
     }
 
@@ -139,9 +138,8 @@ final class ServiceCoreTests: XCTestCase {
         }
         XCTAssertGreaterThan(failures, 0, "some saves were meant to fail")
         XCTAssertGreaterThan(committed.count, 20)
-        // The model's definition is transaction 1: the saves follow it.
-        XCTAssertEqual(committed, Set(2...Int64(committed.count + 1)), "transactions are numbered without holes")
-        let finalTransaction = Int64(committed.count + 1)
+        XCTAssertEqual(committed, Set(1...Int64(committed.count)), "transactions are numbered without holes")
+        let finalTransaction = Int64(committed.count)
 
         let fresh =
             try service.store.fetch(
@@ -158,7 +156,7 @@ final class ServiceCoreTests: XCTestCase {
             let saved = messages.filter { $0["method"] == "store/didSave" }.compactMap {
                 $0["params"]?["transaction"]?.intValue
             }
-            XCTAssertEqual(saved, Array(2...finalTransaction), "peer \(peer): every transaction once, in order")
+            XCTAssertEqual(saved, Array(1...finalTransaction), "peer \(peer): every transaction once, in order")
             var seen = Set<Int64>()
             for message in messages {
                 if message["method"] == "store/didSave", let transaction = message["params"]?["transaction"]?.intValue {
@@ -168,7 +166,7 @@ final class ServiceCoreTests: XCTestCase {
                     message["id"]?.intValue ?? 0 >= 100
                 {
                     XCTAssertTrue(
-                        seen.isSuperset(of: 2...transaction),
+                        seen.isSuperset(of: 1...transaction),
                         "peer \(peer): the response of transaction \(transaction) came before its notifications")
                 }
             }
@@ -217,9 +215,8 @@ final class ServiceCoreTests: XCTestCase {
         }
         // All three commit although none of their deltas could be computed yet.
         let deadline = Date().addingTimeInterval(10)
-        // After the model's definition, transaction 1.
-        while try service.store.latestTransaction() < 4 && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
-        XCTAssertEqual(try service.store.latestTransaction(), 4, "the writer waited for publishing")
+        while try service.store.latestTransaction() < 3 && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+        XCTAssertEqual(try service.store.latestTransaction(), 3, "the writer waited for publishing")
         XCTAssertFalse(service.writes.lane.isIdle)
         XCTAssertEqual(outbox.received(by: alice).count, before, "nothing goes out before its turn in the lane")
 
@@ -228,7 +225,7 @@ final class ServiceCoreTests: XCTestCase {
         // Saves that queued together may commit as one group: then every notification precedes every response.
         let kinds = messages.map { $0["method"]?.stringValue ?? "response \($0["id"]?.intValue ?? -1)" }
         XCTAssertEqual(kinds.filter { $0.hasPrefix("response") }, ["response 10", "response 11", "response 12"])
-        for (transaction, id) in [(2, 10), (3, 11), (4, 12)] {
+        for (transaction, id) in [(1, 10), (2, 11), (3, 12)] {
             let answered = try XCTUnwrap(messages.firstIndex { $0["id"] == .int(Int64(id)) })
             let saved = try XCTUnwrap(
                 messages.firstIndex {
@@ -244,7 +241,7 @@ final class ServiceCoreTests: XCTestCase {
         XCTAssertEqual(messages.compactMap { $0["params"]?["seq"]?.intValue }, [1, 2, 3])
         XCTAssertEqual(
             messages.compactMap { $0["method"] == "store/didSave" ? $0["params"]?["transaction"]?.intValue : nil },
-            [2, 3, 4])
+            [1, 2, 3])
     }
 
     /// A JSON-RPC batch that writes cannot carry requests whose answers are
@@ -266,7 +263,7 @@ final class ServiceCoreTests: XCTestCase {
         let answers = try XCTUnwrap(
             outbox.wait(for: alice) { $0.contains { $0.arrayValue != nil } }.last { $0.arrayValue != nil }?.arrayValue)
         XCTAssertEqual(answers.count, 3)
-        XCTAssertEqual(answers[0]["result"]?["transaction"], 2)
+        XCTAssertEqual(answers[0]["result"]?["transaction"], 1)
         for (answer, method) in zip(answers.dropFirst(), ["results/subscribe", "results/snapshot"]) {
             XCTAssertEqual(answer["error"]?["code"], -32600, "\(answer)")
             XCTAssertEqual(answer["error"]?["data"]?["method"], .string(method))
@@ -321,11 +318,11 @@ final class ServiceCoreTests: XCTestCase {
             service, alice, id: 10, "store/save",
             #"{"inserted": [{"entity": "Item", "values": {"name": "a", "score": 1}}, {"entity": "Item", "values": {"name": "b", "score": 2}}, {"entity": "Item", "values": {"name": "c", "score": 3}}]}"#
         )
-        XCTAssertEqual(try outbox.response(10, of: alice)["result"]?["transaction"], 2)
-        service.results.failToFollow(3)
+        XCTAssertEqual(try outbox.response(10, of: alice)["result"]?["transaction"], 1)
+        service.results.failToFollow(2)
         request(
             service, alice, id: 11, "store/save", #"{"updated": [{"id": "Item/1", "values": {"score": 9}}]}"#)
-        XCTAssertEqual(try outbox.response(11, of: alice)["result"]?["transaction"], 3, "the save itself commits")
+        XCTAssertEqual(try outbox.response(11, of: alice)["result"]?["transaction"], 2, "the save itself commits")
         let invalidation = try XCTUnwrap(
             outbox.received(by: alice).last { $0["method"] == "results/didInvalidate" }, "told before the answer")
         XCTAssertEqual(invalidation["params"]?["subscription"], "s1")
@@ -339,7 +336,7 @@ final class ServiceCoreTests: XCTestCase {
         let fresh = try XCTUnwrap(try outbox.response(13, of: alice)["result"])
         XCTAssertEqual(snapshot["ids"], fresh["ids"])
         XCTAssertEqual(snapshot["ids"], ["Item/2", "Item/3", "Item/1"])
-        XCTAssertEqual(snapshot["transaction"], 3)
+        XCTAssertEqual(snapshot["transaction"], 2)
 
         request(
             service, alice, id: 14, "store/save", #"{"updated": [{"id": "Item/1", "values": {"score": 0}}]}"#)
@@ -347,6 +344,6 @@ final class ServiceCoreTests: XCTestCase {
         let change = try XCTUnwrap(
             outbox.received(by: alice).last { $0["method"] == "results/didChange" }?["params"])
         XCTAssertEqual(change["seq"]?.intValue, (snapshot["seq"]?.intValue ?? -1) + 1)
-        XCTAssertEqual(change["transaction"], 4)
+        XCTAssertEqual(change["transaction"], 3)
     }
 }

@@ -422,10 +422,12 @@ extension Store {
             }
         } else {
             // A migration that changed the model is a transaction (DESIGN.md §7, Across a migration):
-            // numbered in history (with no object changes of its own) and published like a save.
+            // numbered in history (with no object changes of its own) and published like a save. The
+            // first definition of an empty store is not: nothing can follow a model before it exists.
+            let migrating = !self.schema.entities.isEmpty
             ((schema, changes), committed) = try reportingWrite { db in
                 let migrated = try migrate(db)
-                guard !migrated.1.isEmpty else { return (migrated, nil) }
+                guard migrating, !migrated.1.isEmpty else { return (migrated, nil) }
                 let transaction = try HistoryLog.record(
                     db, schema: migrated.0, author: nil, changes: [:], retention: historyRetention, captured: [:])
                 return (migrated, transaction)
