@@ -122,4 +122,37 @@ final class MigrationLiveResultsTests: XCTestCase {
             XCTAssertEqual(error.rpcError?.data?["field"], "params.request.sort[0].key", "\(error)")
         }
     }
+
+    /// A controller's replica file records the model version of its results (DESIGN.md §9): the
+    /// next run catches up while the model is the same, and resyncs once a migration changed it
+    /// (history does not hold the values a migration changed).
+    func testAReplicaFileOfAnotherModelVersionResyncs() async throws {
+        let daemon = try Daemon()
+        let connection = try await daemon.connect()
+        defer { connection.abort() }
+        try await connection.loadItems(3)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite")
+        defer { try? FileManager.default.removeItem(at: file) }
+        func run() async throws -> FetchedResultsController<DepotObject> {
+            let controller = FetchedResultsController<DepotObject>(
+                fetchRequest: Self.request, connection: connection, persistentStore: file)
+            try await controller.performFetch()
+            XCTAssertNil(controller.persistentStoreError)
+            await controller.unsubscribe()
+            return controller
+        }
+        _ = try await run()
+        let same = try await run()
+        XCTAssertEqual(same.lastCatchUp?.resynced, false, "the same model: caught up from the file")
+
+        _ = try await connection.call(
+            ModelDefine.self,
+            .init(entities: [Self.item([AttributeDescription(name: "priority", type: .integer, defaultValue: 7)])]))
+        let migrated = try await run()
+        XCTAssertEqual(migrated.lastCatchUp?.resynced, true, "another model: resynced, not caught up")
+        XCTAssertEqual(migrated.fetchedObjects?.map { $0.int("priority") }, [7, 7, 7])
+        let after = try await run()
+        XCTAssertEqual(after.lastCatchUp?.resynced, false, "the new model recorded: caught up again")
+        XCTAssertEqual(after.fetchedObjects?.map { $0.int("priority") }, [7, 7, 7])
+    }
 }
