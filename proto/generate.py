@@ -56,9 +56,9 @@ SCHEMAS: Dict[str, Any] = {
     "GroupId": {"description": "A group's id in live grouped results (DESIGN.md §7): `group:` followed by the JSON "
                                "array of its groupBy values, stable while the group exists.",
                 "type": "string", "pattern": "^group:\\[.*\\]$"},
-    "Group": {"description": "One group of a grouped request: its groupBy keys and aggregate names with their "
-                             "values (no id, entity or version).",
-              "type": "object"},
+    "Group": {"description": "One group of a live grouped result (DESIGN.md §7): its `id` and its groupBy keys and "
+                             "aggregate names with their values (no entity or version).",
+              "type": "object", "required": ["id"], "properties": {"id": ref("GroupId")}},
     "Transaction": {"description": "A committed transaction's number; 0 when nothing was committed.", **NONNEG},
     "Object": obj({"id": ref("ObjectId"), "entity": STRING}, {"version": {"type": "integer", "minimum": 1}},
                   closed=False,
@@ -253,7 +253,8 @@ METHODS = [
            "refused (-32016): removal is not a lightweight migration.",
            obj({"entities": {"type": "array", "items": ref("EntityDescription")}},
                {"remove": nullable({"type": "array", "items": STRING})}),
-           obj({"version": NONNEG, "changes": {"type": "array", "items": STRING}}), errors=[-32016]),
+           obj({"version": NONNEG, "changes": {"type": "array", "items": STRING}},
+               {"transaction": ref("Transaction")}), errors=[-32016]),
     method("model/get", "The current model.", EMPTY,
            obj({"version": NONNEG, "entities": {"type": "array", "items": ref("EntityDescription")}})),
     method("store/fetch", "Objects, ids, dictionaries or a count matching a fetch request (DESIGN.md §5, §8).",
@@ -397,7 +398,8 @@ NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
                                                                    "minItems": 2, "maxItems": 2})})},
     "results/didInvalidate": {"direction": "server to client",
                               "params": obj({"subscription": STRING,
-                                             "reason": {"type": "string", "description":
+                                             "reason": {"enum": ["overflow", "largeTransaction", "error",
+                                                                 "rebuilt", "scope", "model"], "description":
                                                         "overflow (the session's queue overflowed), largeTransaction "
                                                         "(one transaction changed more than 10,000 objects), error "
                                                         "(the daemon could not follow a transaction; the set was "
@@ -406,7 +408,10 @@ NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
                                                         "snapshot: its log was pruned past it, or it diverged): "
                                                         "resync with results/snapshot; scope (SIGHUP changed the "
                                                         "key's row-level scope; the subscription ended): subscribe "
-                                                        "again"}})},
+                                                        "again; model (a migration renamed an entity or key the "
+                                                        "request names, or the request no longer fits the model; "
+                                                        "the subscription ended): subscribing again with the same "
+                                                        "request fails, naming the key"}})},
 }
 
 

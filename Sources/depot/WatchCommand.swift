@@ -67,11 +67,8 @@ struct Watch: AsyncParsableCommand {
         grouping.isGrouped ? grouping.apply(to: FetchRequest(entity: entity)) : nil
     }
 
-    /// A row's id: the object's, or the group's (`group:` + its groupBy values).
-    private func id(of row: JSONValue) -> String? {
-        guard let groupedRequest else { return row["id"]?.stringValue }
-        return row.objectValue.map { groupedRequest.groupID(of: $0) }
-    }
+    /// A row's id, as the daemon sends it: the object's, or the group's (`group:` + its groupBy values).
+    private func id(of row: JSONValue) -> String? { row["id"]?.stringValue }
 
     func run() async throws {
         var request: [String: JSONValue] = ["entity": .string(entity), "sort": .array(try sortDescriptors())]
@@ -128,6 +125,11 @@ struct Watch: AsyncParsableCommand {
             } else if let invalidation = notification.decode(ResultsDidInvalidate.self),
                 invalidation.subscription == subscribed.subscription
             {
+                guard invalidation.reason != "model" else {
+                    throw CLIError(
+                        "a migration renamed a key or entity the watched request names, which ended the subscription: watch again with the new names"
+                    )
+                }
                 (table, transaction) = try await resync(client, subscription: subscribed.subscription)
                 emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
             }
@@ -157,10 +159,8 @@ struct Watch: AsyncParsableCommand {
             while offset < snapshot.ids.count {
                 let page = try await client.call(
                     ResultsObjects.self, .init(subscription: subscription, offset: offset, length: 500))
-                for (index, object) in page.objects.enumerated() {
-                    // A group carries no id: it is the snapshot's at its position.
-                    let id = groupedRequest == nil ? id(of: object) : snapshot.ids.dropFirst(offset + index).first
-                    if let id { objects[id] = object }
+                for object in page.objects {
+                    if let id = id(of: object) { objects[id] = object }
                 }
                 offset += 500
             }

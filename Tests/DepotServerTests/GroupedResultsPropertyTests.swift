@@ -85,7 +85,8 @@ final class GroupedResultsPropertyTests: XCTestCase {
         )
         let subscribed = try outbox.response(3, of: peer)["result"]
         XCTAssertEqual(subscribed?["count"], 400)
-        XCTAssertEqual(subscribed?["objects"]?.arrayValue?.first, ["score": 0, "n": 2, "names": "i400"])
+        XCTAssertEqual(
+            subscribed?["objects"]?.arrayValue?.first, ["id": "group:[0]", "score": 0, "n": 2, "names": "i400"])
         let subscription = try XCTUnwrap(subscribed?["subscription"]?.stringValue)
 
         request(service, peer, id: 4, "store/save", #"{"updated": [{"id": "\#(moved)", "values": {"score": 7}}]}"#)
@@ -98,8 +99,8 @@ final class GroupedResultsPropertyTests: XCTestCase {
         XCTAssertEqual(Set(byID.keys), ["group:[5]", "group:[7]"])
         XCTAssertEqual(byID["group:[5]"]?["type"], "update")
         XCTAssertEqual(byID["group:[5]"]?["indexPath"], [0, 5])
-        XCTAssertEqual(byID["group:[5]"]?["object"], ["score": 5, "n": 1, "names": "i405"])
-        XCTAssertEqual(byID["group:[7]"]?["object"], ["score": 7, "n": 3, "names": "i7"])
+        XCTAssertEqual(byID["group:[5]"]?["object"], ["id": "group:[5]", "score": 5, "n": 1, "names": "i405"])
+        XCTAssertEqual(byID["group:[7]"]?["object"], ["id": "group:[7]", "score": 7, "n": 3, "names": "i7"])
 
         request(service, peer, id: 5, "results/snapshot", #"{"subscription": "\#(subscription)"}"#)
         let snapshot = try outbox.response(5, of: peer)["result"]
@@ -111,7 +112,10 @@ final class GroupedResultsPropertyTests: XCTestCase {
             #"{"subscription": "\#(subscription)", "offset": 398, "length": 5}"#)
         XCTAssertEqual(
             try outbox.response(6, of: peer)["result"]?["objects"],
-            [["score": 398, "n": 2, "names": "i798"], ["score": 399, "n": 2, "names": "i799"]])
+            [
+                ["id": "group:[398]", "score": 398, "n": 2, "names": "i798"],
+                ["id": "group:[399]", "score": 399, "n": 2, "names": "i799"],
+            ])
     }
 
     /// What a grouped set keeps per matching row (docs/fetched-results.md states it).
@@ -138,6 +142,11 @@ final class GroupedResultsPropertyTests: XCTestCase {
             (#"{"request": {\#(grouped), "sort": [{"key": "score"}]}}"#, "params.request.sort[0].key"),
             (#"{"request": {"entity": "Item", "groupBy": ["nope"]}}"#, "params.request.groupBy[0]"),
             (#"{"request": {\#(grouped), "limit": -1}}"#, "params.request.limit"),
+            // Each row carries its id under `id`: no aggregate may take that name.
+            (
+                #"{"request": {"entity": "Item", "groupBy": ["name"], "aggregates": [{"name": "id", "function": "count"}]}}"#,
+                "params.request.aggregates[0].name"
+            ),
         ]
         for (index, (params, field)) in cases.enumerated() {
             request(service, peer, id: 10 + index, "results/subscribe", params)
@@ -218,7 +227,7 @@ final class GroupedResultsPropertyTests: XCTestCase {
                         let change = message["params"]!
                         state.seq += 1
                         XCTAssertEqual(change["seq"]?.intValue, state.seq, "seed \(seed) step \(step): seq")
-                        Self.apply(change, to: &state)
+                        Self.apply(change, names: &state.names, sections: &state.sections)
                         let objects = change["objects"]?.arrayValue ?? []
                         for object in objects { kinds[object["type"]?.stringValue ?? "", default: 0] += 1 }
                         // A group that vanished and came back within one coalescing window keeps its row.
@@ -234,7 +243,17 @@ final class GroupedResultsPropertyTests: XCTestCase {
                     }
                     let fresh = try freshGroups(choice)
                     let groups = state.sections.flatMap { $0 }
-                    if let difference = PredicateFixture.groupsDisagreement(groups.map(\.object), fresh) {
+                    // Every row carries its id (DESIGN.md §7), the one the deltas name; the fetch's have none.
+                    for group in groups {
+                        XCTAssertEqual(
+                            group.object["id"]?.stringValue, group.id, "seed \(seed) step \(step): a row's id")
+                    }
+                    let dictionaries = groups.map { group -> JSONValue in
+                        var object = group.object.objectValue ?? [:]
+                        object["id"] = nil
+                        return .object(object)
+                    }
+                    if let difference = PredicateFixture.groupsDisagreement(dictionaries, fresh) {
                         XCTFail(
                             "seed \(seed) step \(step) subscription \(choice) of peer \(peer): \(difference)\nheld \(groups.map(\.object))\nfresh \(fresh)"
                         )
@@ -272,7 +291,7 @@ final class GroupedResultsPropertyTests: XCTestCase {
                 let objects = answer["objects"]?.arrayValue ?? []
                 for section in answer["sections"]?.arrayValue ?? [] {
                     let count = Int(section["count"]?.intValue ?? 0)
-                    sections.append(objects[offset..<offset + count].map { (id(of: $0, choice), $0) })
+                    sections.append(objects[offset..<offset + count].map { ($0["id"]?.stringValue ?? "", $0) })
                     offset += count
                 }
                 held[peer, default: []].append(
@@ -346,8 +365,10 @@ final class GroupedResultsPropertyTests: XCTestCase {
         return "group:" + String(decoding: JSONWriter.encode(.array(values)), as: UTF8.self)
     }
 
-    /// DESIGN.md §7's apply rule over sections.
-    private static func apply(_ change: JSONValue, to held: inout Held) {
+    /// DESIGN.md §7's apply rule over sections (named `names`) of (id, object) rows.
+    static func apply(
+        _ change: JSONValue, names: inout [String], sections heldSections: inout [[(id: String, object: JSONValue)]]
+    ) {
         let objects = change["objects"]?.arrayValue ?? []
         let sections = change["sections"]?.arrayValue ?? []
         func path(_ object: JSONValue, _ key: String) -> (Int, Int) {
@@ -355,26 +376,26 @@ final class GroupedResultsPropertyTests: XCTestCase {
             return (path[0], path[1])
         }
         let removed = objects.filter { $0["type"] == "delete" || $0["type"] == "move" }.map { path($0, "indexPath") }
-        for (section, row) in removed.sorted(by: { $0 > $1 }) { held.sections[section].remove(at: row) }
+        for (section, row) in removed.sorted(by: { $0 > $1 }) { heldSections[section].remove(at: row) }
         for section in sections.filter({ $0["type"] == "delete" }).compactMap({ $0["index"]?.intValue }).sorted(by: >) {
-            held.sections.remove(at: Int(section))
-            held.names.remove(at: Int(section))
+            heldSections.remove(at: Int(section))
+            names.remove(at: Int(section))
         }
         for section in sections.filter({ $0["type"] == "insert" }).sorted(by: {
             ($0["index"]?.intValue ?? 0) < ($1["index"]?.intValue ?? 0)
         }) {
             let index = Int(section["index"]?.intValue ?? 0)
-            held.sections.insert([], at: index)
-            held.names.insert(section["name"]?.stringValue ?? "", at: index)
+            heldSections.insert([], at: index)
+            names.insert(section["name"]?.stringValue ?? "", at: index)
         }
         let inserted = objects.filter { $0["type"] == "insert" || $0["type"] == "move" }
         for object in inserted.sorted(by: { path($0, "newIndexPath") < path($1, "newIndexPath") }) {
             let (section, row) = path(object, "newIndexPath")
-            held.sections[section].insert((object["id"]?.stringValue ?? "", object["object"] ?? .null), at: row)
+            heldSections[section].insert((object["id"]?.stringValue ?? "", object["object"] ?? .null), at: row)
         }
         for object in objects where object["type"] == "update" {
             let (section, row) = path(object, "newIndexPath")
-            held.sections[section][row] = (object["id"]?.stringValue ?? "", object["object"] ?? .null)
+            heldSections[section][row] = (object["id"]?.stringValue ?? "", object["object"] ?? .null)
         }
     }
 }

@@ -75,7 +75,8 @@ final class ClientGroupedFetchTests: XCTestCase {
         let controller = FetchedResultsController<ZoneWins>(fetchRequest: request, connection: connection)
         try await controller.performFetch()
         XCTAssertEqual(controller.fetchedObjects, rows)
-        XCTAssertEqual(controller.fetchedIDs.first, "group:[\"Asia\"]")
+        // Every row has the id the daemon gave it (DESIGN.md §7), none computed here by the client.
+        XCTAssertEqual(controller.fetchedIDs, rows.map { "group:[\"\($0.qualifyingZone)\"]" })
         let changes = controller.changes()
         // A European team moves to Africa and wins 20 more: two groups change, and Africa climbs to the top.
         let moved = try XCTUnwrap(
@@ -88,6 +89,7 @@ final class ClientGroupedFetchTests: XCTestCase {
         XCTAssertEqual(Set(changeSet.objectChanges.map(\.id)), ["group:[\"Europe\"]", "group:[\"Africa\"]"])
         let fresh = try await connection.fetch(request, as: ZoneWins.self)
         XCTAssertEqual(controller.fetchedObjects, fresh, "the deltas applied give a fresh grouped fetch")
+        XCTAssertEqual(controller.fetchedIDs, fresh.map { "group:[\"\($0.qualifyingZone)\"]" })
         XCTAssertEqual(fresh.first?.qualifyingZone, "Africa")
         XCTAssertEqual(controller.object(at: IndexPath(item: 0, section: 0)).wins, fresh.first?.wins)
         await controller.unsubscribe()

@@ -21,6 +21,9 @@ final class ContextReplicaFile: Sendable {
 
     private let pool: DatabasePool
 
+    /// The format this client writes (DESIGN.md §9): objects kept in another one are dropped.
+    static let format: Int64 = 2
+
     /// Opens (creating if needed) the file at `url`.
     init(url: URL) throws(DepotClientError) {
         do {
@@ -46,6 +49,10 @@ final class ContextReplicaFile: Sendable {
                             params TEXT NOT NULL,
                             error TEXT NOT NULL);
                         """)
+                // Objects kept in another format are fetched again; queued saves are kept whatever happens.
+                if try ReplicaVersions.formatChanged(db, name: "context format", format: Self.format) {
+                    try db.execute(sql: "DELETE FROM context_object")
+                }
             }
         } catch {
             throw .persistentStore("cannot open the persistent store at \(url.path): \(error)")
@@ -84,15 +91,22 @@ final class ContextReplicaFile: Sendable {
     }
 
     /// Keeps the daemon's model (for evaluating predicates offline).
-    func storeModel(_ entities: [EntityDescription]) throws(DepotClientError) {
+    ///
+    /// Objects kept under another model version are forgotten: they are in
+    /// that model's shape, and are fetched again as they are needed (DESIGN.md §9).
+    func storeModel(_ entities: [EntityDescription], version: Int64) throws(DepotClientError) {
         let text = try Self.text(entities)
         try write { db in
+            if let recorded = try ReplicaVersions.value(db, "context model"), recorded != version {
+                try db.execute(sql: "DELETE FROM context_object")
+            }
+            try ReplicaVersions.set(db, "context model", version)
             try db.execute(
                 sql: "INSERT OR REPLACE INTO context_model (singleton, entities) VALUES (0, ?)", arguments: [text])
         }
     }
 
-    /// The model kept by ``storeModel(_:)``, if any.
+    /// The model kept by ``storeModel(_:version:)``, if any.
     func model() throws(DepotClientError) -> [EntityDescription]? {
         try read { db in
             try String.fetchOne(db, sql: "SELECT entities FROM context_model").map { try Self.decode($0) }

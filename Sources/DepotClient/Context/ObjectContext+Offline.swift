@@ -338,7 +338,7 @@ extension ObjectContext {
             })
         else { return }
         let model = try await connection.call(ModelGet.self, Empty())
-        record { () throws(DepotClientError) in try replica.storeModel(model.entities) }
+        record { () throws(DepotClientError) in try replica.storeModel(model.entities, version: model.version) }
     }
 
     /// SQLite's order of two values: null (or missing) first, then numbers, then text (bytewise).

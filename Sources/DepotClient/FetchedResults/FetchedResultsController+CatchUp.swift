@@ -47,6 +47,8 @@ extension FetchedResultsController {
             ($0.layout, $0.transaction, $0.fetchRequest, $0.entries)
         }
         guard let stored, let since = storedTransaction, !request.isGrouped else { return false }
+        // Results kept in another model's shape are fetched again, never caught up (DESIGN.md §9).
+        guard await storedModelIsCurrent() else { return false }
         let subscribed = try await connection.call(
             ResultsSubscribe.self,
             .init(

@@ -71,6 +71,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         var lastCatchUp: FetchedResultsCatchUp?
         /// What the persistent store lacks since its last write.
         var replicaWrites = ReplicaWrites()
+        /// The model version the results are of, as far as known (kept with them in the persistent store).
+        var modelVersion: Int64?
     }
 
     /// The connection the results come through.
@@ -219,6 +221,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// One `results/subscribe`, plus a `results/snapshot` for the ids when only the first batch came.
     func subscribe() async throws(DepotClientError) -> Fetched {
         let request = fetchRequest
+        // The model the results come in, recorded with them in the persistent store.
+        if persistentStore != nil { _ = await learnModelVersion() }
         let include: ResultsInclude = request.fetchBatchSize > 0 ? .firstBatch : .all
         let result = try await connection.call(
             ResultsSubscribe.self,
@@ -256,14 +260,14 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     }
 
     /// A row of the results as an object: a wire object, or for a grouped
-    /// request a group's dictionary, whose id is `"group:"` followed by the JSON
-    /// array of its groupBy values (DESIGN.md §7, Live grouped results).
+    /// request a group's dictionary with the `id` the daemon gives it
+    /// (DESIGN.md §7, Live grouped results); its values are the dictionary without the id.
     static func row(_ json: JSONValue, of request: FetchRequest) throws(DepotClientError) -> DepotObject {
         guard request.isGrouped else { return try DepotObject(json: json) }
-        guard let values = json.objectValue else {
-            throw .invalidResponse("a group must be a JSON object: \(json.excerpt())")
+        guard var values = json.objectValue, case .string(let id)? = values.removeValue(forKey: "id") else {
+            throw .invalidResponse("a group must be a JSON object with its id: \(json.excerpt())")
         }
-        return DepotObject(id: request.groupID(of: values), entity: request.entity, values: values)
+        return DepotObject(id: id, entity: request.entity, values: values)
     }
 
     /// ``coalescingInterval`` in whole milliseconds, rounded up; `nil` without one.

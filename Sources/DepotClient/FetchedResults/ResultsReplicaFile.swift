@@ -16,7 +16,12 @@ final class ResultsReplicaFile: Sendable {
         var layout: ResultsLayout
         var transaction: Int64
         var objects: [DepotObject]
+        /// The model version the objects are of, if known.
+        var modelVersion: Int64?
     }
+
+    /// The format this client writes (DESIGN.md §9): a file in another one is read as empty.
+    static let format: Int64 = 2
 
     private let pool: DatabasePool
 
@@ -41,6 +46,9 @@ final class ResultsReplicaFile: Sendable {
                             object TEXT NOT NULL,
                             PRIMARY KEY (key, id));
                         """)
+                if try ReplicaVersions.formatChanged(db, name: "results format", format: Self.format) {
+                    try db.execute(sql: "DELETE FROM replica_results; DELETE FROM replica_object")
+                }
             }
         } catch {
             throw .persistentStore("cannot open the persistent store at \(url.path): \(error)")
@@ -63,9 +71,11 @@ final class ResultsReplicaFile: Sendable {
 
     /// The layout and transaction the file holds under `key`, if any, without the objects (they
     /// are read by ``objects(key:ids:)`` as they are needed).
-    func loadLayout(key: String) throws(DepotClientError) -> (layout: ResultsLayout, transaction: Int64)? {
+    func loadLayout(key: String) throws(DepotClientError) -> (
+        layout: ResultsLayout, transaction: Int64, modelVersion: Int64?
+    )? {
         do {
-            return try pool.read { db -> (ResultsLayout, Int64)? in
+            return try pool.read { db -> (ResultsLayout, Int64, Int64?)? in
                 guard
                     let row = try Row.fetchOne(
                         db, sql: "SELECT sections, seq, transaction_number FROM replica_results WHERE key = ?",
@@ -79,7 +89,7 @@ final class ResultsReplicaFile: Sendable {
                             name: section["name"]?.stringValue ?? "", indexTitle: section["indexTitle"]?.stringValue,
                             ids: (section["ids"]?.arrayValue ?? []).compactMap(\.stringValue))
                     })
-                return (layout, row["transaction_number"])
+                return (layout, row["transaction_number"], try ReplicaVersions.value(db, Self.modelName(key)))
             }
         } catch {
             throw .persistentStore("cannot read the persistent store: \(error)")
@@ -122,12 +132,13 @@ final class ResultsReplicaFile: Sendable {
     /// Writes the layout and transaction under `key`, the objects in `upserting`, and forgets the
     /// objects of `removed`, in one transaction: what changed since the last write.
     func update(
-        key: String, layout: ResultsLayout, transaction: Int64, upserting objects: [DepotObject],
+        key: String, layout: ResultsLayout, transaction: Int64, modelVersion: Int64?, upserting objects: [DepotObject],
         removing removed: [String]
     ) throws(DepotClientError) {
         do {
             try pool.write { db in
-                try Self.writeResults(db, key: key, layout: layout, transaction: transaction)
+                try Self.writeResults(
+                    db, key: key, layout: layout, transaction: transaction, modelVersion: modelVersion)
                 for id in removed {
                     try db.execute(sql: "DELETE FROM replica_object WHERE key = ? AND id = ?", arguments: [key, id])
                 }
@@ -142,8 +153,18 @@ final class ResultsReplicaFile: Sendable {
         }
     }
 
-    /// Writes the layout and transaction kept under `key`.
-    private static func writeResults(_ db: Database, key: String, layout: ResultsLayout, transaction: Int64) throws {
+    /// The `replica_meta` name of the model version of the results under `key`.
+    private static func modelName(_ key: String) -> String { "results model " + key }
+
+    /// Writes the layout, transaction and model version kept under `key`.
+    private static func writeResults(
+        _ db: Database, key: String, layout: ResultsLayout, transaction: Int64, modelVersion: Int64?
+    ) throws {
+        if let modelVersion {
+            try ReplicaVersions.set(db, modelName(key), modelVersion)
+        } else {
+            try ReplicaVersions.remove(db, modelName(key))
+        }
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO replica_results (key, sections, seq, transaction_number)
@@ -171,7 +192,9 @@ final class ResultsReplicaFile: Sendable {
     func save(key: String, _ stored: Stored) throws(DepotClientError) {
         do {
             try pool.write { db in
-                try Self.writeResults(db, key: key, layout: stored.layout, transaction: stored.transaction)
+                try Self.writeResults(
+                    db, key: key, layout: stored.layout, transaction: stored.transaction,
+                    modelVersion: stored.modelVersion)
                 try db.execute(sql: "DELETE FROM replica_object WHERE key = ?", arguments: [key])
                 for object in stored.objects {
                     try db.execute(
@@ -208,12 +231,30 @@ extension FetchedResultsController {
             state.layout = stored.layout
             state.subscription = nil
             state.transaction = stored.transaction
+            state.modelVersion = stored.modelVersion
             state.entries = [:]
             state.replicaWrites = ReplicaWrites()
             state.indexPaths = nil
         }
         await announceReload(layout: stored.layout, transaction: stored.transaction)
         return true
+    }
+
+    /// Asks the daemon for its model version and takes it as the one the results are of (`nil`
+    /// when it cannot tell: the results are then recorded with no model, and resync next time).
+    @discardableResult
+    func learnModelVersion() async -> Int64? {
+        let version = try? await connection.call(ModelGet.self, Empty()).version
+        state.withLock { $0.modelVersion = version }
+        return version
+    }
+
+    /// Whether the results shown from the persistent store are of the daemon's model now.
+    func storedModelIsCurrent() async -> Bool {
+        guard let stored = state.withLock({ $0.modelVersion }),
+            let current = try? await connection.call(ModelGet.self, Empty()).version
+        else { return false }
+        return current == stored
     }
 
     /// Reads the objects of `ids` that are not loaded from the persistent store, if there is one.
@@ -239,19 +280,23 @@ extension FetchedResultsController {
             }
             let writes = state.replicaWrites
             state.replicaWrites = ReplicaWrites()
-            let transaction = state.transaction ?? 0
+            let (transaction, model) = (state.transaction ?? 0, state.modelVersion)
             if writes.all {
                 let objects = layout.ids.compactMap { state.entries[$0]?.raw }
                 return (
                     file, key,
-                    .all(ResultsReplicaFile.Stored(layout: layout, transaction: transaction, objects: objects)),
+                    .all(
+                        ResultsReplicaFile.Stored(
+                            layout: layout, transaction: transaction, objects: objects, modelVersion: model)),
                     writes
                 )
             }
             let objects = writes.changed.compactMap { state.entries[$0]?.raw }
             return (
                 file, key,
-                .changes(layout: layout, transaction: transaction, objects: objects, removed: Array(writes.removed)),
+                .changes(
+                    layout: layout, transaction: transaction, modelVersion: model, objects: objects,
+                    removed: Array(writes.removed)),
                 writes
             )
         }
@@ -260,9 +305,10 @@ extension FetchedResultsController {
         do {
             switch write {
             case .all(let stored): try file.save(key: key, stored)
-            case .changes(let layout, let transaction, let objects, let removed):
+            case .changes(let layout, let transaction, let model, let objects, let removed):
                 try file.update(
-                    key: key, layout: layout, transaction: transaction, upserting: objects, removing: removed)
+                    key: key, layout: layout, transaction: transaction, modelVersion: model, upserting: objects,
+                    removing: removed)
             }
             failure = nil
         } catch {
@@ -281,7 +327,8 @@ enum ReplicaWrite {
     /// Everything, replacing what the file held.
     case all(ResultsReplicaFile.Stored)
     /// The layout, and the objects that changed or left since the last write.
-    case changes(layout: ResultsLayout, transaction: Int64, objects: [DepotObject], removed: [String])
+    case changes(
+        layout: ResultsLayout, transaction: Int64, modelVersion: Int64?, objects: [DepotObject], removed: [String])
 }
 
 /// What a controller's persistent store lacks: the objects changed or removed since the last

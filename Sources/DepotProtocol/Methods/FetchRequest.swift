@@ -100,13 +100,6 @@ public struct FetchRequest: Codable, Hashable, Sendable {
     /// Whether the request groups (it has `groupBy`, `aggregates` or `having`):
     /// its answer is one dictionary per group.
     public var isGrouped: Bool { groupBy != nil || aggregates != nil || having != nil }
-
-    /// The id of one of this grouped request's groups in live results (DESIGN.md
-    /// §7): `"group:"` followed by the JSON array of its groupBy values, read from its dictionary.
-    public func groupID(of dictionary: [String: JSONValue]) -> String {
-        let values = (groupBy ?? []).map { dictionary[$0] ?? .null }
-        return "group:" + String(decoding: JSONWriter.encode(.array(values)), as: UTF8.self)
-    }
 }
 
 /// One aggregate of a grouped fetch, in the shape of Core Data's

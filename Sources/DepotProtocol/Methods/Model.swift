@@ -26,11 +26,15 @@ public enum ModelDefine: Method {
         public var version: Int64
         /// One line per change applied, e.g. `added entity Team`.
         public var changes: [String]
+        /// The transaction the migration is (DESIGN.md §7, Across a migration), when it changed
+        /// the model on a lone store; a cluster's daemons number only data transactions.
+        public var transaction: Int64?
 
         /// Creates the result.
-        public init(version: Int64, changes: [String]) {
+        public init(version: Int64, changes: [String], transaction: Int64? = nil) {
             self.version = version
             self.changes = changes
+            self.transaction = transaction
         }
     }
 }

@@ -276,8 +276,9 @@ public enum ResultsDidInvalidate: NotificationMethod {
     public struct Parameters: Codable, Hashable, Sendable {
         /// The subscription.
         public var subscription: String
-        /// `overflow` when the session's queue overflowed, `largeTransaction`, `error`, or `rebuilt`
-        /// when a cluster daemon rebuilt its replica from the cluster's snapshot.
+        /// `overflow` when the session's queue overflowed, `largeTransaction`, `error`, `rebuilt`
+        /// when a cluster daemon rebuilt its replica from the cluster's snapshot, `scope`, or `model`
+        /// when a migration renamed a key the request names (the subscription ended).
         public var reason: String
 
         /// Creates the params.

@@ -21,8 +21,8 @@ import DepotStore
 /// A class (shared by reference with its ``ResultSet``); touched only in
 /// publish-lane jobs, or by the reader that builds it before a lane job installs it.
 final class GroupedResults: @unchecked Sendable {
-    /// The resolved request: its statements and checked shape.
-    let plan: GroupedFetchPlan
+    /// The resolved request: its statements and checked shape (the new model's after a migration).
+    var plan: GroupedFetchPlan
     /// The sort directions of an index entry's key: the request's sort, then each groupBy key ascending.
     let ascending: [Bool]
     /// Rows that match the predicate, by id.
@@ -207,9 +207,13 @@ final class GroupedResults: @unchecked Sendable {
         groups[slot]?.wireID ?? retired[slot] ?? "group:?"
     }
 
-    /// The dictionary of the group in `slot`.
+    /// The row of the group in `slot` as the daemon sends it: its dictionary with its `id`
+    /// (DESIGN.md §7: no client computes a group's id).
     func dictionary(of slot: Int64) -> JSONValue {
-        groups[slot].map { .object($0.dictionary) } ?? .null
+        guard let group = groups[slot] else { return .null }
+        var row = group.dictionary
+        row["id"] = .string(group.wireID)
+        return .object(row)
     }
 
     // MARK: Internals

@@ -13,16 +13,16 @@ final class ResultSet: @unchecked Sendable {
     /// What makes two requests the same.
     let key: String
     /// The resolved request (entity, predicate SQL, sort expressions).
-    let plan: FetchPlan
+    private(set) var plan: FetchPlan
     /// The keys objects carry in notifications and pages.
-    let shape: ObjectShape
+    private(set) var shape: ObjectShape
     /// Whether sections follow the first sort key.
     let sectioned: Bool
     /// Changes to these entities may change the results.
-    let dependencies: [Dependency]
+    private(set) var dependencies: [Dependency]
     /// Keys whose change makes an `update`: the keys the objects carry, or
     /// every key (`nil`) when objects carry `version`, which any change bumps.
-    let interestingKeys: Set<String>?
+    private(set) var interestingKeys: Set<String>?
     /// The ordered index.
     var index: OrderedIndex
     /// Section values in order, with their object counts.
@@ -40,12 +40,14 @@ final class ResultSet: @unchecked Sendable {
     /// Milliseconds of transactions folded into one notification (`coalesceMs`); `nil`: one per transaction.
     let coalesceMilliseconds: Int?
     /// How to evaluate changed rows without a query, when the request allows it.
-    let inMemory: InMemoryFollow?
+    private(set) var inMemory: InMemoryFollow?
     /// The transactions applied but not yet announced, when coalescing.
     var coalescing: CoalescingWindow?
     /// The groups of a live grouped result (DESIGN.md §7), whose index rows are
     /// group slots rather than object ids; `nil` for a set of objects.
     let grouped: GroupedResults?
+    /// The checked request it follows, and the model it was checked against.
+    var definition: ResultsDefinition?
 
     /// A window of the sorted results (DESIGN.md §7: windows).
     struct Window: Sendable {
@@ -87,13 +89,29 @@ final class ResultSet: @unchecked Sendable {
         self.sectioned = sectioned
         self.dependencies = dependencies
         // A group's update is any change of its dictionary.
-        self.interestingKeys = shape.includesVersion || grouped != nil ? nil : Set(shape.keys + shape.toManyKeys)
+        self.interestingKeys = Self.interestingKeys(shape, grouped: grouped != nil)
         let (limit, offset) = grouped.map { ($0.plan.limit, $0.plan.offset) } ?? (plan.limit, plan.offset)
         window = limit == nil && (offset ?? 0) == 0 ? nil : Window(offset: offset ?? 0, limit: limit)
         index = OrderedIndex(ascending: grouped?.ascending ?? plan.sortExpressions.map(\.ascending))
         sections = []
         self.transaction = transaction
         reset(rows: rows, transaction: transaction)
+    }
+
+    /// Takes the new model's plan of the same request (DESIGN.md §7, Across a migration): its
+    /// rows and their order stay, since a migration changes no value the request reads.
+    func redefine(_ definition: ResultsDefinition) {
+        self.definition = definition
+        plan = definition.plan
+        shape = definition.plan.shape
+        dependencies = definition.dependencies
+        inMemory = definition.inMemory
+        interestingKeys = Self.interestingKeys(shape, grouped: grouped != nil)
+        if let plan = definition.grouped { grouped?.plan = plan }
+    }
+
+    private static func interestingKeys(_ shape: ObjectShape, grouped: Bool) -> Set<String>? {
+        shape.includesVersion || grouped ? nil : Set(shape.keys + shape.toManyKeys)
     }
 
     /// Replaces the contents with `rows` (in order) as of `transaction`.

@@ -16,9 +16,18 @@ struct ResultsDefinition: Sendable {
     /// The grouped request of a live grouped result (DESIGN.md §7), whose rows
     /// are groups; ``plan`` then reads the objects that the predicate lets into them.
     let grouped: GroupedFetchPlan?
+    /// The subscribe's parameters (the effective request), to check again after a migration.
+    let params: ResultsSubscribe.Parameters
+    /// The subscribing key's read scope, to define the request again after a migration.
+    let scope: ReadScope
+    /// The model the request was checked against.
+    let schema: Schema
 
     /// The definition of `params` read in `scope` (the subscribing key's; ``StoreView/resultsDefinition(_:)``).
     init(_ params: ResultsSubscribe.Parameters, scope: ReadScope, schema: Schema) throws(RPCError) {
+        self.params = params
+        self.scope = scope
+        self.schema = schema
         let request = params.request
         let scopePredicate = scope.predicate(for: request.entity)
         if let coalesce = params.coalesceMs, coalesce < 0 {
@@ -68,6 +77,21 @@ struct ResultsDefinition: Sendable {
             request: request, scope: scopePredicate, sort: sort, entity: plan.entity, dependencies: dependencies)
     }
 
+    /// Whether the request names something `migration` renamed: its entity, or a key its
+    /// sort, properties, groupBy, aggregates or section key path start with (a predicate
+    /// naming a renamed key no longer compiles against the new model).
+    func names(renamedIn migration: ModelMigration) -> Bool {
+        let request = params.request
+        if migration.renamedEntities[request.entity] != nil { return true }
+        guard let renamed = migration.renamedKeys[request.entity] else { return false }
+        var keyPaths = (request.sort ?? []).map(\.key) + (request.properties ?? []) + (request.groupBy ?? [])
+        keyPaths += (request.aggregates ?? []).compactMap(\.key)
+        if let section = params.sectionKeyPath { keyPaths.append(section) }
+        return keyPaths.contains { path in
+            path.split(separator: ".").first.map { renamed[String($0)] != nil } ?? false
+        }
+    }
+
     /// What makes two subscriptions share a set: the request without its
     /// delivery options, the section key path and the coalescing window.
     private static func sharingKey(
@@ -101,6 +125,12 @@ struct ResultsDefinition: Sendable {
                 field: "params.request.resultType")
         }
         let grouped = try GroupedFetchPlan(request, scope: scope, schema: schema, field: "params.request")
+        // Each live group row carries its `id`: no aggregate may take that name.
+        if let index = request.aggregates?.firstIndex(where: { $0.name == "id" }) {
+            throw .invalidParams(
+                "aggregate name 'id' is taken in live grouped results: each group row carries its id under it",
+                field: "params.request.aggregates[\(index)].name")
+        }
         if let sectionKeyPath = params.sectionKeyPath {
             guard grouped.shape.groupKeys.contains(where: { $0.name == sectionKeyPath }) else {
                 throw .invalidParams(

@@ -39,6 +39,8 @@ final class ResultsEngine: @unchecked Sendable {
     private let liveSubscriptions = Atomic<Int>(0)
     /// Subscribes between their first read and their registration in the lane.
     private let registering = Atomic<Int>(0)
+    /// The model version the installed sets were last checked against (lane jobs only).
+    private var modelVersion: Int64?
 
     /// An engine whose state `lane` owns; every set reflects `publishedThrough` to begin with.
     init(lane: PublishLane, publishedThrough: Int64) {
@@ -113,17 +115,22 @@ final class ResultsEngine: @unchecked Sendable {
                     owned()
                     let store = try snapshot.get()
                     guard table.count(of: routingID) < limit else { throw Self.quotaExceeded(limit) }
-                    if let set = built { try DeltaComputer.catchUp(set, store: store) }
+                    // A migration committed since the read: the set is read again in the new model.
+                    let current = built.flatMap { $0.definition?.schema.version == store.schema.version ? $0 : nil }
+                    if let set = current { try DeltaComputer.catchUp(set, store: store) }
                     // A joining subscriber starts from the set as it is: announce an open window to the others first.
                     if let shared = index[key], shared.coalescing != nil {
                         flush(shared, snapshot: snapshot, context: service)
                     }
                     let set: ResultSet
-                    if let found = index[key] ?? built {
+                    if let found = index[key] ?? current {
                         set = found
                     } else {
-                        // The shared set went with its last subscriber since this subscribe looked: read it here.
-                        set = Self.emptySet(definition)
+                        // The shared set went with its last subscriber since this subscribe looked (or a
+                        // migration came between): read it here, against the model as it is now.
+                        set = Self.emptySet(
+                            definition.schema.version == store.schema.version
+                                ? definition : try ResultsDefinition(params, scope: definition.scope, schema: store.schema))
                         try set.read(from: store)
                     }
                     if let name = params.cacheName { set.cacheName = name }
@@ -154,11 +161,13 @@ final class ResultsEngine: @unchecked Sendable {
 
     /// A set for `definition`, with no rows yet.
     private static func emptySet(_ definition: ResultsDefinition) -> ResultSet {
-        ResultSet(
+        let set = ResultSet(
             key: definition.key, plan: definition.plan, shape: definition.plan.shape, sectioned: definition.sectioned,
             dependencies: definition.dependencies, rows: [], transaction: 0,
             coalesceMilliseconds: definition.coalesceMilliseconds, inMemory: definition.inMemory,
             grouped: definition.grouped.map(GroupedResults.init))
+        set.definition = definition
+        return set
     }
 
     private static func quotaExceeded(_ limit: Int) -> RPCError {
@@ -472,8 +481,13 @@ final class ResultsEngine: @unchecked Sendable {
     ) -> Bool {
         owned()
         defer { publishedThrough = max(publishedThrough, transaction.number) }
+        // A model change (a migration is a transaction of its own) is followed before the transaction's rows.
+        var migrated = false
+        if case .success(let current)? = store, current.schema.version != modelVersion {
+            migrated = followModel(current, transaction: transaction.number, context: context)
+        }
         let (unfiled, filing) = index.affected(by: transaction)
-        guard !unfiled.isEmpty || !filing.isEmpty else { return false }
+        guard !unfiled.isEmpty || !filing.isEmpty else { return migrated }
         let snapshot: Store
         do {
             guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
@@ -530,15 +544,31 @@ final class ResultsEngine: @unchecked Sendable {
             changes = try computer.changes(for: set, only: only)
             touched = computer.touched(set.plan.entity.name)
         }
+        try announce(
+            changes, touched: touched, of: set, transaction: number, store: computer.store, into: &outgoing,
+            context: context
+        ) {
+            () throws(RPCError) in
+            // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them.
+            set.inMemory != nil && set.shape.includesVersion ? try computer.changedRows(of: set.plan.entity) : nil
+        }
+    }
+
+    /// Applies one transaction's re-evaluated rows (`changes`, `touched`: as ``ResultSet/apply(_:touched:)``
+    /// takes them) to `set` and notifies its subscribers, or folds them into its coalescing window.
+    ///
+    /// - Parameter rows: the changed rows' values where they were read already.
+    private func announce(
+        _ changes: [Int64: SortKey?], touched: [Int64: Set<String>], of set: ResultSet, transaction number: Int64,
+        store: Store, into outgoing: inout Outgoing, context: some ResultsContext,
+        rows: () throws(RPCError) -> [Int64: EvaluationRow]?
+    ) throws(RPCError) {
         guard set.coalesceMilliseconds != nil else {
             let delta = set.apply(changes, touched: touched)
             set.transaction = number
             guard !delta.isEmpty else { return }
-            // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them.
-            let read =
-                set.inMemory != nil && set.shape.includesVersion ? try computer.changedRows(of: set.plan.entity) : nil
             return try deliver(
-                delta, of: set, transaction: number, transactions: nil, rows: read, store: computer.store,
+                delta, of: set, transaction: number, transactions: nil, rows: try rows(), store: store,
                 into: &outgoing, context: context)
         }
         // Coalescing: fold the change into the open window; the flush announces it.
@@ -560,6 +590,85 @@ final class ResultsEngine: @unchecked Sendable {
                 flush(set, snapshot: snapshot, context: context)
             }
         }
+    }
+
+    // MARK: Across a migration
+
+    /// Follows the model `store` holds, new since the sets were checked (DESIGN.md §7, Across a
+    /// migration), as part of transaction `number`; returns whether any set was affected.
+    private func followModel(_ store: Store, transaction number: Int64, context: some ResultsContext) -> Bool {
+        let schema = store.schema
+        modelVersion = schema.version
+        var outgoing = Outgoing()
+        defer { outgoing.send(context) }
+        let stale = index.sets.values.filter { $0.definition.map { $0.schema.version != schema.version } ?? false }
+        for set in stale.sorted(by: { $0.key < $1.key }) {
+            do {
+                try migrate(set, to: store, transaction: number, into: &outgoing, context: context)
+            } catch {
+                context.logger.error(
+                    "fetched results for \(set.plan.entity.name) could not follow model version \(schema.version): \(error); invalidating"
+                )
+                invalidate(set, reason: "error", store: store, context: context)
+            }
+        }
+        return !stale.isEmpty
+    }
+
+    /// Moves `set` to the model `store` holds: a request that names a key or entity the migration
+    /// renamed, or that no longer fits the model, ends its subscriptions with
+    /// `results/didInvalidate {reason: "model"}`; otherwise the set keeps its rows and order in the
+    /// new plan, and the rows whose values the migration changed (a renamed key, an attribute added
+    /// with a default, a relationship to a renamed entity, among the keys its objects carry) are
+    /// `update`s of transaction `number`.
+    private func migrate(
+        _ set: ResultSet, to store: Store, transaction number: Int64, into outgoing: inout Outgoing,
+        context: some ResultsContext
+    ) throws(RPCError) {
+        guard let old = set.definition else { return }
+        let migration = ModelMigration(from: old.schema, to: store.schema)
+        let definition =
+            old.names(renamedIn: migration) ? nil : try? ResultsDefinition(old.params, scope: old.scope, schema: store.schema)
+        guard let definition else {
+            for id in set.subscribers.sorted() {
+                guard let routingID = table[id]?.routingID else { continue }
+                _ = remove(id)
+                context.notify(ResultsDidInvalidate.self, .init(subscription: id, reason: "model"), to: routingID)
+            }
+            index.uninstall(set.key)
+            mirror()
+            return
+        }
+        index.uninstall(set.key)
+        set.redefine(definition)
+        index.install(set, key: set.key)
+        let changed = migration.changedKeys(of: set.plan.entity)
+        guard set.grouped == nil, !changed.isDisjoint(with: set.shape.keys + set.shape.toManyKeys) else { return }
+        // A window's rows out of sight need no update: they come with their values when they enter it.
+        let rows = set.window == nil ? set.index.allEntries : set.visibleEntries()
+        guard rows.count <= DeltaEncoder.largestNotification else {
+            // More updates than one notification carries: the subscribers resync instead.
+            set.coalescing = nil
+            set.transaction = number
+            for id in set.subscribers.sorted() {
+                guard var subscription = table[id] else { continue }
+                subscription.seq += 1
+                table[id] = subscription
+                context.notify(
+                    ResultsDidInvalidate.self, .init(subscription: id, reason: "largeTransaction"),
+                    to: subscription.routingID)
+            }
+            return
+        }
+        var changes: [Int64: SortKey?] = [:]
+        var touched: [Int64: Set<String>] = [:]
+        for entry in rows {
+            changes[entry.id] = .some(entry.key)
+            touched[entry.id] = changed
+        }
+        try announce(
+            changes, touched: touched, of: set, transaction: number, store: store, into: &outgoing, context: context
+        ) { () throws(RPCError) in nil }
     }
 
     /// Announces a coalescing set's open window as one `results/didChange`

@@ -411,6 +411,7 @@ extension Store {
             try ModelMigrator.migrate(db, from: self.schema, to: entities, removing: removing)
         }
         let (schema, changes): (Schema, [String])
+        var committed: CommittedTransaction?
         if let replication {
             // Replicas migrate themselves from the log entry, not from a changeset.
             let change = ModelChange(entities: entities, removing: removing)
@@ -420,12 +421,22 @@ extension Store {
                 return migrated
             }
         } else {
-            (schema, changes) = try write(migrate)
+            // A migration that changed the model is a transaction (DESIGN.md §7, Across a migration):
+            // numbered in history (with no object changes of its own) and published like a save. The
+            // first definition of an empty store is not: nothing can follow a model before it exists.
+            let migrating = !self.schema.entities.isEmpty
+            ((schema, changes), committed) = try reportingWrite { db in
+                let migrated = try migrate(db)
+                guard migrating, !migrated.1.isEmpty else { return (migrated, nil) }
+                let transaction = try HistoryLog.record(
+                    db, schema: migrated.0, author: nil, changes: [:], retention: historyRetention, captured: [:])
+                return (migrated, transaction)
+            }
         }
         // The migration dropped history's capture triggers, whether or not the model changed.
         scopeRecording.withLock { $0.installed = nil }
         replaceSchema(schema)
-        return ModelDefine.Result(version: schema.version, changes: changes)
+        return ModelDefine.Result(version: schema.version, changes: changes, transaction: committed?.number)
     }
 
     /// `model/get`.

@@ -286,8 +286,6 @@ class FetchedResults:
                  timeout: Optional[float] = None, **options: Any) -> None:
         self._client = client
         self.request = dict(request)
-        # A grouped request's rows are dictionaries without an id: ids come from results/snapshot.
-        self._grouped = any(key in self.request for key in ("groupBy", "aggregates", "having"))
         self.section_key_path = section_key_path
         self.delegate = delegate
         self.page_size = page_size
@@ -300,6 +298,9 @@ class FetchedResults:
         self._state = ResultsState([], {})
         self._condition = threading.Condition()
         self._callbacks: List[ChangeCallback] = []
+        #: Why the daemon ended the subscription (``"model"``: a migration renamed a key the request
+        #: names; subscribe again with the new names), or ``None`` while it is live.
+        self.ended: Optional[str] = None
         self._buffer: List[Dict[str, Any]] = []
         self._ready = False
         self._resyncing = False
@@ -434,7 +435,7 @@ class FetchedResults:
         self.subscription = result["subscription"]
         self.from_cache = bool(result.get("fromCache"))
         objects = result.get("objects") or []
-        if len(objects) == result.get("count", 0) and not self._grouped:
+        if len(objects) == result.get("count", 0):
             ids = [o["id"] for o in objects]
             self._set_state(ResultsState.from_counts(
                 result.get("sections", []), ids, {o["id"]: o for o in objects},
@@ -469,6 +470,10 @@ class FetchedResults:
 
     def _on_did_invalidate(self, method: str, params: Any) -> None:
         if isinstance(params, dict) and params.get("subscription") == self.subscription and self._ready:
+            if params.get("reason") == "model":
+                # A migration renamed a key the request names: the daemon ended the subscription.
+                self.ended = "model"
+                return
             self._resync()
 
     def _announce_change(self, old: ResultsState, new: ResultsState, change: Dict[str, Any]) -> None:
@@ -510,12 +515,8 @@ class FetchedResults:
                     if page.get("seq") != snapshot["seq"]:
                         consistent = False  # The results moved on while paging: start over.
                         break
-                    if self._grouped:
-                        # The groups come in the snapshot's order.
-                        values.update({ids[offset + i]: o for i, o in enumerate(page["objects"])
-                                       if isinstance(o, dict) and offset + i < len(ids)})
-                    else:
-                        values.update({o["id"]: o for o in page["objects"] if isinstance(o, dict)})
+                    # Every row carries its id, a group's included (DESIGN.md §7).
+                    values.update({o["id"]: o for o in page["objects"] if isinstance(o, dict)})
                 if consistent and all(i in values for i in ids):
                     self.resync_count += 1 if notify else 0
                     self._set_state(ResultsState.from_counts(

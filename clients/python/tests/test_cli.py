@@ -296,9 +296,10 @@ def test_watch_of_a_grouped_request_streams_the_groups_and_their_changes(daemon:
         try:
             snapshot = json.loads(process.stdout.readline())
             assert snapshot["event"] == "snapshot"
+            # Each group row carries the id the daemon gives it.
             assert [o for s in snapshot["sections"] for o in s["objects"]] == [
-                {"qualifyingZone": "Watch-A", "count": 2, "sum_wins": 1},
-                {"qualifyingZone": "Watch-B", "count": 1, "sum_wins": 2}]
+                {"id": 'group:["Watch-A"]', "qualifyingZone": "Watch-A", "count": 2, "sum_wins": 1},
+                {"id": 'group:["Watch-B"]', "qualifyingZone": "Watch-B", "count": 1, "sum_wins": 2}]
             # One team moves to a zone of its own: the group it left changes, a new one appears.
             moved = client.save(updated=[{"id": ids[0], "values": {"qualifyingZone": "Watch-C"}}])
             change = json.loads(process.stdout.readline())

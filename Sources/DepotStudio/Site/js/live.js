@@ -65,7 +65,7 @@ export function mount(root, bridge) {
     columns = ['id', ...entity.attributes.map((a) => a.name)];
     const grouping = parseGrouping(groupBy.value, aggregates.value);
     if (grouping) {
-      // The rows are the groups: their groupBy keys and aggregates; ids come from results/snapshot.
+      // The rows are the groups: their ids, groupBy keys and aggregates.
       Object.assign(request, grouping);
       if (!request.sort.length) delete request.sort;
       columns = ['id', ...(grouping.groupBy ?? []), ...(grouping.aggregates ?? []).map((a) => a.name)];
@@ -76,15 +76,8 @@ export function mount(root, bridge) {
       const result = await bridge.call('results/subscribe', params);
       if (mine !== generation) { bridge.call('results/unsubscribe', { subscription: result.subscription }).catch(() => {}); return; }
       subscription = result.subscription;
-      let ids = null;
-      if (grouping) {
-        // A group's row carries no id: pair the objects with the snapshot's ids, in order.
-        const snapshot = await bridge.call('results/snapshot', { subscription });
-        if (mine !== generation) return;
-        if (snapshot.seq !== result.seq) { note('the groups changed while subscribing: resubscribing'); return subscribe(); }
-        ids = snapshot.ids;
-      }
-      state = ResultsState.fromSubscribe(result, ids);
+      // Every row carries its id, a group's included (DESIGN.md §7).
+      state = ResultsState.fromSubscribe(result);
       error.replaceChildren();
       render(new Map());
       note(`subscribed as ${subscription}: ${result.count} ${grouping ? 'groups' : 'objects'} at transaction ${result.transaction}`);

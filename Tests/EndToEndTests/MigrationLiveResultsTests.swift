@@ -1,0 +1,158 @@
+import DepotClient
+import DepotProtocol
+import DepotTestSupport
+import Foundation
+import XCTest
+
+/// Live results across a migration (DESIGN.md §7, Across a migration), against a real daemon:
+/// the migration is a transaction whose `results/didChange` updates the rows whose values it
+/// changed, objects come in the new shape from then on, and a request that names a renamed key
+/// ends with `results/didInvalidate {reason: "model"}`.
+final class MigrationLiveResultsTests: XCTestCase {
+    static let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "name")])
+
+    /// Item with `extra` attributes added to ``WorldCup/item``'s.
+    static func item(_ extra: [AttributeDescription]) -> EntityDescription {
+        var item = WorldCup.item
+        item.attributes += extra
+        return item
+    }
+
+    /// An object with its nil members left out: a key an object lacks reads as nil.
+    static func normalized(_ objects: [JSONValue]) -> [JSONValue] {
+        objects.map { object in .object((object.objectValue ?? [:]).filter { !$0.value.isNull }) }
+    }
+
+    func testAMigrationUpdatesTheRowsItChangedAndObjectsComeInTheNewShape() async throws {
+        let daemon = try Daemon()
+        let connection = try await daemon.connect()
+        defer { connection.abort() }
+        try await connection.loadItems(3)
+        let collector = ChangeCollector(connection)
+        let subscribed = try await connection.call(
+            ResultsSubscribe.self, .init(request: Self.request, include: .all))
+        var mirror = ResultsMirror(subscribed, request: Self.request, sectionKeyPath: nil)
+        let controller = FetchedResultsController<DepotObject>(fetchRequest: Self.request, connection: connection)
+        let controllerChanges = controller.changes()
+        try await controller.performFetch()
+
+        // An optional attribute and one with a default: the default is a new value in every row.
+        let defined = try await connection.call(
+            ModelDefine.self,
+            .init(entities: [
+                Self.item([
+                    AttributeDescription(name: "note", type: .string, optional: true),
+                    AttributeDescription(name: "priority", type: .integer, defaultValue: 3),
+                ])
+            ]))
+        let transaction = try XCTUnwrap(defined.transaction, "a migration is a transaction")
+        let migrated = try await collector.expect(for: subscribed.subscription)
+        XCTAssertEqual(migrated.transaction, transaction)
+        XCTAssertEqual(migrated.objects.map(\.type), [.update, .update, .update])
+        XCTAssertEqual(migrated.objects.map { $0.object?["priority"] }, [3, 3, 3])
+        mirror.apply(migrated)
+        var fresh = try await connection.call(StoreFetch.self, Self.request).objects ?? []
+        XCTAssertEqual(Self.normalized(mirror.sections.flatMap(\.objects)), Self.normalized(fresh))
+
+        // An object saved with the new attribute arrives with it.
+        _ = try await connection.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(
+                    entity: "Item", tempId: "n",
+                    values: ["name": "item 001½", "note": "new", "createdAt": "2026-01-01T00:00:00Z"])
+            ]))
+        let inserted = try await collector.expect(for: subscribed.subscription)
+        XCTAssertEqual(inserted.objects.map(\.type), [.insert])
+        XCTAssertEqual(inserted.objects.first?.object?["note"], "new")
+        XCTAssertEqual(inserted.objects.first?.object?["priority"], 3)
+        mirror.apply(inserted)
+        fresh = try await connection.call(StoreFetch.self, Self.request).objects ?? []
+        XCTAssertEqual(Self.normalized(mirror.sections.flatMap(\.objects)), Self.normalized(fresh))
+
+        // The Swift controller shows the new shape too.
+        let shown = await ClientSupport.wait(on: controllerChanges) {
+            controller.fetchedObjects?.map {
+                "\($0.string("name") ?? ""):\($0.int("priority") ?? -1):\($0.string("note") ?? "-")"
+            }
+                == ["item 000:3:-", "item 001:3:-", "item 001½:3:new", "item 002:3:-"]
+        }
+        XCTAssertTrue(shown, "the controller holds \(controller.fetchedObjects ?? [])")
+        await controller.unsubscribe()
+    }
+
+    func testRenamingAKeyTheRequestNamesEndsTheSubscriptionWithReasonModel() async throws {
+        let daemon = try Daemon()
+        let connection = try await daemon.connect()
+        defer { connection.abort() }
+        try await connection.loadItems(2)
+        let collector = ChangeCollector(connection)
+        let byName = try await connection.call(ResultsSubscribe.self, .init(request: Self.request, include: .all))
+        let other = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "createdAt")])
+        let byDate = try await connection.call(ResultsSubscribe.self, .init(request: other, include: .all))
+        var mirror = ResultsMirror(byDate, request: other, sectionKeyPath: nil)
+
+        var renamed = WorldCup.item
+        renamed.attributes[0] = AttributeDescription(name: "title", type: .string, renamedFrom: "name")
+        let defined = try await connection.call(ModelDefine.self, .init(entities: [renamed]))
+        XCTAssertNotNil(defined.transaction)
+        let ended = await collector.take { $0.decode(ResultsDidInvalidate.self) != nil }
+        XCTAssertEqual(
+            ended?.decode(ResultsDidInvalidate.self), .init(subscription: byName.subscription, reason: "model"))
+        // The other subscription carries the key under its new name, as updates of the migration.
+        let change = try await collector.expect(for: byDate.subscription)
+        XCTAssertEqual(change.transaction, defined.transaction)
+        XCTAssertEqual(change.objects.map(\.type), [.update, .update])
+        XCTAssertEqual(Set(change.objects.compactMap { $0.object?["title"]?.stringValue }), ["item 000", "item 001"])
+        mirror.apply(change)
+        try await mirror.assertMatchesFreshFetch(connection)
+
+        // The ended subscription is gone; subscribing to the same request names the key.
+        do {
+            _ = try await connection.call(ResultsSnapshot.self, .init(subscription: byName.subscription))
+            XCTFail("the invalidated subscription still answers")
+        } catch {
+            XCTAssertEqual(error.rpcError?.code, .notFound)
+        }
+        do {
+            _ = try await connection.call(ResultsSubscribe.self, .init(request: Self.request))
+            XCTFail("a request naming the old key was subscribed")
+        } catch {
+            XCTAssertEqual(error.rpcError?.code, .invalidParams)
+            XCTAssertEqual(error.rpcError?.data?["field"], "params.request.sort[0].key", "\(error)")
+        }
+    }
+
+    /// A controller's replica file records the model version of its results (DESIGN.md §9): the
+    /// next run catches up while the model is the same, and resyncs once a migration changed it
+    /// (history does not hold the values a migration changed).
+    func testAReplicaFileOfAnotherModelVersionResyncs() async throws {
+        let daemon = try Daemon()
+        let connection = try await daemon.connect()
+        defer { connection.abort() }
+        try await connection.loadItems(3)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite")
+        defer { try? FileManager.default.removeItem(at: file) }
+        func run() async throws -> FetchedResultsController<DepotObject> {
+            let controller = FetchedResultsController<DepotObject>(
+                fetchRequest: Self.request, connection: connection, persistentStore: file)
+            try await controller.performFetch()
+            XCTAssertNil(controller.persistentStoreError)
+            await controller.unsubscribe()
+            return controller
+        }
+        _ = try await run()
+        let same = try await run()
+        XCTAssertEqual(same.lastCatchUp?.resynced, false, "the same model: caught up from the file")
+
+        _ = try await connection.call(
+            ModelDefine.self,
+            .init(entities: [Self.item([AttributeDescription(name: "priority", type: .integer, defaultValue: 7)])]))
+        let migrated = try await run()
+        XCTAssertEqual(migrated.lastCatchUp?.resynced, true, "another model: resynced, not caught up")
+        XCTAssertEqual(migrated.fetchedObjects?.map { $0.int("priority") }, [7, 7, 7])
+        let after = try await run()
+        XCTAssertEqual(after.lastCatchUp?.resynced, false, "the new model recorded: caught up again")
+        XCTAssertEqual(after.fetchedObjects?.map { $0.int("priority") }, [7, 7, 7])
+    }
+}
