@@ -16,7 +16,8 @@ public enum PredicateText {
     public static func glob(_ pattern: String) -> String {
         var result = ""
         var escaped = false
-        for character in pattern {
+        // Scalar by scalar: `*` or `\` before a combining mark is still a wildcard or an escape.
+        for character in pattern.unicodeScalars.map(Character.init) {
             if escaped {
                 result +=
                     character == "*" || character == "?" || character == "[" ? "[\(character)]" : String(character)
@@ -48,14 +49,15 @@ public enum PredicateText {
     /// Compiled regular expressions, per connection.
     public final class RegexCache: @unchecked Sendable {
         private let lock = NSLock()
-        private var expressions: [String: NSRegularExpression] = [:]
+        /// By pattern bytes: two spellings of a pattern are two expressions (ICU matches code points).
+        private var expressions: [ByteString: NSRegularExpression] = [:]
 
         /// Creates an empty cache.
         public init() {}
 
         /// The compiled, anchored expression for `pattern`, or nil when it is invalid.
         public func expression(_ pattern: String, caseInsensitive: Bool) -> NSRegularExpression? {
-            let key = (caseInsensitive ? "i:" : "s:") + pattern
+            let key = ByteString((caseInsensitive ? "i:" : "s:") + pattern)
             return lock.withLock {
                 if let cached = expressions[key] { return cached }
                 guard
