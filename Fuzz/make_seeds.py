@@ -43,6 +43,7 @@ LOOK_ALIKE_PREDICATES = [f"teamName {op} '{text}'" for op in ["==", "!=", "<", "
     "teamName IN {'jos\u00e9', 'jose\u0301'}", "zone BETWEEN {'A\u030a', '\u212b'}",
     "teamName MATCHES 'jose\u0301.*'", "ANY players.name == '\u212a'", "'\u0301' IN teamName",
     "teamName LIKE '*\u0301'", "teamName ENDSWITH '\u0301'",
+    "teamName BEGINSWITH[c] '*\u0301'",  # found: a `*` before a combining mark reached GLOB unescaped
 ]
 
 INIT = request("initialize", {"protocolVersion": "1", "clientInfo": {"name": "fuzz", "version": "1"}})

@@ -36,11 +36,13 @@ public enum PredicateText {
 
     /// `text` as a GLOB pattern that matches exactly itself (for BEGINSWITH and ENDSWITH).
     public static func globLiteral(_ text: String) -> String {
+        // Scalar by scalar: a `*` followed by a combining mark (one `Character`) is still a `*`
+        // to GLOB, and must be escaped (found by Fuzz/FuzzPredicate with look-alike text).
         var result = ""
-        for character in text {
-            switch character {
-            case "*", "?", "[": result += "[\(character)]"
-            default: result.append(character)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "*", "?", "[": result += "[\(scalar)]"
+            default: result.unicodeScalars.append(scalar)
             }
         }
         return result
