@@ -34,6 +34,18 @@ def request(method: str, params: object = None, rid: int = 1) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+# Text is bytes (DESIGN.md §4): spellings Swift's String == joins and Depot keeps apart.
+LOOK_ALIKES = ["jos\u00e9", "jose\u0301", "\u00c5", "A\u030a", "\u212b", "\ufb01", "fi", "fi ", "K", "\u212a",
+               "\u0301e", "\u00e9"]
+LOOK_ALIKE_PREDICATES = [f"teamName {op} '{text}'" for op in ["==", "!=", "<", "BEGINSWITH", "ENDSWITH[c]",
+                                                              "CONTAINS[d]", "LIKE", "==[cd]", "IN"]
+                         for text in LOOK_ALIKES[:6]] + [
+    "teamName IN {'jos\u00e9', 'jose\u0301'}", "zone BETWEEN {'A\u030a', '\u212b'}",
+    "teamName MATCHES 'jose\u0301.*'", "ANY players.name == '\u212a'", "'\u0301' IN teamName",
+    "teamName LIKE '*\u0301'", "teamName ENDSWITH '\u0301'",
+    "teamName BEGINSWITH[c] '*\u0301'",  # found: a `*` before a combining mark reached GLOB unescaped
+]
+
 INIT = request("initialize", {"protocolVersion": "1", "clientInfo": {"name": "fuzz", "version": "1"}})
 
 REQUESTS: List[bytes] = [
@@ -91,6 +103,8 @@ def main() -> None:
     }
     for predicate in predicates:
         write("predicate", predicate.replace('\\"', '"').encode())
+    for predicate in LOOK_ALIKE_PREDICATES:
+        write("predicate", predicate.encode())
 
     # One peer: initialize, then one request; three peers: each initializes, then every request in turn.
     sequences = [[bytes([0]) + INIT, bytes([0]) + r] for r in REQUESTS]

@@ -39,7 +39,10 @@ for target in "${TARGETS[@]}"; do
     echo "== $target for ${SECONDS_EACH}s from $(ls "$WORK/$name" | wc -l) seeds"
     # detect_leaks=0: the targets keep one store or server for the whole run on purpose.
     # SWIFT_BACKTRACE off: the Swift backtracer trips ASan after a fatalError and hides the message.
-    if ! SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$BIN/$target" \
+    # A target's dictionary (tokens libFuzzer splices into inputs), when it has one.
+    dict=()
+    if [ -f "Fuzz/$name.dict" ]; then dict=(-dict="Fuzz/$name.dict"); fi
+    if ! SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$BIN/$target" "${dict[@]}" \
         -seed="${FUZZ_SEED:-0}" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=4096 -max_len=8192 \
         -print_final_stats=1 -artifact_prefix="Fuzz/artifacts/$target-" "$WORK/$name" \
         >"$WORK/$target.log" 2>&1; then

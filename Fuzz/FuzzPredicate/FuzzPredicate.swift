@@ -10,7 +10,7 @@ import FuzzSupport
 /// returns a team the scope excludes, and returns exactly what it matches inside it.
 ///
 /// Each input is a predicate's text, tried on a small store of teams, players
-/// and countries (the predicate tests' model, whose tags it leaves empty). The SQL compiled from it and the evaluator must agree on the
+/// and countries with look-alike names (the predicate tests' model, whose tags it leaves empty). The SQL compiled from it and the evaluator must agree on the
 /// matching teams, or both refuse it; anything else stops the run. (The one
 /// allowance: a predicate SQL refuses as mistyped, -32602, may be answered by the
 /// evaluator, which the daemon never runs on a predicate that did not compile.)
@@ -36,13 +36,17 @@ enum FuzzPredicate {
                 InsertedObject(entity: "Country", tempId: "c0", values: ["name": "France"]),
                 InsertedObject(entity: "Country", tempId: "c1", values: ["name": "Côte d'Ivoire"]),
             ]
-            let names = ["Étoile", "etoile", "Zebra", "zèbre", "a*b?c", "100%", "日本", "", "under_score"]
-            for index in 0..<12 {
+            // Look-alikes too (DESIGN.md §4, text is bytes): SQL and the evaluator must keep apart
+            // what Swift's `String ==` joins (jos\u{E9} / jose\u{301}, Å / A + ring / Ångström sign …).
+            let names =
+                ["Étoile", "etoile", "Zebra", "zèbre", "a*b?c", "100%", "日本", "", "under_score"] + LookAlikeText.all
+            for index in 0..<(names.count + 3) {
                 inserted.append(
                     InsertedObject(
                         entity: "Team", tempId: "t\(index)",
                         values: [
-                            "teamName": .string(names[index % names.count] + (index > 8 ? String(index) : "")),
+                            "teamName": .string(
+                                names[index % names.count] + (index >= names.count ? String(index) : "")),
                             "zone": index % 3 == 0 ? .null : .string(names[(index * 5) % names.count]),
                             "wins": index % 4 == 0 ? .null : .int(Int64(index % 5) - 1),
                             "rating": index % 5 == 0 ? .null : .double(Double(index) / 2 - 1),
@@ -51,14 +55,14 @@ enum FuzzPredicate {
                             "country": index % 4 == 3 ? .null : .string("c\(index % 2)"),
                         ]))
             }
-            for index in 0..<20 {
+            for index in 0..<40 {
                 inserted.append(
                     InsertedObject(
                         entity: "Player",
                         values: [
                             "name": .string(names[(index * 7) % names.count]),
                             "age": index % 6 == 0 ? .null : .int(Int64(18 + index)),
-                            "team": .string("t\(index % 9)"),
+                            "team": .string("t\(index % (names.count - 2))"),
                         ]))
             }
             _ = try! store.save(StoreSave.Parameters(inserted: inserted), writeScope: .unrestricted)

@@ -110,4 +110,24 @@ final class ResultsDifferenceTests: XCTestCase {
         XCTAssertEqual(ResultsDifference.longestIncreasingRun([0, 1, 2]), [0, 1, 2])
         XCTAssertEqual(ResultsDifference.longestIncreasingRun([2, 1, 0]).count, 1)
     }
+
+    /// Section names are text, matched by bytes (DESIGN.md §4): a section renamed to the other
+    /// spelling of its name is a section deleted and one inserted, and the layouts differ.
+    func testSectionsNamedAlikeAreTwoSections() throws {
+        let old = layout([("jos\u{E9}", ["T/1"]), ("x", ["T/2"])], seq: 1)
+        let new = layout([("jose\u{301}", ["T/1"]), ("x", ["T/2"])], seq: 2)
+        XCTAssertNotEqual(old.sections[0], new.sections[0])
+        let (result, difference) = try applied(old, new)
+        XCTAssertEqual(result, new)
+        XCTAssertEqual(result.sections.map { Array($0.name.utf8) }, new.sections.map { Array($0.name.utf8) })
+        XCTAssertEqual(
+            difference.sections,
+            [
+                SectionChange(type: .delete, index: 0, name: "jos\u{E9}"),
+                SectionChange(type: .insert, index: 0, name: "jose\u{301}"),
+            ])
+        XCTAssertEqual(difference.objects.map(\.type), [.move])
+        XCTAssertEqual(FetchedResultsSnapshot(layout: new).itemIdentifiers(inSection: "jos\u{E9}"), [])
+        XCTAssertEqual(FetchedResultsSnapshot(layout: new).itemIdentifiers(inSection: "jose\u{301}"), ["T/1"])
+    }
 }

@@ -6,6 +6,31 @@ import XCTest
 
 /// Inputs the fuzz targets (`Fuzz/`) found, kept as regression tests.
 final class FuzzRegressionTests: XCTestCase {
+    /// FuzzPredicate with look-alike text: `BEGINSWITH '*\u{301}'` matched every name with a
+    /// combining accent in SQL (the literal's `*` went to GLOB unescaped: escaping walked
+    /// `Character`s, and `*` with the mark is one) while the evaluator matched none. The
+    /// literal is escaped scalar by scalar now; so is a LIKE pattern.
+    func testAStarBeforeACombiningMarkIsLiteralInBeginsWithAndLike() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try store.save(
+            StoreSave.Parameters(
+                inserted: ["jose\u{301}", "*\u{301}x", "e\u{301}", "*"].map {
+                    InsertedObject(entity: "Team", values: ["teamName": .string($0), "qualifyingZone": "x"])
+                }))
+        for (predicate, expected) in [
+            ("teamName BEGINSWITH '*\u{301}'", ["*\u{301}x"]), ("teamName BEGINSWITH[c] '*\u{301}'", ["*\u{301}x"]),
+            ("teamName ENDSWITH '*\u{301}'", []), ("teamName LIKE '\\\\*\u{301}x'", ["*\u{301}x"]),
+            ("teamName LIKE '*\u{301}'", ["jose\u{301}", "e\u{301}"]),
+        ] {
+            let names = try store.fetch(FetchRequest(entity: "Team", predicate: predicate)).objects?.compactMap {
+                $0["teamName"]?.stringValue
+            }
+            XCTAssertEqual(
+                Set((names ?? []).map { Array($0.utf8) }), Set(expected.map { Array($0.utf8) }), predicate)
+        }
+    }
+
     /// FuzzPredicate: 53 `!` before a comparison compiled to SQL that overflowed
     /// SQLite's parser stack (-32603 "parser stack overflow") while the evaluator
     /// answered. Nesting is now bounded in the parser, so both refuse deep input

@@ -8,6 +8,8 @@ import XCTest
 /// The SQL compiled from a predicate and the in-memory evaluator agree on
 /// random data for thousands of random well-typed predicates; so does a store
 /// whose string attributes are `folded` (its `[cd]` comparisons read shadow columns).
+/// The data and the predicates hold look-alike text (``LookAlikeText``): both sides
+/// compare it by bytes, and only `[c]`/`[d]` fold.
 final class PredicateDifferentialTests: XCTestCase {
     func testSQLAndEvaluatorAgree() throws {
         var random = SeededGenerator(seed: 2026)
@@ -29,6 +31,7 @@ final class PredicateDifferentialTests: XCTestCase {
 
         var checked = 0
         var foldedChecked = 0
+        var lookAlikeChecked = 0
         var disagreements: [String] = []
         for _ in 0..<2500 {
             let predicate = PredicateFixture.randomPredicate(depth: 3, &random)
@@ -50,12 +53,17 @@ final class PredicateDifferentialTests: XCTestCase {
                 disagreements.append(line)
             }
             if predicate.contains("[cd]") { foldedChecked += 1 }
+            // A combining mark, the Ångström or Kelvin sign, or the ﬁ ligature.
+            if predicate.unicodeScalars.contains(where: { [0x301, 0x30A, 0x212B, 0x212A, 0xFB01].contains($0.value) }) {
+                lookAlikeChecked += 1
+            }
             if let line = PredicateFixture.disagreement(predicate, "folded SQL", ids: foldedIDs, inMemory: memoryIDs) {
                 disagreements.append(line)
             }
         }
         XCTAssertEqual(checked, 2500)
         XCTAssertGreaterThan(foldedChecked, 300, "enough [cd] comparisons read the shadow columns")
+        XCTAssertGreaterThan(lookAlikeChecked, 150, "enough predicates compare look-alike text")
         XCTAssertTrue(
             disagreements.isEmpty,
             "\(disagreements.count) disagreements:\n" + disagreements.prefix(15).joined(separator: "\n"))

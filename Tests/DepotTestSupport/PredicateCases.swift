@@ -204,10 +204,13 @@ extension PredicateFixture {
 
     /// The random rows of the differential test (countries, 40 teams, 90 players, 12 tags), drawn from `random`.
     public static func differentialRows(_ random: inout SeededGenerator) -> [InsertedObject] {
-        let words = [
-            "Étoile", "etoile", "ÉTOILE", "Zebra", "zèbre", "Samurai", "under_score", "100%", "a*b?c", "日本", "", "Eu",
-            "eu",
-        ]
+        // With look-alikes (DESIGN.md §4, text is bytes): spellings Swift's `String ==` joins.
+        let words =
+            [
+                "Étoile", "etoile", "ÉTOILE", "Zebra", "zèbre", "Samurai", "under_score", "100%", "a*b?c", "日本", "",
+                "Eu",
+                "eu",
+            ] + LookAlikeText.all
         func maybe(_ value: JSONValue, _ odds: Int = 5) -> JSONValue {
             Int.random(in: 0..<odds, using: &random) == 0 ? .null : value
         }
@@ -279,7 +282,8 @@ extension PredicateFixture {
         let options = ["", "[c]", "[d]", "[cd]"]
         let patterns = [
             "'e'", "'É'", "'et'", "'ile'", "'eu'", "'*o*'", "'?t*'", "'zè*'", "''", "'100%'", "'_'", "'a*b'", "'日'",
-            "'ÉT*'", "nil",
+            "'ÉT*'", "nil", "'jos\u{E9}'", "'jose\u{301}'", "'\u{212B}'", "'A\u{30A}'", "'\u{C5}'", "'\u{FB01}'",
+            "'fi'", "'\u{301}'", "'\u{212A}'", "'e\u{301}'",
         ]
         switch Int.random(in: 0..<23, using: &random) {
         case 0: return "wins \(pick(ordering)) \(pick(["nil", "-1", "0", "2", "3", "6", "2.5"]))"

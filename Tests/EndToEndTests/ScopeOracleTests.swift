@@ -64,15 +64,10 @@ final class ScopeOracleTests: XCTestCase {
         for seed: UInt64 in [7, 2026] { try await runOracle(seed: seed, steps: 40) }
     }
 
-    /// Whether result sets and observers tell look-alike key names apart by their bytes. They
-    /// share one set and one observer filing by Swift's canonical equivalence until branch `bytes`
-    /// (issue 33, "one meaning of text") is merged: then set this to `true`.
-    static let lookAlikeSharingFixed = false
-
     /// Two keys whose names are look-alikes (`jos\u{E9}` and `jose\u{301}`: canonically equivalent,
     /// different bytes), role `owner == $keyName`, saving notes whose titles are look-alikes too: each
-    /// fetches, counts and reads in history only its own notes, byte for byte. With
-    /// ``lookAlikeSharingFixed``, also: no delta and no didSave of one reaches the other.
+    /// fetches, counts and reads in history only its own notes, byte for byte, and no delta and no
+    /// didSave of one reaches the other.
     func testLookAlikeKeysNeverSeeEachOthersRows() async throws {
         let names = ["jos\u{E9}", "jose\u{301}"]
         let titles = ["caf\u{E9}", "cafe\u{301}"]
@@ -136,7 +131,6 @@ final class ScopeOracleTests: XCTestCase {
                 entry.changes.values.flatMap { $0.inserted + $0.updated.map(\.id) + $0.deleted }
             }
             XCTAssertEqual(Set(historyIDs), own[index], "\(name)'s history")
-            guard Self.lookAlikeSharingFixed else { continue }
             // Everything it heard: deltas and didSaves name only its own notes, with its own values.
             try await Task.sleep(for: .milliseconds(300))
             for note in collectors[index].drain() {

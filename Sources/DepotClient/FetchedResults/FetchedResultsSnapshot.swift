@@ -1,3 +1,5 @@
+import DepotProtocol
+
 /// The whole shape of the results after a change: section names and object
 /// ids, in the spirit of `NSDiffableDataSourceSnapshot` (what Core Data passes
 /// to `controller(_:didChangeContentWith:)`).
@@ -19,6 +21,6 @@ public struct FetchedResultsSnapshot: Hashable, Sendable {
 
     /// The ids in the section named `identifier` (empty when there is none).
     public func itemIdentifiers(inSection identifier: String) -> [String] {
-        layout.sections.first { $0.name == identifier }?.ids ?? []
+        layout.sections.first { $0.name.bytesEqual(identifier) }?.ids ?? []
     }
 }

@@ -17,8 +17,9 @@ struct ResultsDifference {
 
     /// The difference from `old` to `new`, where `changed` holds the ids whose values changed.
     init(from old: ResultsLayout, to new: ResultsLayout, changed: Set<String>) {
-        let oldNames = old.sections.map(\.name)
-        let newNames = new.sections.map(\.name)
+        // Section names are user text: matched by bytes, as the daemon keeps them apart (DESIGN.md §4).
+        let oldNames = old.sections.map { ByteString($0.name) }
+        let newNames = new.sections.map { ByteString($0.name) }
         let newNameSet = Set(newNames)
         let oldNameSet = Set(oldNames)
         // Sections kept must keep their order; when they do not, every section is replaced.
@@ -26,10 +27,10 @@ struct ResultsDifference {
         let keptNew = newNames.filter { oldNameSet.contains($0) }
         let sectionsKept = keptOld == keptNew ? Set(keptOld) : []
         for (index, name) in oldNames.enumerated() where !sectionsKept.contains(name) {
-            sections.append(SectionChange(type: .delete, index: index, name: name))
+            sections.append(SectionChange(type: .delete, index: index, name: name.string))
         }
         for (index, name) in newNames.enumerated() where !sectionsKept.contains(name) {
-            sections.append(SectionChange(type: .insert, index: index, name: name))
+            sections.append(SectionChange(type: .insert, index: index, name: name.string))
         }
 
         var oldPaths: [String: (section: Int, item: Int)] = [:]
@@ -38,7 +39,8 @@ struct ResultsDifference {
         }
         var newIDs: Set<String> = []
         for (section, info) in new.sections.enumerated() {
-            let oldSection = sectionsKept.contains(info.name) ? oldNames.firstIndex(of: info.name) : nil
+            let name = ByteString(info.name)
+            let oldSection = sectionsKept.contains(name) ? oldNames.firstIndex(of: name) : nil
             // The objects that were in the same section, in their new order, by their old position.
             let candidates = info.ids.enumerated().compactMap { item, id -> (item: Int, oldItem: Int)? in
                 guard let oldSection, let path = oldPaths[id], path.section == oldSection else { return nil }

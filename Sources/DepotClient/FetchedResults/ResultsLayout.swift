@@ -23,6 +23,18 @@ public struct ResultsLayout: Hashable, Sendable {
             self.indexTitle = indexTitle ?? ResultsLayout.indexTitle(forSectionName: name)
             self.ids = ids
         }
+
+        /// Equal when the names' and titles' bytes and the ids are (two spellings of a
+        /// name are two sections, as in the daemon).
+        public static func == (lhs: Section, rhs: Section) -> Bool {
+            lhs.name.bytesEqual(rhs.name) && lhs.indexTitle.bytesEqual(rhs.indexTitle) && lhs.ids == rhs.ids
+        }
+
+        /// Hashes the name's bytes and the ids.
+        public func hash(into hasher: inout Hasher) {
+            ByteString.hash(name, into: &hasher)
+            hasher.combine(ids)
+        }
     }
 
     /// The sections, in order.
@@ -121,7 +133,7 @@ public struct ResultsLayout: Hashable, Sendable {
             sections[path[0]].ids.remove(at: path[1])
         }
         for change in sectionChanges.filter({ $0.type == .delete }).sorted(by: { $0.index > $1.index }) {
-            guard sections.indices.contains(change.index), sections[change.index].name == change.name else {
+            guard sections.indices.contains(change.index), sections[change.index].name.bytesEqual(change.name) else {
                 throw .inconsistent("no section '\(change.name)' at \(change.index) to delete")
             }
             guard sections[change.index].ids.isEmpty else {

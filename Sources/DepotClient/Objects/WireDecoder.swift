@@ -203,9 +203,9 @@ private struct WireKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     var codingPath: [any CodingKey] { place?.keys ?? [] }
 
     var allKeys: [Key] {
-        var seen = Set<String>()
+        var seen = Set<ByteString>()  // names are text: two spellings are two members
         return members.reversed().compactMap { member -> Key? in
-            guard let name = try? wire.key(of: member), seen.insert(name).inserted else { return nil }
+            guard let name = try? wire.key(of: member), seen.insert(ByteString(name)).inserted else { return nil }
             return Key(stringValue: name)
         }.reversed()
     }

@@ -109,7 +109,16 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             index += 1
             skipWhitespace()
-            members[key] = try parseValue()
+            let value = try parseValue()
+            // A `[String: _]` takes a canonically equivalent name as the same member (keeping the
+            // first name's bytes): refuse it rather than merge two members (DESIGN.md §4).
+            if members.updateValue(value, forKey: key) != nil, let kept = members.index(forKey: key),
+                !members[kept].key.bytesEqual(key)
+            {
+                throw fail(
+                    "two member names that differ only in Unicode normalization (\(ByteString(members[kept].key).escaped) and \(ByteString(key).escaped)): Depot compares text by bytes, so these would be two members; rename one"
+                )
+            }
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") {

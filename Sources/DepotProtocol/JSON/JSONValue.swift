@@ -2,7 +2,10 @@
 /// user's model (object values, predicate arguments, JSON-RPC params).
 ///
 /// Integers and doubles are kept apart so that an `integer` attribute never
-/// round-trips through floating point.
+/// round-trips through floating point. Strings, and object member names, are
+/// equal and hash by their UTF-8 bytes, as the store compares text (DESIGN.md
+/// §4): `.string("jos\u{E9}") != .string("jose\u{301}")`, whatever Swift's
+/// `String ==` says.
 public enum JSONValue: Hashable, Sendable {
     case null
     case bool(Bool)
@@ -14,6 +17,60 @@ public enum JSONValue: Hashable, Sendable {
 }
 
 extension JSONValue {
+    /// Equal as the store compares values: strings and member names by UTF-8 bytes.
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.int(let a), .int(let b)): a == b
+        case (.double(let a), .double(let b)): a == b
+        case (.string(let a), .string(let b)): a.bytesEqual(b)
+        case (.array(let a), .array(let b)): a.count == b.count && zip(a, b).allSatisfy { $0 == $1 }
+        case (.object(let a), .object(let b)):
+            // A `[String: _]` finds a member by canonical equivalence: the names' bytes must match too.
+            a.count == b.count
+                && a.allSatisfy { name, value in
+                    guard let index = b.index(forKey: name) else { return false }
+                    return b[index].key.bytesEqual(name) && b[index].value == value
+                }
+        default: false
+        }
+    }
+
+    /// Hashes strings and member names by their UTF-8 bytes.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0 as UInt8)
+        case .bool(let value):
+            hasher.combine(1 as UInt8)
+            hasher.combine(value)
+        case .int(let value):
+            hasher.combine(2 as UInt8)
+            hasher.combine(value)
+        case .double(let value):
+            hasher.combine(3 as UInt8)
+            hasher.combine(value)
+        case .string(let value):
+            hasher.combine(4 as UInt8)
+            ByteString.hash(value, into: &hasher)
+        case .array(let elements):
+            hasher.combine(5 as UInt8)
+            hasher.combine(elements.count)
+            for element in elements { element.hash(into: &hasher) }
+        case .object(let members):
+            hasher.combine(6 as UInt8)
+            // Order-independent, as the members are.
+            var sum = 0
+            for (name, value) in members {
+                var member = Hasher()
+                ByteString.hash(name, into: &member)
+                value.hash(into: &member)
+                sum &+= member.finalize()
+            }
+            hasher.combine(sum)
+        }
+    }
+
     /// The name of the value's JSON type, for error messages.
     public var typeName: String {
         switch self {

@@ -41,7 +41,7 @@ public struct JSONWriter {
             bytes.append(UInt8(ascii: "]"))
         case .object(let members) where !members.isEmpty:
             bytes.append(UInt8(ascii: "{"))
-            for (offset, key) in members.keys.sorted().enumerated() {
+            for (offset, key) in members.keys.sortedByBytes().enumerated() {
                 if offset > 0 { bytes.append(UInt8(ascii: ",")) }
                 newline(indent + 1)
                 write(key)
@@ -80,7 +80,7 @@ public struct JSONWriter {
             bytes.append(UInt8(ascii: "]"))
         case .object(let members):
             bytes.append(UInt8(ascii: "{"))
-            for (offset, key) in members.keys.sorted().enumerated() {
+            for (offset, key) in members.keys.sortedByBytes().enumerated() {
                 if offset > 0 { bytes.append(UInt8(ascii: ",")) }
                 write(key)
                 bytes.append(UInt8(ascii: ":"))

@@ -23,6 +23,17 @@ public struct SectionInfo: Codable, Hashable, Sendable {
         self.indexTitle = indexTitle
         self.count = count
     }
+
+    /// Equal when the name's and title's bytes are (DESIGN.md §4).
+    public static func == (lhs: SectionInfo, rhs: SectionInfo) -> Bool {
+        lhs.name.bytesEqual(rhs.name) && lhs.indexTitle.bytesEqual(rhs.indexTitle) && lhs.count == rhs.count
+    }
+
+    /// Hashes the name's bytes.
+    public func hash(into hasher: inout Hasher) {
+        ByteString.hash(name, into: &hasher)
+        hasher.combine(count)
+    }
 }
 
 /// `results/subscribe`: a live, sorted, sectioned fetch (DESIGN.md §7).
@@ -203,6 +214,18 @@ public struct SectionChange: Codable, Hashable, Sendable {
         self.type = type
         self.index = index
         self.name = name
+    }
+
+    /// Equal when the name's bytes are (DESIGN.md §4): two spellings are two sections.
+    public static func == (lhs: SectionChange, rhs: SectionChange) -> Bool {
+        lhs.type == rhs.type && lhs.index == rhs.index && lhs.name.bytesEqual(rhs.name)
+    }
+
+    /// Hashes the name's bytes.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(type)
+        hasher.combine(index)
+        ByteString.hash(name, into: &hasher)
     }
 }
 

@@ -185,12 +185,12 @@ public struct EntityDescription: Codable, Hashable, Sendable {
 
     /// The attribute named `name`.
     public func attribute(named name: String) -> AttributeDescription? {
-        attributes.first { $0.name == name }
+        attributes.first { $0.name.bytesEqual(name) }
     }
 
     /// The relationship named `name`.
     public func relationship(named name: String) -> RelationshipDescription? {
-        relationships.first { $0.name == name }
+        relationships.first { $0.name.bytesEqual(name) }
     }
 }
 

@@ -65,6 +65,33 @@ public struct PredicateEvaluator {
             }
         }
 
+        /// Equal as stored values of one type: text by its UTF-8 bytes (grouping keys on this).
+        static func == (lhs: Scalar, rhs: Scalar) -> Bool {
+            switch (lhs, rhs) {
+            case (.null, .null): true
+            case (.integer(let a), .integer(let b)): a == b
+            case (.real(let a), .real(let b)): a == b
+            case (.text(let a), .text(let b)): a.bytesEqual(b)
+            default: false
+            }
+        }
+
+        /// Hashes text by its UTF-8 bytes, as ``==`` compares it.
+        func hash(into hasher: inout Hasher) {
+            switch self {
+            case .null: hasher.combine(0 as UInt8)
+            case .integer(let number):
+                hasher.combine(1 as UInt8)
+                hasher.combine(number)
+            case .real(let number):
+                hasher.combine(2 as UInt8)
+                hasher.combine(number)
+            case .text(let text):
+                hasher.combine(3 as UInt8)
+                ByteString.hash(text, into: &hasher)
+            }
+        }
+
         /// SQLite's `IS`: NULL is NULL, otherwise equal values.
         func isSame(_ other: Scalar) -> Bool {
             if self == .null || other == .null { return self == other }

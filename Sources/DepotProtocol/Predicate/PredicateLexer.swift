@@ -11,11 +11,16 @@ struct PredicateToken: Equatable {
     }
 
     var kind: Kind
-    /// Character offset in the predicate text.
+    /// Offset in the predicate text, in Unicode scalars.
     var position: Int
 }
 
-/// Splits a predicate string into tokens, tracking character offsets for errors.
+/// Splits a predicate string into tokens, tracking offsets for errors.
+///
+/// Reads the text scalar by scalar (each ``characters`` element is one scalar):
+/// a quoted text keeps its bytes, and a quote followed by a combining mark
+/// (`'\u{301}x'`) still opens the literal, as Swift's `Character` (a grapheme
+/// cluster, compared by canonical equivalence) would not let it (DESIGN.md §4).
 struct PredicateLexer {
     let characters: [Character]
     private var index = 0
@@ -23,7 +28,7 @@ struct PredicateLexer {
 
     init(_ text: String) {
         self.text = text
-        characters = Array(text)
+        characters = text.unicodeScalars.map(Character.init)
     }
 
     func syntaxError(_ position: Int, expected: String, found: String? = nil) -> RPCError {
@@ -58,11 +63,7 @@ struct PredicateLexer {
         let character = characters[index]
         if character.isLetter || character == "_" || character == "#" {
             if character == "#" { index += 1 }
-            while index < characters.count,
-                characters[index].isLetter || characters[index].isNumber || characters[index] == "_"
-            {
-                index += 1
-            }
+            while index < characters.count, characters[index].continuesName { index += 1 }
             return PredicateToken(
                 kind: .identifier(String(characters[(character == "#" ? start + 1 : start)..<index])), position: start)
         }
@@ -79,9 +80,7 @@ struct PredicateLexer {
         if character == "$" {
             index += 1
             let nameStart = index
-            while index < characters.count,
-                characters[index].isLetter || characters[index].isNumber || characters[index] == "_"
-            { index += 1 }
+            while index < characters.count, characters[index].continuesName { index += 1 }
             guard index > nameStart else { throw syntaxError(start, expected: "a variable name after $") }
             return PredicateToken(kind: .variable(String(characters[nameStart..<index])), position: start)
         }
@@ -176,5 +175,17 @@ struct PredicateLexer {
             throw syntaxError(start, expected: "a number", found: text)
         }
         return .double(value)
+    }
+}
+
+extension Character {
+    /// Whether this (one-scalar) character can continue a key or variable name: a letter,
+    /// a digit, `_`, or a combining mark (a decomposed accent of the letter before it).
+    fileprivate var continuesName: Bool {
+        if isLetter || isNumber || self == "_" { return true }
+        switch unicodeScalars.first?.properties.generalCategory {
+        case .nonspacingMark?, .spacingMark?, .enclosingMark?: return true
+        default: return false
+        }
     }
 }

@@ -16,7 +16,8 @@ public enum PredicateText {
     public static func glob(_ pattern: String) -> String {
         var result = ""
         var escaped = false
-        for character in pattern {
+        // Scalar by scalar: `*` or `\` before a combining mark is still a wildcard or an escape.
+        for character in pattern.unicodeScalars.map(Character.init) {
             if escaped {
                 result +=
                     character == "*" || character == "?" || character == "[" ? "[\(character)]" : String(character)
@@ -35,11 +36,13 @@ public enum PredicateText {
 
     /// `text` as a GLOB pattern that matches exactly itself (for BEGINSWITH and ENDSWITH).
     public static func globLiteral(_ text: String) -> String {
+        // Scalar by scalar: a `*` followed by a combining mark (one `Character`) is still a `*`
+        // to GLOB, and must be escaped (found by Fuzz/FuzzPredicate with look-alike text).
         var result = ""
-        for character in text {
-            switch character {
-            case "*", "?", "[": result += "[\(character)]"
-            default: result.append(character)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "*", "?", "[": result += "[\(scalar)]"
+            default: result.unicodeScalars.append(scalar)
             }
         }
         return result
@@ -48,14 +51,15 @@ public enum PredicateText {
     /// Compiled regular expressions, per connection.
     public final class RegexCache: @unchecked Sendable {
         private let lock = NSLock()
-        private var expressions: [String: NSRegularExpression] = [:]
+        /// By pattern bytes: two spellings of a pattern are two expressions (ICU matches code points).
+        private var expressions: [ByteString: NSRegularExpression] = [:]
 
         /// Creates an empty cache.
         public init() {}
 
         /// The compiled, anchored expression for `pattern`, or nil when it is invalid.
         public func expression(_ pattern: String, caseInsensitive: Bool) -> NSRegularExpression? {
-            let key = (caseInsensitive ? "i:" : "s:") + pattern
+            let key = ByteString((caseInsensitive ? "i:" : "s:") + pattern)
             return lock.withLock {
                 if let cached = expressions[key] { return cached }
                 guard

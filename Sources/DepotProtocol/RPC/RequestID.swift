@@ -20,6 +20,27 @@ public enum RequestID: Hashable, Sendable, Codable, CustomStringConvertible {
         }
     }
 
+    /// Equal when the ids are: a string id by its bytes (two spellings are two requests in flight).
+    public static func == (lhs: RequestID, rhs: RequestID) -> Bool {
+        switch (lhs, rhs) {
+        case (.string(let a), .string(let b)): a.bytesEqual(b)
+        case (.number(let a), .number(let b)): a == b
+        default: false
+        }
+    }
+
+    /// Hashes a string id by its bytes.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .string(let value):
+            hasher.combine(0 as UInt8)
+            ByteString.hash(value, into: &hasher)
+        case .number(let value):
+            hasher.combine(1 as UInt8)
+            hasher.combine(value)
+        }
+    }
+
     public var description: String {
         switch self {
         case .string(let value): "\"\(value)\""

@@ -11,7 +11,7 @@ import DepotStore
 /// reader that builds it before a lane job installs it, hence `@unchecked Sendable`.
 final class ResultSet: @unchecked Sendable {
     /// What makes two requests the same.
-    let key: String
+    let key: ByteString
     /// The resolved request (entity, predicate SQL, sort expressions).
     private(set) var plan: FetchPlan
     /// The keys objects carry in notifications and pages.
@@ -76,7 +76,8 @@ final class ResultSet: @unchecked Sendable {
     }
 
     init(
-        key: String, plan: FetchPlan, shape: ObjectShape, sectioned: Bool, dependencies: [Dependency], rows: [KeyedRow],
+        key: ByteString, plan: FetchPlan, shape: ObjectShape, sectioned: Bool, dependencies: [Dependency],
+        rows: [KeyedRow],
         transaction: Int64, coalesceMilliseconds: Int? = nil, inMemory: InMemoryFollow? = nil,
         grouped: GroupedResults? = nil
     ) {
@@ -179,7 +180,8 @@ final class ResultSet: @unchecked Sendable {
     /// The set as a cache entry on disk.
     var cacheEntry: ResultsCacheEntry {
         ResultsCacheEntry(
-            requestKey: key, transaction: transaction, rows: index.allEntries.map { KeyedRow(id: $0.id, key: $0.key) })
+            requestKey: key.string, transaction: transaction,
+            rows: index.allEntries.map { KeyedRow(id: $0.id, key: $0.key) })
     }
 
     /// The section list for the wire (the window's, for a window).

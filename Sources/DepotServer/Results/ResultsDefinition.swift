@@ -5,7 +5,9 @@ import DepotStore
 /// sharing key, and the entities whose changes can reach it.
 struct ResultsDefinition: Sendable {
     let plan: FetchPlan
-    let key: String
+    /// The sharing key, compared by bytes: requests that differ only in the spelling of some text
+    /// (an argument, a `$keyName` in the scope) are different requests (DESIGN.md §4).
+    let key: ByteString
     let sectioned: Bool
     let dependencies: [ResultSet.Dependency]
     /// `coalesceMs` when positive: subscriptions coalescing alike share a set, others do not.
@@ -96,14 +98,14 @@ struct ResultsDefinition: Sendable {
     /// delivery options, the section key path and the coalescing window.
     private static func sharingKey(
         _ params: ResultsSubscribe.Parameters, scope: PredicateNode?, coalesceMilliseconds: Int?
-    ) -> String {
+    ) -> ByteString {
         var canonical = params.request
         canonical.batchSize = nil
         canonical.workDoneToken = nil
         canonical.partialResultToken = nil
         canonical.countFirst = nil
         let section = JSONValue.string(params.sectionKeyPath ?? "")
-        return String(
+        let text = String(
             decoding: JSONWriter.encode([
                 "request": (try? JSONCoding.encode(canonical)) ?? .null, "section": section,
                 "coalesceMs": .int(Int64(coalesceMilliseconds ?? 0)),
@@ -111,6 +113,7 @@ struct ResultsDefinition: Sendable {
                 "scope": scope.map { .string(String(reflecting: $0)) } ?? .null,
             ]),
             as: UTF8.self)
+        return ByteString(text)
     }
 
     /// A grouped subscribe checked: the grouped plan, with `sectionKeyPath`

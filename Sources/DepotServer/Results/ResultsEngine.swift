@@ -88,7 +88,9 @@ final class ResultsEngine: @unchecked Sendable {
         var readFromCache = false
         if !existing {
             let set = Self.emptySet(definition)
-            if let name = params.cacheName, let cached = try store.loadResultsCache(name), cached.requestKey == key {
+            if let name = params.cacheName, let cached = try store.loadResultsCache(name),
+                cached.requestKey.bytesEqual(key.string)
+            {
                 set.reset(rows: cached.rows, transaction: cached.transaction)
                 readFromCache = true
             } else {
@@ -401,7 +403,9 @@ final class ResultsEngine: @unchecked Sendable {
     /// subscriptions keep running but no longer persist under that name (writer).
     func deleteCache(_ name: String?, store: Store) throws(RPCError) {
         lane.enqueue { [self] in
-            for set in index.sets.values where name == nil || set.cacheName == name { set.cacheName = nil }
+            for set in index.sets.values where name == nil || set.cacheName.map({ name!.bytesEqual($0) }) == true {
+                set.cacheName = nil
+            }
         }
         try store.deleteResultsCache(name)
     }
@@ -432,7 +436,7 @@ final class ResultsEngine: @unchecked Sendable {
         lane.perform { [self] in
             index.sets.values.map { set in
                 SharedSetFigures(
-                    key: set.key, rows: set.index.count, sections: set.sectioned ? set.sections.count : 1,
+                    key: set.key.string, rows: set.index.count, sections: set.sectioned ? set.sections.count : 1,
                     transaction: set.transaction, cacheName: set.cacheName,
                     subscribers: set.subscribers.sorted().compactMap { id in table[id].map { (id, $0.routingID) } })
             }

@@ -10,23 +10,23 @@ import DepotStore
 /// A value owned by ``ResultsEngine`` and touched only in publish-lane jobs.
 struct SetIndex {
     /// The sets by sharing key.
-    private(set) var sets: [String: ResultSet] = [:]
+    private(set) var sets: [ByteString: ResultSet] = [:]
     /// Filed sets: entity → key → value → set keys.
-    private var byEquality: [String: [String: [JSONValue: Set<String>]]] = [:]
+    private var byEquality: [String: [String: [JSONValue: Set<ByteString>]]] = [:]
     /// The other sets, under every entity whose changes can affect them.
-    private var unfiled: [String: Set<String>] = [:]
+    private var unfiled: [String: Set<ByteString>] = [:]
     /// For each filed entity and key: the current value of every row whose value has a filed set,
     /// so that a row leaving a value reaches the sets of its old value without a search.
     private var filedValues: [String: [String: [Int64: JSONValue]]] = [:]
 
     /// The sets filed by equality under one entity: key → value → set keys.
-    typealias Filing = [String: [JSONValue: Set<String>]]
+    typealias Filing = [String: [JSONValue: Set<ByteString>]]
 
     /// The set under `key`.
-    subscript(key: String) -> ResultSet? { sets[key] }
+    subscript(key: ByteString) -> ResultSet? { sets[key] }
 
     /// Installs `set` under `key`, filing it by its equality term or under its entities.
-    mutating func install(_ set: ResultSet, key: String) {
+    mutating func install(_ set: ResultSet, key: ByteString) {
         sets[key] = set
         let entity = set.plan.entity.name
         guard let (name, value) = set.inMemory?.equality else {
@@ -41,7 +41,7 @@ struct SetIndex {
 
     /// Removes the set under `key` and its filing; returns it.
     @discardableResult
-    mutating func uninstall(_ key: String) -> ResultSet? {
+    mutating func uninstall(_ key: ByteString) -> ResultSet? {
         guard let set = sets.removeValue(forKey: key) else { return nil }
         let entity = set.plan.entity.name
         guard let (name, value) = set.inMemory?.equality else {
@@ -66,7 +66,7 @@ struct SetIndex {
     /// The sets `transaction` can change: the unfiled ones of its entities, and
     /// the filing of the filed ones (narrowed by ``narrow(_:filing:rows:)``).
     func affected(by transaction: CommittedTransaction) -> (unfiled: [ResultSet], filing: [String: Filing]) {
-        var keys = Set<String>()
+        var keys = Set<ByteString>()
         var filing: [String: Filing] = [:]
         for entity in transaction.changes.keys {
             if let sets = unfiled[entity] { keys.formUnion(sets) }
@@ -90,7 +90,7 @@ struct SetIndex {
         _ transaction: CommittedTransaction, filing: [String: Filing],
         rows: (String) -> [Int64: EvaluationRow]?
     ) -> (sets: [(ResultSet, Set<Int64>)], unread: [String]) {
-        var perSet: [String: Set<Int64>] = [:]
+        var perSet: [ByteString: Set<Int64>] = [:]
         var unread: [String] = []
         for (entityName, keys) in filing {
             guard let changes = transaction.changes[entityName] else { continue }

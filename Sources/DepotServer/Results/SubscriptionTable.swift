@@ -1,3 +1,5 @@
+import DepotProtocol
+
 /// Every live subscription: its session, the set it follows, its `seq`, and
 /// how many each session holds (its quota, `--max-subscriptions-per-session`).
 ///
@@ -7,7 +9,7 @@ struct SubscriptionTable {
     struct Subscription: Sendable {
         let id: String
         let routingID: [UInt8]
-        let setKey: String
+        let setKey: ByteString
         /// The `seq` of the last notification it was sent.
         var seq: Int64 = 0
         /// Deltas were dropped because the session's queue overflowed; a
@@ -47,7 +49,7 @@ struct SubscriptionTable {
     }
 
     /// Adds a subscription of `routingID` to the set under `setKey` and returns it, with a new id.
-    mutating func add(routingID: [UInt8], setKey: String) -> Subscription {
+    mutating func add(routingID: [UInt8], setKey: ByteString) -> Subscription {
         let subscription = Subscription(id: "s\(nextID)", routingID: routingID, setKey: setKey)
         nextID += 1
         byID[subscription.id] = subscription

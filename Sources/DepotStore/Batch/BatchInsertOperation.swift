@@ -49,7 +49,7 @@ struct BatchInsertOperation {
     /// The rows inserted so far, in order: recorded as inserted at the end, at once.
     private var insertedRows: [Int64] = []
     /// Rows this batch wrote, by constraint values: later duplicates within the batch find them.
-    private var written: [[DatabaseValue]: Int64] = [:]
+    private var written: [[StoredValue]: Int64] = [:]
     /// The objects checked and converted so far, their problems and the rows they reference.
     private var rows: BatchRows
     /// Rows written (inserted or updated), checked against ``writeScope`` at the end.
@@ -132,11 +132,11 @@ struct BatchInsertOperation {
             progress?(index + 1)
         }
         var existing: Int64?
-        var signatures: [[DatabaseValue]] = []
+        var signatures: [[StoredValue]] = []
         for (number, constraint) in constraints.enumerated() {
             let values = constraint.map { row[$0] ?? .null }
             if values.contains(.null) { continue }
-            let signature = [number.databaseValue] + values
+            let signature = ([number.databaseValue] + values).map(StoredValue.init)
             signatures.append(signature)
             if existing == nil {
                 existing = try written[signature] ?? find(db, constraint: constraint, values: values, columns: columns)
@@ -274,7 +274,7 @@ struct BatchInsertOperation {
         var arguments: [DatabaseValue] = []
         var old: [Int: DatabaseValue] = [:]
         for (position, value) in row.enumerated() {
-            guard let value, (stored[columns[position]] ?? DatabaseValue.null) != value else { continue }
+            guard let value, !(stored[columns[position]] ?? DatabaseValue.null).isSame(as: value) else { continue }
             old[position] = stored[columns[position]] ?? .null
             assignments.append("\(entity.column(columns[position])) = ?")
             arguments.append(value)

@@ -1,3 +1,4 @@
+import DepotProtocol
 import GRDB
 
 /// One sort-key value, ordered exactly as SQLite's `ORDER BY` orders stored
@@ -26,6 +27,32 @@ public enum SortValue: Hashable, Sendable {
         case .double(let number): self = .real(number)
         case .string(let text): self = .text(text)
         case .blob(let data): self = .blob(Array(data))
+        }
+    }
+
+    /// Equal as SQLite's `IS` sees stored values of one type: text by its UTF-8
+    /// bytes (Swift's `String ==` would join canonically equivalent spellings,
+    /// and with them two groups or sections the store keeps apart).
+    public static func == (lhs: SortValue, rhs: SortValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.integer(let a), .integer(let b)): a == b
+        case (.real(let a), .real(let b)): a == b
+        case (.text(let a), .text(let b)): a.bytesEqual(b)
+        case (.blob(let a), .blob(let b)): a == b
+        default: false
+        }
+    }
+
+    /// Hashes text by its UTF-8 bytes, as ``==`` compares it.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(rank)
+        switch self {
+        case .null: break
+        case .integer(let number): hasher.combine(number)
+        case .real(let number): hasher.combine(number)
+        case .text(let text): ByteString.hash(text, into: &hasher)
+        case .blob(let bytes): hasher.combine(bytes)
         }
     }
 

@@ -27,7 +27,9 @@ public struct Schema: Sendable {
 
     /// The entity named `name`, or nil.
     public func entity(named name: String) -> EntitySchema? {
-        byName[name].map { entities[$0] }
+        // Names are ASCII identifiers; a dictionary would also find one by a canonically
+        // equivalent spelling ("\u{212A}ey" for "Key"), which is another name (DESIGN.md §4).
+        byName[name].map { entities[$0] }.flatMap { $0.name.bytesEqual(name) ? $0 : nil }
     }
 
     /// The entity named `name`, or -32602 naming it.

@@ -138,7 +138,9 @@ extension SaveOperation {
             let row = db.lastInsertedRowID
             inserts[position].row = row
             recorder.insert(insert.entity.name, row)
-            if let tempId = insert.tempId { temporaryRows[tempId] = ObjectID(entity: insert.entity.name, row: row) }
+            if let tempId = insert.tempId {
+                temporaryRows[ByteString(tempId)] = ObjectID(entity: insert.entity.name, row: row)
+            }
             for (key, reference) in insert.toOne {
                 if case .existing(let id)? = reference { noteInverse(insert.entity, key: key, destinationRow: id.row) }
             }
@@ -150,7 +152,7 @@ extension SaveOperation {
             let row = marker > 0 ? marker : inserts[Int(-marker - 1)].row ?? 0
             inserts[position].row = row
             let id = ObjectID(entity: insert.entity.name, row: row)
-            if let tempId = insert.tempId { temporaryRows[tempId] = id }
+            if let tempId = insert.tempId { temporaryRows[ByteString(tempId)] = id }
             if !insert.upsertKeepsStore {
                 updates.append(
                     Update(
@@ -186,7 +188,7 @@ extension SaveOperation {
             var assignments: [Int] = []
             var arguments: [DatabaseValue] = []
             for (key, value) in update.values.sorted(by: { $0.key < $1.key })
-            where (row[key] ?? DatabaseValue.null) != value {
+            where !(row[key] ?? DatabaseValue.null).isSame(as: value) {
                 guard let column = update.entity.columnIndexes[key] else { continue }
                 assignments.append(column)
                 arguments.append(value)
@@ -284,7 +286,7 @@ extension SaveOperation {
     mutating func finish(_ db: Database) throws -> (StoreSave.Result, CommittedTransaction?) {
         var ids: [String: String] = [:]
         for insert in inserts {
-            if let tempId = insert.tempId, let id = temporaryRows[tempId] { ids[tempId] = id.description }
+            if let tempId = insert.tempId, let id = temporaryRows[ByteString(tempId)] { ids[tempId] = id.description }
         }
         guard
             let (transaction, updatedVersions) = try recorder.commit(

@@ -24,11 +24,12 @@ extension SaveOperation {
         let stored: DatabaseValue = row[key] ?? .null
         if let attribute = entity.attributes[key] {
             guard let expected = try? ValueCoding.databaseValue(original, type: attribute.type) else { return true }
-            return expected != stored
+            return !expected.isSame(as: stored)
         }
         if entity.toOne[key] != nil {
-            let expected = original.stringValue.flatMap(ObjectID.init).map { DatabaseValue(value: $0.row) } ?? .null
-            return expected != stored
+            let expected: DatabaseValue =
+                original.stringValue.flatMap(ObjectID.init).flatMap { DatabaseValue(value: $0.row) } ?? .null
+            return !expected.isSame(as: stored)
         }
         return false
     }
@@ -140,7 +141,8 @@ extension SaveOperation {
                     return .null
                 }
                 if values.contains(.null) { continue }
-                let signature = ClaimedValues(entity: entity.name, constraint: constraintIndex, values: values)
+                let signature = ClaimedValues(
+                    entity: entity.name, constraint: constraintIndex, values: values.map(StoredValue.init))
                 if let earlier = claimed[signature] {
                     if policy == .error {
                         violations.append(
@@ -222,7 +224,8 @@ extension SaveOperation {
     struct ClaimedValues: Hashable {
         let entity: String
         let constraint: Int
-        let values: [DatabaseValue]
+        /// Compared by bytes: two spellings of one text are two values, as in SQLite's unique index.
+        let values: [StoredValue]
     }
 
     /// `["a", "b"]` as `a, b` (a message reads as prose, not as Swift's array debugging).

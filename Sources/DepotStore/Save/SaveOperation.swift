@@ -12,7 +12,7 @@ struct SaveOperation {
     /// A relationship value: an existing object or an insert of this save.
     enum Reference: Hashable {
         case existing(ObjectID)
-        case temporary(String)
+        case temporary(ByteString)
     }
 
     /// A to-many value: the whole new set (an array), or members to add and remove (`{add, remove}`).
@@ -64,7 +64,7 @@ struct SaveOperation {
     var problems: [JSONValue] = []
     var recorder = ChangeRecorder()
     /// Rows by tempId once inserted (or matched by an upsert).
-    var temporaryRows: [String: ObjectID] = [:]
+    var temporaryRows: [ByteString: ObjectID] = [:]
     /// Stops a long save (batch update or delete) between chunks; throwing rolls it back.
     var cancellation: Cancellation?
     /// How long history keeps transactions (pruned as this one is recorded).
@@ -126,13 +126,21 @@ struct SaveOperation {
 
 extension SaveOperation {
     mutating func resolve(_ db: Database, params: StoreSave.Parameters) throws {
-        var tempIds: [String: String] = [:]
+        // tempIds are the client's text: two spellings are two tempIds (DESIGN.md §4).
+        var tempIds: [ByteString: String] = [:]
+        var spellings: [String: String] = [:]  // by canonical equivalence, to find look-alikes
         for (index, object) in params.inserted.enumerated() {
-            guard let tempId = object.tempId else { continue }
+            guard let tempId = object.tempId.map({ ByteString($0) }) else { continue }
             if tempIds[tempId] != nil {
                 problem(
                     "inserted[\(index)]", "tempId", "duplicateTempId",
                     "tempId '\(tempId)' is used by more than one insert")
+            } else if let other = spellings.updateValue(tempId.string, forKey: tempId.string) {
+                // The answer's `ids` is a `[String: String]`, which cannot hold both.
+                problem(
+                    "inserted[\(index)]", "tempId", "duplicateTempId",
+                    "tempIds \(ByteString(other).escaped) and \(tempId.escaped) differ only in Unicode normalization; give the inserts tempIds that differ as text"
+                )
             }
             tempIds[tempId] = object.entity
         }
@@ -231,7 +239,8 @@ extension SaveOperation {
 
     /// Sorts `values` into attributes, to-one and to-many references, noting every problem.
     mutating func resolveValues(
-        _ db: Database, _ values: [String: JSONValue], entity: EntitySchema, object: String, tempIds: [String: String],
+        _ db: Database, _ values: [String: JSONValue], entity: EntitySchema, object: String,
+        tempIds: [ByteString: String],
         into attributes: inout [String: DatabaseValue], _ toOne: inout [String: Reference?],
         _ toMany: inout [String: ToManyValue]
     ) {
@@ -280,20 +289,21 @@ extension SaveOperation {
     }
 
     mutating func reference(
-        _ db: Database, _ value: JSONValue, destination: String, object: String, key: String, tempIds: [String: String]
+        _ db: Database, _ value: JSONValue, destination: String, object: String, key: String,
+        tempIds: [ByteString: String]
     ) -> Reference? {
         guard case .string(let text) = value else {
             problem(object, key, "type", "\(key) must be an object id or tempId, got \(value.excerpt())")
             return nil
         }
-        if let entityName = tempIds[text] {
+        if let entityName = tempIds[ByteString(text)] {
             guard entityName == destination else {
                 problem(
                     object, key, "badReference",
                     "\(key) must refer to a \(destination), but tempId '\(text)' is a \(entityName)")
                 return nil
             }
-            return .temporary(text)
+            return .temporary(ByteString(text))
         }
         guard let id = ObjectID(text), id.entity == destination, let entity = schema.entity(named: destination) else {
             problem(
