@@ -87,10 +87,16 @@ SCHEMAS: Dict[str, Any] = {
          "countFirst": nullable(BOOL),
          "groupBy": nullable({"type": "array", "items": STRING}),
          "aggregates": nullable({"type": "array", "items": ref("ExpressionDescription")}),
-         "having": nullable(STRING)},
+         "having": nullable(STRING),
+         "prefetch": nullable({"type": "array", "items": STRING})},
         description="A fetch request (DESIGN.md §5), like NSFetchRequest. With groupBy, aggregates or having it "
                     "is a grouped fetch: one dictionary per group (its groupBy keys and aggregate names), as "
-                    "`dictionaries` or a count of the groups."),
+                    "`dictionaries` or a count of the groups. `prefetch` names relationship key paths whose "
+                    "objects the answer carries in `related`."),
+    "Related": {"description": "With `prefetch` (DESIGN.md §5, §7): every object the key paths reach from the "
+                               "rows answered, once each, keyed by id; objects outside the key's read scope are "
+                               "left out.",
+                "type": "object", "additionalProperties": ref("Object")},
     "ExpressionDescription": obj(
         {"name": STRING, "function": {"enum": ["count", "sum", "avg", "min", "max"]}},
         {"key": nullable(STRING)},
@@ -260,8 +266,9 @@ METHODS = [
            ref("FetchRequest"),
            obj({"transaction": ref("Transaction")},
                {"objects": nullable({"type": "array", "items": {"type": "object"}}),
-                "ids": nullable({"type": "array", "items": ref("ObjectId")}), "count": nullable(NONNEG)}),
-           errors=[-32014, -32800]),
+                "ids": nullable({"type": "array", "items": ref("ObjectId")}), "count": nullable(NONNEG),
+                "related": nullable(ref("Related"))}),
+           errors=[-32014, -32018, -32800]),
     method("store/count", "The number of objects matching a fetch request.", ref("FetchRequest"),
            obj({"count": NONNEG}), errors=[-32014, -32800]),
     method("store/get", "Objects by id, null where an id does not exist.",
@@ -326,11 +333,12 @@ METHODS = [
            obj({"subscription": STRING, "seq": {"const": 0}, "transaction": ref("Transaction"), "count": NONNEG,
                 "sections": {"type": "array", "items": ref("SectionInfo")},
                 "objects": {"type": "array", "items": ref("Row")}},
-               {"fromCache": nullable(BOOL)}),
+               {"fromCache": nullable(BOOL), "related": nullable(ref("Related"))}),
            errors=[-32014, -32800]),
     method("results/objects", "A page of a subscription's objects by flat offset (batch faulting).",
            obj({"subscription": STRING, "offset": NONNEG, "length": NONNEG}),
-           obj({"seq": NONNEG, "objects": {"type": "array", "items": ref("Row")}}), errors=[-32013]),
+           obj({"seq": NONNEG, "objects": {"type": "array", "items": ref("Row")}},
+               {"related": nullable(ref("Related"))}), errors=[-32013]),
     method("results/snapshot", "The whole ordered id list and sections, for resync.",
            obj({"subscription": STRING}),
            obj({"seq": NONNEG, "transaction": ref("Transaction"),
@@ -394,7 +402,9 @@ NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
                                          "sections": {"type": "array", "items": ref("SectionChange")},
                                          "objects": {"type": "array", "items": ref("ObjectChange")}},
                                         {"transactions": nullable({"type": "array", "items": ref("Transaction"),
-                                                                   "minItems": 2, "maxItems": 2})})},
+                                                                   "minItems": 2, "maxItems": 2}),
+                                         "related": nullable(ref("Related")),
+                                         "relatedRemoved": nullable({"type": "array", "items": ref("ObjectId")})})},
     "results/didInvalidate": {"direction": "server to client",
                               "params": obj({"subscription": STRING,
                                              "reason": {"type": "string", "description":

@@ -93,10 +93,12 @@ extension DepotService {
         var elements = JSONWriter()
         var gathered = 0
         var completed = 0
+        var related: PrefetchedGraph?
         do throws(RPCError) {
             let (count, transaction) = try context.store.fetchEncoded(
                 request, cancellation: context.cancellation,
-                total: progress.map { reporter in { reporter.begin(title: title, total: Int64($0)) } }
+                total: progress.map { reporter in { reporter.begin(title: title, total: Int64($0)) } },
+                related: { related = $0 }
             ) { (batch) throws(RPCError) in
                 completed = batch.completed
                 if let partialToken {
@@ -143,6 +145,10 @@ extension DepotService {
             }
             result.writeRaw(",\"transaction\":")
             result.write(transaction)
+            if let related {
+                result.writeRaw(",\"related\":")
+                result.writeRaw(related.relatedObject)
+            }
             result.writeRaw("}")
             return result.bytes
         } catch {

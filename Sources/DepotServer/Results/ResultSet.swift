@@ -46,6 +46,8 @@ final class ResultSet: @unchecked Sendable {
     /// The groups of a live grouped result (DESIGN.md §7), whose index rows are
     /// group slots rather than object ids; `nil` for a set of objects.
     let grouped: GroupedResults?
+    /// The live relationships of a request with `prefetch` (DESIGN.md §7), `nil` without.
+    var related: RelatedGraph?
 
     /// A window of the sorted results (DESIGN.md §7: windows).
     struct Window: Sendable {

@@ -25,6 +25,11 @@ struct ResultsDefinition: Sendable {
         coalesceMilliseconds = (params.coalesceMs ?? 0) > 0 ? params.coalesceMs : nil
         key = Self.sharingKey(params, coalesceMilliseconds: coalesceMilliseconds)
         guard !request.isGrouped else {
+            if request.prefetch != nil {
+                throw .invalidParams(
+                    "a grouped request's rows are groups, which have no relationships to prefetch",
+                    field: "params.request.prefetch")
+            }
             let grouped = try Self.groupedPlan(params, schema: schema)
             self.grouped = grouped
             sectioned = params.sectionKeyPath != nil
@@ -81,6 +86,9 @@ struct ResultsDefinition: Sendable {
                 "coalesceMs": .int(Int64(coalesceMilliseconds ?? 0)),
                 // Identical effective requests (request AND scope) share one set.
                 "scope": params.request.scope.map { .string(String(reflecting: $0)) } ?? .null,
+                "prefetchScopes": params.request.prefetchScopes.map {
+                    .string(String(reflecting: $0.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }))
+                } ?? .null,
             ]),
             as: UTF8.self)
     }

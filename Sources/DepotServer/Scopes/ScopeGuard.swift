@@ -19,7 +19,41 @@ struct ScopeGuard: Sendable {
         try checkPaths(of: request, entity: entity, field: field)
         var scoped = request
         scoped.scope = scope.read(entity.name)
+        if let paths = request.prefetch {
+            scoped.prefetchScopes = try prefetchScopes(paths, entity: entity, field: "\(field).prefetch")
+        }
         return scoped
+    }
+
+    /// The read scopes of the entities `paths` reach (DESIGN.md §5, Prefetching): an
+    /// object outside them is left out. A path into an entity the key cannot read at
+    /// all is refused (-32018), as a predicate's would be. Keys that are not
+    /// relationships are left to the store's -32602.
+    func prefetchScopes(_ paths: [String], entity: EntitySchema, field: String) throws(RPCError)
+        -> [String: PredicateNode]
+    {
+        var scopes: [String: PredicateNode] = [:]
+        for (index, path) in paths.enumerated() {
+            var current = entity
+            for key in split(path) {
+                guard let relationship = current.toOne[key] ?? current.toMany[key],
+                    let next = schema.entity(named: relationship.destination)
+                else { break }
+                if scope.hides(next.name) {
+                    throw RPCError(
+                        code: .forbidden,
+                        message:
+                            "the prefetch key path '\(path)' crosses '\(key)' into \(next.name), which key '\(keyName)' (role '\(scope.role)') cannot read",
+                        data: [
+                            "field": .string("\(field)[\(index)]"), "entity": .string(next.name),
+                            "role": .string(scope.role), "key": .string(keyName),
+                        ])
+                }
+                if let rule = scope.read(next.name) { scopes[next.name] = rule }
+                current = next
+            }
+        }
+        return scopes
     }
 
     /// Which of `ids` (well-formed `Entity/n` of known entities) are in the read scope.
