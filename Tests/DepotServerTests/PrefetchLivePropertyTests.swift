@@ -253,6 +253,92 @@ final class PrefetchLivePropertyTests: XCTestCase {
         try check(step: 40, final: true)
     }
 
+    /// A save that no live graph reaches notifies no set (DESIGN.md §7: it costs
+    /// those sets nothing): random renames of related objects and of objects of
+    /// entities no prefetch names; each is checked against fresh fetches of every
+    /// subscription (rows and related ids) to know whether any graph reaches it,
+    /// and a save that reaches none sends no `results/didChange` at all.
+    func testASaveReachingNoLiveGraphNotifiesNoSet() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-prefetch-quiet-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (service, outbox) = try makeCore(in: directory, model: PrefetchFixture.model)
+        defer { service.stop() }
+        var random = SeededGenerator(seed: 35)
+        var nextID = 10
+        let writer: [UInt8] = [9]
+        func call(_ peer: [UInt8], _ method: String, _ params: String) throws -> JSONValue {
+            nextID += 1
+            request(service, peer, id: nextID, method, params)
+            let response = try outbox.response(nextID, of: peer)
+            guard let result = response["result"] else {
+                XCTFail("\(method) \(params) failed: \(response)")
+                return .null
+            }
+            return result
+        }
+        var inserted: [String] = []
+        for coach in 0..<4 { inserted.append(#"{"entity": "Coach", "values": {"name": "C\#(coach)"}}"#) }
+        for tag in 0..<4 { inserted.append(#"{"entity": "Tag", "values": {"label": "L\#(tag)"}}"#) }
+        for team in 0..<8 {
+            inserted.append(
+                #"{"entity": "Team", "tempId": "t\#(team)", "values": {"teamName": "T\#(team)", "zone": "Z"}}"#)
+            inserted.append(#"{"entity": "Player", "values": {"name": "P\#(team)", "team": "t\#(team)"}}"#)
+        }
+        // Matches show only the first three teams: the other teams, their players, the coaches and tags are out of every graph.
+        for match in 0..<4 {
+            inserted.append(
+                #"{"entity": "Match", "values": {"round": "R", "score": \#(match), "homeTeam": "t\#(match % 3)", "awayTeam": "t\#((match + 1) % 3)"}}"#
+            )
+        }
+        _ = try call(writer, "store/save", #"{"inserted": [\#(inserted.joined(separator: ","))]}"#)
+        let requests = [
+            #"{"entity": "Match", "sort": [{"key": "score"}], "prefetch": ["homeTeam.players"]}"#,
+            #"{"entity": "Match", "sort": [{"key": "score"}], "limit": 2, "prefetch": ["awayTeam"]}"#,
+        ]
+        let peers: [[UInt8]] = [[1], [2]]
+        var subscriptions: [String] = []
+        for (peer, request) in zip(peers, requests) {
+            _ = try call(peer, "initialize", #"{"protocolVersion": "1"}"#)
+            let subscribed = try call(peer, "results/subscribe", #"{"request": \#(request), "include": "all"}"#)
+            subscriptions.append(subscribed["subscription"]?.stringValue ?? "")
+        }
+        var quiet = 0
+        var heard = 0
+        for step in 0..<30 {
+            let entity = ["Team", "Player", "Coach", "Tag"].randomElement(using: &random)!
+            let key = ["Team": "teamName", "Coach": "name", "Tag": "label", "Player": "name"][entity]!
+            let ids =
+                try call(writer, "store/fetch", #"{"entity": "\#(entity)", "resultType": "ids"}"#)["ids"]?.arrayValue?
+                .compactMap(\.stringValue) ?? []
+            let id = ids.randomElement(using: &random)!
+            var reached = false
+            for request in requests {
+                let fresh = try call(writer, "store/fetch", request)
+                if fresh["related"]?[id] != nil { reached = true }
+            }
+            let before = peers.map { outbox.received(by: $0).count }
+            _ = try call(writer, "store/save", #"{"updated": [{"id": "\#(id)", "values": {"\#(key)": "x\#(step)"}}]}"#)
+            // A snapshot is answered in the session's stream after every notification published before it.
+            for (peer, subscription) in zip(peers, subscriptions) {
+                _ = try call(peer, "results/snapshot", #"{"subscription": "\#(subscription)"}"#)
+            }
+            let notified = zip(peers, before).flatMap { peer, count in
+                outbox.received(by: peer)[count...].filter { $0["method"] == "results/didChange" }
+            }
+            if reached {
+                heard += 1
+                XCTAssertFalse(notified.isEmpty, "step \(step): \(id) is shown, yet no set heard of it")
+            } else {
+                quiet += 1
+                XCTAssertEqual(notified.count, 0, "step \(step): \(id) reaches no live graph: \(notified)")
+            }
+        }
+        XCTAssertGreaterThan(quiet, 5)
+        XCTAssertGreaterThan(heard, 2)
+    }
+
     /// DESIGN.md §7's apply rule, then the related objects: `related` merged, `relatedRemoved` dropped.
     static func apply(_ change: JSONValue, to held: inout Held) {
         let objects = change["objects"]?.arrayValue ?? []

@@ -191,6 +191,7 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
             state.subscription = fetched.subscription
             state.transaction = fetched.transaction
             state.entries = fetched.entries
+            state.related = fetched.related
             state.replicaWrites.all = true
             state.indexPaths = nil
         }
