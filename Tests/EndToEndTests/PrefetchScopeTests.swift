@@ -21,14 +21,17 @@ final class PrefetchScopeTests: XCTestCase {
            "relationships": [{"name": "notes", "destination": "Note", "toMany": true, "inverse": "folder"}]},
           {"name": "Note", "attributes": [{"name": "title", "type": "string"}, {"name": "owner", "type": "string"},
              {"name": "shared", "type": "boolean", "default": false}],
-           "relationships": [{"name": "folder", "destination": "Folder", "inverse": "notes"}]}
+           "relationships": [{"name": "folder", "destination": "Folder", "inverse": "notes"},
+             {"name": "secret", "destination": "Secret"}]},
+          {"name": "Secret", "attributes": [{"name": "code", "type": "string"}]}
         ]}
         """#
 
     static let policy = #"""
         {"roles": {"member": {"base": "write", "entities": {
             "Note": {"read": "owner == $keyName OR shared == YES", "write": "owner == $keyName"},
-            "Folder": {"read": "owner == $keyName", "write": "owner == $keyName"}}}}}
+            "Folder": {"read": "owner == $keyName", "write": "owner == $keyName"},
+            "Secret": {"read": "FALSEPREDICATE", "write": "FALSEPREDICATE"}}}}}
         """#
 
     override func setUpWithError() throws {
@@ -120,6 +123,22 @@ final class PrefetchScopeTests: XCTestCase {
         XCTAssertNil(left.related?[bobs])
         let fresh = try await alice.call(StoreFetch.self, request)
         XCTAssertEqual(Set(fresh.related?.keys.map { $0 } ?? []), [mine, saved.ids["a"]!])
+
+        // A path into an entity the key cannot read at all is refused, fetched or live, naming the path.
+        let hidden = FetchRequest(entity: "Note", sort: [SortDescriptor(key: "title")], prefetch: ["folder", "secret"])
+        for method in [StoreFetch.name, ResultsSubscribe.name] {
+            let params: JSONValue =
+                method == StoreFetch.name
+                ? try JSONCoding.encode(hidden) : ["request": try JSONCoding.encode(hidden)]
+            do {
+                _ = try await alice.call(method: method, params: params)
+                XCTFail("\(method) with a prefetch into a hidden entity answered")
+            } catch {
+                XCTAssertEqual(error.rpcError?.code, .forbidden, "\(method): \(error)")
+                let field = method == StoreFetch.name ? "params.prefetch[1]" : "params.request.prefetch[1]"
+                XCTAssertEqual(error.rpcError?.data?["field"], .string(field), "\(method)")
+            }
+        }
         alice.abort()
         admin.abort()
     }
