@@ -23,7 +23,8 @@ final class RelatedGraph: @unchecked Sendable {
     /// Whether the links reflect the rows subscribers see.
     private(set) var isBuilt = false
     /// The related ids each visible row links to (those the scope hides included).
-    private var links: [Int64: Set<String>] = [:]
+    /// (An array: a row links to few ids, and a set per row costs several times its bytes.)
+    private var links: [Int64: [String]] = [:]
     /// The visible rows linking to each related id.
     private var linkedBy: [String: Set<Int64>] = [:]
     /// The linked ids the key's scope lets it read.

@@ -12,7 +12,7 @@ public struct PrefetchedGraph: Sendable {
     public var ids: [String] = []
     /// The related ids each row links to, those the scope hides included
     /// (filled when asked for); the visible ones are in ``ids``.
-    public var reach: [Int64: Set<String>] = [:]
+    public var reach: [Int64: [String]] = [:]
 
     /// The `related` object: `{"Entity/n":{…},…}`.
     public var relatedObject: [UInt8] { [UInt8(ascii: "{")] + json + [UInt8(ascii: "}")] }
@@ -72,11 +72,14 @@ extension Store {
             if reach {
                 // A hidden object is in the reach too (its change may show it), but nothing goes on from it.
                 let shown = Set(visible)
+                // One string per object, not per link: a level of 100k rows often reaches a few objects.
+                var texts: [Int64: String] = [:]
                 for (from, to) in links {
                     guard let reaching = roots[from] else { continue }
                     if shown.contains(to) { next[to, default: []].formUnion(reaching) }
-                    let text = "\(destination.name)/\(to)"
-                    for root in reaching { graph.reach[root, default: []].insert(text) }
+                    let text = texts[to] ?? "\(destination.name)/\(to)"
+                    texts[to] = text
+                    for root in reaching { graph.reach[root, default: []].append(text) }
                 }
             }
             for hop in hop.next { try follow(hop, from: visible, roots: next) }
