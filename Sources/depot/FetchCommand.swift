@@ -141,6 +141,7 @@ struct Fetch: AsyncParsableCommand {
               depot fetch Team --predicate 'wins > 2' --sort wins:desc --sort teamName --limit 5
               depot fetch Team --predicate 'qualifyingZone == %@' --arguments '["Europe"]' --columns teamName,wins
               depot fetch Team --json | jq '.[].teamName'
+              depot fetch Match --prefetch homeTeam --column round --column homeTeam.teamName --column awayTeam.teamName
               depot fetch Team --group-by qualifyingZone --count --sum wins --sort sum_wins:desc --having 'count > 4'
             --json prints one JSON array of the objects ({"id", "entity", "version", ...values}), or of the
             groups' dictionaries for a grouped fetch.
@@ -153,7 +154,16 @@ struct Fetch: AsyncParsableCommand {
     @Option(help: "Comma-separated keys to show (default: every key but id, entity and version).")
     var columns: String?
 
-    @Flag(help: "Print the objects as one JSON array.")
+    @Option(
+        help:
+            "A key to show, possibly through relationships (homeTeam.teamName: the relationship is prefetched); repeatable."
+    )
+    var column: [String] = []
+
+    @Option(help: "A relationship key path whose objects come with the rows (homeTeam, homeTeam.coach); repeatable.")
+    var prefetch: [String] = []
+
+    @Flag(help: "Print the objects as one JSON array (with --prefetch: {\"objects\": [...], \"related\": {...}}).")
     var json = false
 
     func run() async throws {
@@ -164,20 +174,66 @@ struct Fetch: AsyncParsableCommand {
             try await runGrouped(client)
             return
         }
+        if !prefetch.isEmpty || !RelatedColumns.prefetchPaths(for: column).isEmpty {
+            try await runPrefetched(client)
+            return
+        }
         let objects = try await options.fetch(client)
         if json {
             print(jsonLine(.array(objects.map(\.json))))
             return
         }
-        let keys =
-            columns.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
-            ?? Array(Set(objects.flatMap(\.values.keys))).sorted()
+        let named =
+            (columns.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []) + column
+        let keys = named.isEmpty ? Array(Set(objects.flatMap(\.values.keys))).sorted() : named
         print(textTable(objects, keys: keys))
         printError("\(objects.count) \(objects.count == 1 ? "object" : "objects")")
     }
 }
 
 extension Fetch {
+    /// A fetch with `prefetch` (DESIGN.md §5): the rows and their related objects, in
+    /// one answer; columns may read through relationships (`homeTeam.teamName`).
+    private func runPrefetched(_ client: DepotConnection) async throws {
+        var request = try options.request()
+        let named =
+            (columns.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []) + column
+        var paths = prefetch
+        for path in RelatedColumns.prefetchPaths(for: named)
+        where !paths.contains(where: { $0.utf8.elementsEqual(path.utf8) }) {
+            paths.append(path)
+        }
+        request.prefetch = paths
+        request.batchSize = nil
+        let result: StoreFetch.Result
+        do {
+            result = try await client.call(StoreFetch.self, request)
+        } catch {
+            throw describe(error, calling: StoreFetch.name)
+        }
+        let objects = result.objects ?? []
+        let related = result.related ?? [:]
+        if json {
+            print(jsonLine(["objects": .array(objects), "related": .object(related)]))
+            return
+        }
+        let keys =
+            named.isEmpty
+            ? Array(
+                Set(objects.flatMap { $0.objectValue?.keys.map { $0 } ?? [] }).subtracting(["id", "entity", "version"])
+            )
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } : named
+        print(
+            textTable(
+                header: ["id"] + keys,
+                rows: objects.map { object in
+                    [object["id"] ?? .null] + keys.map { RelatedColumns.value($0, of: object, related: related) }
+                }))
+        printError(
+            "\(objects.count) \(objects.count == 1 ? "object" : "objects"), \(related.count) related \(related.count == 1 ? "object" : "objects")"
+        )
+    }
+
     /// A grouped fetch: one row per group, its groupBy keys then its aggregates.
     private func runGrouped(_ client: DepotConnection) async throws {
         let request = grouping.apply(to: try options.request())

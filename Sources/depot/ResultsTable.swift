@@ -17,9 +17,15 @@ struct ResultsTable {
     private(set) var sections: [Section] = []
     private(set) var values: [String: JSONValue] = [:]
     private(set) var seq: Int64 = 0
+    /// With `prefetch`: the objects the rows reach, by id (DESIGN.md §7, Live relationships).
+    private(set) var related: [String: JSONValue] = [:]
 
     /// A table from section counts and the flat ordered objects (or ids, with `objects` giving values by id).
-    init(sections infos: [SectionInfo], ids: [String], objects: [String: JSONValue], seq: Int64) throws(Mismatch) {
+    init(
+        sections infos: [SectionInfo], ids: [String], objects: [String: JSONValue], seq: Int64,
+        related: [String: JSONValue] = [:]
+    ) throws(Mismatch) {
+        self.related = related
         var offset = 0
         for info in infos {
             guard offset + info.count <= ids.count else {
@@ -80,6 +86,8 @@ struct ResultsTable {
                 values[object.id] = value
             }
         }
+        related.merge(change.related ?? [:]) { _, new in new }
+        for id in change.relatedRemoved ?? [] { related[id] = nil }
         sections = next
         seq = change.seq
     }

@@ -12,6 +12,7 @@ struct Watch: AsyncParsableCommand {
               depot watch Team --sort qualifyingZone --sort wins:desc --section qualifyingZone
               depot watch Team --predicate 'wins > 2' --sort teamName --json
               depot watch Team --group-by qualifyingZone --count --sum wins --sort sum_wins:desc --limit 3
+              depot watch Match --sort kickoff --columns round,homeTeam.teamName,awayTeam.teamName
             With grouping options (as depot fetch's) the rows are the groups, each with the id
             group:[<groupBy values>], kept live as objects move between them.
             With --json every event is one line on standard output:
@@ -47,6 +48,12 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "Comma-separated keys to show (default: every key but id, entity and version).")
     var columns: String?
 
+    @Option(
+        help:
+            "A relationship key path whose objects are kept live beside the rows (homeTeam); repeatable. Dotted --columns (homeTeam.teamName) prefetch their relationship."
+    )
+    var prefetch: [String] = []
+
     @Option(help: "Exit after this many changes (for scripts).")
     var maxChanges: Int?
 
@@ -81,6 +88,12 @@ struct Watch: AsyncParsableCommand {
         if let limit { request["limit"] = .int(Int64(limit)) }
         if let offset { request["offset"] = .int(Int64(offset)) }
         if let arguments { request["arguments"] = try parseJSONArgument(arguments, what: "--arguments") }
+        var paths = prefetch
+        for path in RelatedColumns.prefetchPaths(for: columns?.split(separator: ",").map(String.init) ?? [])
+        where !paths.contains(where: { $0.utf8.elementsEqual(path.utf8) }) {
+            paths.append(path)
+        }
+        if !paths.isEmpty { request["prefetch"] = .array(paths.map { .string($0) }) }
         var params: [String: JSONValue] = ["request": .object(request), "include": "all"]
         if let section { params["sectionKeyPath"] = .string(section) }
 
@@ -103,7 +116,7 @@ struct Watch: AsyncParsableCommand {
             sections: subscribed.sections, ids: subscribed.objects.compactMap { id(of: $0) },
             objects: Dictionary(
                 subscribed.objects.compactMap { o in id(of: o).map { ($0, o) } }, uniquingKeysWith: { a, _ in a }),
-            seq: subscribed.seq)
+            seq: subscribed.seq, related: subscribed.related ?? [:])
         var transaction = subscribed.transaction
         emitSnapshot("snapshot", table, subscription: subscribed.subscription, transaction: transaction)
 
@@ -155,17 +168,21 @@ struct Watch: AsyncParsableCommand {
         do {
             let snapshot = try await client.call(ResultsSnapshot.self, .init(subscription: subscription))
             var objects: [String: JSONValue] = [:]
+            var related: [String: JSONValue] = [:]
             var offset = 0
             while offset < snapshot.ids.count {
                 let page = try await client.call(
                     ResultsObjects.self, .init(subscription: subscription, offset: offset, length: 500))
+                related.merge(page.related ?? [:]) { _, new in new }
                 for object in page.objects {
                     if let id = id(of: object) { objects[id] = object }
                 }
                 offset += 500
             }
             return (
-                try ResultsTable(sections: snapshot.sections, ids: snapshot.ids, objects: objects, seq: snapshot.seq),
+                try ResultsTable(
+                    sections: snapshot.sections, ids: snapshot.ids, objects: objects, seq: snapshot.seq,
+                    related: related),
                 snapshot.transaction
             )
         } catch let error as DepotClientError {
@@ -184,11 +201,12 @@ struct Watch: AsyncParsableCommand {
             let sections: [JSONValue] = table.sections.map { section in
                 ["name": .string(section.name), "objects": .array(section.ids.map { table.values[$0] ?? .string($0) })]
             }
-            write(
-                jsonLine([
-                    "event": .string(event), "subscription": .string(subscription), "seq": .int(table.seq),
-                    "transaction": .int(transaction), "count": .int(Int64(table.count)), "sections": .array(sections),
-                ]))
+            var members: [String: JSONValue] = [
+                "event": .string(event), "subscription": .string(subscription), "seq": .int(table.seq),
+                "transaction": .int(transaction), "count": .int(Int64(table.count)), "sections": .array(sections),
+            ]
+            if !prefetch.isEmpty || !table.related.isEmpty { members["related"] = .object(table.related) }
+            write(jsonLine(.object(members)))
             return
         }
         write(
@@ -218,17 +236,22 @@ struct Watch: AsyncParsableCommand {
             let from = object.indexPath.map { "\($0)" } ?? ""
             let to = object.newIndexPath.map { "\($0)" } ?? ""
             let path = object.type == .insert ? to : object.type == .delete ? from : "\(from) -> \(to)"
-            lines.append("  \(object.type.rawValue) \(object.id) \(path)  \(object.object.map(cells) ?? "")")
+            lines.append(
+                "  \(object.type.rawValue) \(object.id) \(path)  \(object.object.map { cells($0, related: table.related) } ?? "")"
+            )
         }
         write(lines.joined(separator: "\n"))
         write(render(table))
     }
 
-    private func cells(_ object: JSONValue) -> String {
+    private func cells(_ object: JSONValue, related: [String: JSONValue]) -> String {
         let keys =
             columns?.split(separator: ",").map(String.init)
             ?? (object.objectValue?.keys.filter { !["id", "entity", "version"].contains($0) }.sorted() ?? [])
-        return keys.map { "\($0)=\(object[$0].map(jsonLine) ?? "-")" }.joined(separator: " ")
+        return keys.map { key in
+            let value = key.contains(".") ? RelatedColumns.value(key, of: object, related: related) : object[key]
+            return "\(key)=\(value.map(jsonLine) ?? "-")"
+        }.joined(separator: " ")
     }
 
     private func render(_ table: ResultsTable) -> String {
@@ -238,7 +261,7 @@ struct Watch: AsyncParsableCommand {
                 lines.append("[\(index)] \(section.name.isEmpty ? "(none)" : section.name) — \(section.ids.count)")
             }
             for (row, id) in section.ids.enumerated() {
-                lines.append("    \(row). \(id)  \(table.values[id].map(cells) ?? "")")
+                lines.append("    \(row). \(id)  \(table.values[id].map { cells($0, related: table.related) } ?? "")")
             }
         }
         return lines.isEmpty ? "    (no objects)" : lines.joined(separator: "\n")

@@ -132,6 +132,10 @@ public final class ObjectContext: Sendable {
         let result = try await connection.call(StoreFetch.self, request)
         var objects: [DepotObject] = []
         for json in result.objects ?? [] { objects.append(try DepotObject(json: json)) }
+        // Prefetched objects are registered too: following a relationship to them needs no round trip.
+        var related: [DepotObject] = []
+        for json in (result.related ?? [:]).values { related.append(try DepotObject(json: json)) }
+        if !related.isEmpty { _ = register(related) }
         return register(objects).map { $0.bound(to: self) }
     }
 

@@ -92,6 +92,9 @@ extension FetchedResultsController {
             state.layout = layout
             state.transaction = change.transaction
             state.indexPaths = nil
+            // The related objects first: the delegate, told of a row's update, reads its relationships.
+            state.related.merge(Self.relatedObjects(change.related)) { _, new in new }
+            for id in change.relatedRemoved ?? [] { state.related[id] = nil }
             for object in change.objects {
                 if object.type == .delete {
                     deleted[object.id] = state.entries.removeValue(forKey: object.id)
@@ -221,6 +224,7 @@ extension FetchedResultsController {
             state.layout = fetched.layout
             state.transaction = fetched.transaction
             state.entries = fetched.entries
+            state.related = fetched.related
             state.replicaWrites.all = true
             state.indexPaths = nil
             return true
@@ -322,6 +326,7 @@ extension FetchedResultsController {
         state.withLock { state in
             // A page of another seq may hold values newer or older than the layout's: fill faults only.
             let sameSeq = page.seq == state.layout?.seq
+            if sameSeq { state.related.merge(Self.relatedObjects(page.related)) { _, new in new } }
             for json in page.objects {
                 guard let raw = try? Self.row(json, of: state.fetchRequest) else { continue }
                 if sameSeq || state.entries[raw.id] == nil { Self.store(raw, in: &state, onlyIfNewer: !sameSeq) }

@@ -58,6 +58,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         var subscription: String?
         var transaction: Int64?
         var entries: [String: Entry] = [:]
+        /// With ``FetchRequest/relationshipKeyPathsForPrefetching``: the objects the rows reach, by id, kept live.
+        var related: [String: DepotObject] = [:]
         var indexPaths: [String: IndexPath]?
         var listener: Task<Void, Never>?
         /// The persistent store's file and this controller's key in it, once opened.
@@ -191,6 +193,7 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
             state.subscription = fetched.subscription
             state.transaction = fetched.transaction
             state.entries = fetched.entries
+            state.related = fetched.related
             state.replicaWrites.all = true
             state.indexPaths = nil
         }
@@ -216,6 +219,7 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         var layout: ResultsLayout
         var transaction: Int64
         var entries: [String: Entry]
+        var related: [String: DepotObject] = [:]
     }
 
     /// One `results/subscribe`, plus a `results/snapshot` for the ids when only the first batch came.
@@ -256,7 +260,32 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
             }
         }
         return Fetched(
-            subscription: result.subscription, layout: layout, transaction: result.transaction, entries: entries)
+            subscription: result.subscription, layout: layout, transaction: result.transaction, entries: entries,
+            related: Self.relatedObjects(result.related))
+    }
+
+    /// The wire's `related` as objects by id (those that do not decode are left out).
+    static func relatedObjects(_ related: [String: JSONValue]?) -> [String: DepotObject] {
+        var objects: [String: DepotObject] = [:]
+        for (id, json) in related ?? [:] { objects[id] = try? DepotObject(json: json) }
+        return objects
+    }
+
+    /// A related object the rows reach (a prefetched relationship, kept live), by id: no round trip.
+    public func relatedObject(withID id: String) -> DepotObject? {
+        state.withLock { $0.related[id] }
+    }
+
+    /// The object a prefetched to-one relationship `key` of `object` (a row or a related
+    /// object) points to, as the results hold it: no round trip; `nil` when it points nowhere
+    /// or the object is not held (outside the key's scope).
+    public func relatedObject(_ key: String, of object: DepotObject) -> DepotObject? {
+        object.objectID(key).flatMap { relatedObject(withID: $0) }
+    }
+
+    /// The objects a prefetched to-many relationship `key` of `object` holds, as the results hold them.
+    public func relatedObjects(_ key: String, of object: DepotObject) -> [DepotObject]? {
+        object.objectIDs(key).map { ids in state.withLock { state in ids.compactMap { state.related[$0] } } }
     }
 
     /// A row of the results as an object: a wire object, or for a grouped

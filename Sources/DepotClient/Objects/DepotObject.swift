@@ -193,6 +193,19 @@ public struct DepotObject: Sendable, Hashable, Identifiable, CustomStringConvert
         values[key]?.arrayValue.map { $0.compactMap(\.stringValue) }
     }
 
+    /// The object a to-one relationship `key` points to, as the object's context holds it
+    /// (a prefetched relationship, ``FetchRequest/relationshipKeyPathsForPrefetching``):
+    /// no round trip. `nil` when it points nowhere or the context does not hold the object.
+    public func relatedObject(_ key: String) -> DepotObject? {
+        objectID(key).flatMap { context?.registeredObject(withID: $0) }
+    }
+
+    /// The objects a prefetched to-many relationship `key` holds, as the object's
+    /// context holds them (no round trip); `nil` when the object does not carry the key.
+    public func relatedObjects(_ key: String) -> [DepotObject]? {
+        objectIDs(key).map { ids in ids.compactMap { context?.registeredObject(withID: $0) } }
+    }
+
     /// Replaces the whole set of a to-many relationship `key` with the objects
     /// `ids` (permanent or temporary ids), like setting a Core Data to-many set.
     public mutating func setObjectIDs(_ ids: [String], forKey key: String) {

@@ -82,6 +82,15 @@ extension FetchRequest {
         set { having = newValue }
     }
 
+    /// The relationship key paths whose objects come with the results, under Core
+    /// Data's name (``prefetch``, DESIGN.md §5): ``ObjectContext/fetch(_:)`` registers
+    /// them, so ``DepotObject/relatedObject(_:)`` answers without a round trip, and a
+    /// ``FetchedResultsController`` keeps them live (a renamed team updates the rows showing it).
+    public var relationshipKeyPathsForPrefetching: [String]? {
+        get { prefetch }
+        set { prefetch = newValue?.isEmpty == true ? nil : newValue }
+    }
+
     /// Whether the answer's elements are dictionaries rather than objects (a
     /// grouped fetch, or `resultType: dictionaries`).
     var answersDictionaries: Bool { isGrouped || resultType == .dictionaries }

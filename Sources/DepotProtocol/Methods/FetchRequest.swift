@@ -67,9 +67,13 @@ public struct FetchRequest: Codable, Hashable, Sendable {
     /// A predicate over the groupBy keys and aggregate names that a group must
     /// pass (bound from ``arguments``, like ``predicate``).
     public var having: String?
+    /// Relationship key paths whose objects the answer carries in `related`
+    /// (DESIGN.md §5, Prefetching): to-one chains, to-many and many-to-many.
+    public var prefetch: [String]?
+
     enum CodingKeys: String, CodingKey {
         case entity, predicate, arguments, sort, limit, offset, batchSize, resultType, properties, workDoneToken
-        case partialResultToken, countFirst, groupBy, aggregates, having
+        case partialResultToken, countFirst, groupBy, aggregates, having, prefetch
     }
 
     /// Creates a fetch request.
@@ -78,7 +82,7 @@ public struct FetchRequest: Codable, Hashable, Sendable {
         limit: Int? = nil, offset: Int? = nil, batchSize: Int? = nil, resultType: FetchResultType? = nil,
         properties: [String]? = nil, workDoneToken: JSONValue? = nil, partialResultToken: JSONValue? = nil,
         countFirst: Bool? = nil, groupBy: [String]? = nil, aggregates: [ExpressionDescription]? = nil,
-        having: String? = nil
+        having: String? = nil, prefetch: [String]? = nil
     ) {
         self.entity = entity
         self.predicate = predicate
@@ -95,6 +99,7 @@ public struct FetchRequest: Codable, Hashable, Sendable {
         self.groupBy = groupBy
         self.aggregates = aggregates
         self.having = having
+        self.prefetch = prefetch
     }
 
     /// Whether the request groups (it has `groupBy`, `aggregates` or `having`):

@@ -85,6 +85,8 @@ public enum ResultsSubscribe: Method {
         public var objects: [JSONValue]
         /// Whether the results were read from the named cache.
         public var fromCache: Bool?
+        /// With `prefetch`: the objects the answered rows reach, by id (DESIGN.md §7).
+        public var related: [String: JSONValue]?
 
         /// Creates the result.
         public init(
@@ -129,6 +131,8 @@ public enum ResultsObjects: Method {
         public var seq: Int64
         /// The objects.
         public var objects: [JSONValue]
+        /// With `prefetch`: the objects these rows reach, by id (DESIGN.md §7).
+        public var related: [String: JSONValue]?
 
         /// Creates the result.
         public init(seq: Int64, objects: [JSONValue]) {
@@ -275,6 +279,10 @@ public enum ResultsDidChange: NotificationMethod {
         public var sections: [SectionChange]
         /// Object inserts, deletes, moves and updates.
         public var objects: [ObjectChange]
+        /// With `prefetch`: objects the rows now reach that are new to the client or changed, by id.
+        public var related: [String: JSONValue]?
+        /// With `prefetch`: ids no row reaches any more.
+        public var relatedRemoved: [String]?
 
         /// Creates the params.
         public init(

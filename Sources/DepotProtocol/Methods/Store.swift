@@ -13,13 +13,19 @@ public enum StoreFetch: Method {
         public var count: Int?
         /// The last transaction the fetch saw.
         public var transaction: Int64
+        /// With `prefetch`: every object the key paths reach from the rows, once each, by id.
+        public var related: [String: JSONValue]?
 
         /// Creates the result.
-        public init(objects: [JSONValue]? = nil, ids: [String]? = nil, count: Int? = nil, transaction: Int64) {
+        public init(
+            objects: [JSONValue]? = nil, ids: [String]? = nil, count: Int? = nil, transaction: Int64,
+            related: [String: JSONValue]? = nil
+        ) {
             self.objects = objects
             self.ids = ids
             self.count = count
             self.transaction = transaction
+            self.related = related
         }
     }
 }

@@ -56,10 +56,12 @@ extension DepotService {
         var elements = JSONWriter()
         var gathered = 0
         var completed = 0
+        var related: PrefetchedGraph?
         do throws(RPCError) {
             let (count, transaction) = try context.view.fetchEncoded(
                 request, field: "params", cancellation: context.cancellation,
-                total: progress.map { reporter in { reporter.begin(title: title, total: Int64($0)) } }
+                total: progress.map { reporter in { reporter.begin(title: title, total: Int64($0)) } },
+                related: { related = $0 }
             ) { (batch) throws(RPCError) in
                 completed = batch.completed
                 if let partialToken {
@@ -106,6 +108,10 @@ extension DepotService {
             }
             result.writeRaw(",\"transaction\":")
             result.write(transaction)
+            if let related {
+                result.writeRaw(",\"related\":")
+                result.writeRaw(related.relatedObject)
+            }
             result.writeRaw("}")
             return result.bytes
         } catch {

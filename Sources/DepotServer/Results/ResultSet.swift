@@ -48,6 +48,8 @@ final class ResultSet: @unchecked Sendable {
     let grouped: GroupedResults?
     /// The checked request it follows, and the model it was checked against.
     var definition: ResultsDefinition?
+    /// The live relationships of a request with `prefetch` (DESIGN.md §7), `nil` without.
+    var related: RelatedGraph?
 
     /// A window of the sorted results (DESIGN.md §7: windows).
     struct Window: Sendable {

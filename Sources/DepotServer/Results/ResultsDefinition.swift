@@ -36,8 +36,14 @@ struct ResultsDefinition: Sendable {
             throw .invalidParams("coalesceMs must not be negative, got \(coalesce)", field: "params.coalesceMs")
         }
         coalesceMilliseconds = (params.coalesceMs ?? 0) > 0 ? params.coalesceMs : nil
-        key = Self.sharingKey(params, scope: scopePredicate, coalesceMilliseconds: coalesceMilliseconds)
+        key = Self.sharingKey(
+            params, scope: scopePredicate, readScope: scope, coalesceMilliseconds: coalesceMilliseconds)
         guard !request.isGrouped else {
+            if request.prefetch != nil {
+                throw .invalidParams(
+                    "a grouped request's rows are groups, which have no relationships to prefetch",
+                    field: "params.request.prefetch")
+            }
             let grouped = try Self.groupedPlan(params, scope: scope, schema: schema)
             self.grouped = grouped
             sectioned = params.sectionKeyPath != nil
@@ -97,7 +103,8 @@ struct ResultsDefinition: Sendable {
     /// What makes two subscriptions share a set: the request without its
     /// delivery options, the section key path and the coalescing window.
     private static func sharingKey(
-        _ params: ResultsSubscribe.Parameters, scope: PredicateNode?, coalesceMilliseconds: Int?
+        _ params: ResultsSubscribe.Parameters, scope: PredicateNode?, readScope: ReadScope,
+        coalesceMilliseconds: Int?
     ) -> ByteString {
         var canonical = params.request
         canonical.batchSize = nil
@@ -111,6 +118,10 @@ struct ResultsDefinition: Sendable {
                 "coalesceMs": .int(Int64(coalesceMilliseconds ?? 0)),
                 // Identical effective requests (request AND scope) share one set.
                 "scope": scope.map { .string(String(reflecting: $0)) } ?? .null,
+                // With prefetch, the related entities' read scopes decide what the set delivers too.
+                "prefetchScopes": params.request.prefetch == nil
+                    ? .null
+                    : .string(String(reflecting: readScope.rules.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) })),
             ]),
             as: UTF8.self)
         return ByteString(text)

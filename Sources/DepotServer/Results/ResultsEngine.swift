@@ -135,6 +135,9 @@ final class ResultsEngine: @unchecked Sendable {
                                 ? definition : try ResultsDefinition(params, scope: definition.scope, schema: store.schema))
                         try set.read(from: store)
                     }
+                    if let graph = set.related, !graph.isBuilt {
+                        try graph.build(rows: set.visibleEntries().map(\.id), store: store)
+                    }
                     if let name = params.cacheName { set.cacheName = name }
                     let subscription = table.add(routingID: routingID, setKey: key)
                     set.subscribers.insert(subscription.id)
@@ -151,12 +154,15 @@ final class ResultsEngine: @unchecked Sendable {
                         }
                     let ids = set.visibleEntries(in: 0..<count).map(\.id)
                     let objects = try set.objects(ids, store: store)
-                    return try JSONCoding.encodeBytes(
+                    let answer = try JSONCoding.encodeBytes(
                         ResultsSubscribe.Result(
                             subscription: subscription.id, seq: 0, transaction: set.transaction,
                             count: set.visibleCount, sections: set.sectionInfos,
                             objects: ids.map { objects[$0] ?? .null },
                             fromCache: params.cacheName == nil ? nil : fromCache))
+                    guard let graph = set.related else { return answer }
+                    return try RelatedGraph.appendRelated(
+                        to: answer, rows: ids, plan: graph.plan, scopes: graph.scopes, store: store)
                 })
         }
     }
@@ -169,6 +175,8 @@ final class ResultsEngine: @unchecked Sendable {
             coalesceMilliseconds: definition.coalesceMilliseconds, inMemory: definition.inMemory,
             grouped: definition.grouped.map(GroupedResults.init))
         set.definition = definition
+        set.related = RelatedGraph(
+            plan: definition.plan, scopes: definition.scope.isUnrestricted ? nil : definition.scope.rules)
         return set
     }
 
@@ -216,10 +224,12 @@ final class ResultsEngine: @unchecked Sendable {
                         })
                 }
                 let (seq, shape, transaction) = (subscription.seq, set.shape, publishedThrough)
+                let prefetch = set.related.map { ($0.plan, $0.scopes) }
                 // Read now only if the store holds exactly what the sets reflect (no commit ahead, no open window).
                 let read = Result { () throws(RPCError) -> [UInt8]? in
                     guard set.coalescing == nil else { return nil }
-                    return try Self.answer(ids, shape: shape, seq: seq, at: transaction, in: store)
+                    return try Self.answer(
+                        ids, shape: shape, prefetch: prefetch, seq: seq, at: transaction, in: store)
                 }
                 guard case .success(let bytes?) = read else {
                     return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
@@ -233,7 +243,7 @@ final class ResultsEngine: @unchecked Sendable {
             guard let subscription = table.lookup(id, of: routingID), let set = index[subscription.setKey] else {
                 return .missing
             }
-            guard set.coalescing == nil, set.grouped == nil else { return .inLane }
+            guard set.coalescing == nil, set.grouped == nil, set.related == nil else { return .inLane }
             return .picked(
                 seq: subscription.seq, ids: set.visibleEntries(in: positions).map(\.id), shape: set.shape,
                 transaction: publishedThrough)
@@ -242,7 +252,7 @@ final class ResultsEngine: @unchecked Sendable {
             if case .missing = pick { throw Self.missing(id) }
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
-        let bytes = try Self.answer(ids, shape: shape, seq: seq, at: transaction, in: context.service.store)
+        let bytes = try Self.answer(ids, shape: shape, prefetch: nil, seq: seq, at: transaction, in: context.service.store)
         guard let bytes else {
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
@@ -261,13 +271,17 @@ final class ResultsEngine: @unchecked Sendable {
     /// The `results/objects` answer for `ids` at `seq`, read in a snapshot of `store`; `nil` when
     /// that snapshot is not at `transaction` (a commit the sets do not reflect yet).
     private static func answer(
-        _ ids: [Int64], shape: ObjectShape, seq: Int64, at transaction: Int64, in store: Store
+        _ ids: [Int64], shape: ObjectShape, prefetch: (PrefetchPlan, [String: PredicateNode]?)?, seq: Int64,
+        at transaction: Int64, in store: Store
     ) throws(RPCError) -> [UInt8]? {
         try store.readSnapshot { reader -> [UInt8]? in
             guard reader.transaction == transaction else { return nil }
             let objects = try reader.objects(rows: ids, shape: shape)
-            return try JSONCoding.encodeBytes(
+            let answer = try JSONCoding.encodeBytes(
                 ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
+            guard let (plan, scopes) = prefetch else { return answer }
+            // The related objects of the rows answered, from the same snapshot.
+            return RelatedGraph.appendRelated(to: answer, graph: try reader.prefetch(plan, rows: ids, scopes: scopes))
         }
     }
 
@@ -300,7 +314,11 @@ final class ResultsEngine: @unchecked Sendable {
         -> [UInt8]
     {
         let objects = try set.objects(ids, store: store)
-        return try JSONCoding.encodeBytes(ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
+        let answer = try JSONCoding.encodeBytes(
+            ResultsObjects.Result(seq: seq, objects: ids.map { objects[$0] ?? .null }))
+        guard let graph = set.related else { return answer }
+        return try RelatedGraph.appendRelated(
+            to: answer, rows: ids, plan: graph.plan, scopes: graph.scopes, store: store)
     }
 
     /// `results/snapshot`: the ids and sections at the subscription's `seq`, answered in the lane.
@@ -536,8 +554,8 @@ final class ResultsEngine: @unchecked Sendable {
     ) throws(RPCError) {
         if let failure, failure == number { throw .internalError("injected failure at transaction \(number)") }
         guard index[set.key] === set else { return }
-        let changes: [Int64: SortKey?]
-        let touched: [Int64: Set<String>]
+        var changes: [Int64: SortKey?]
+        var touched: [Int64: Set<String>]
         if let grouped = set.grouped {
             // Vanished groups' ids are kept only until their deletes are announced.
             if set.coalescing == nil { grouped.forgetRetired() }
@@ -547,14 +565,24 @@ final class ResultsEngine: @unchecked Sendable {
         } else {
             changes = try computer.changes(for: set, only: only)
             touched = computer.touched(set.plan.entity.name)
+            if let graph = set.related {
+                // A row linking to an object the transaction changed is an update: its graph changed.
+                for row in graph.rowsReaching(computer.changedRows) {
+                    guard let entry = set.index.entry(for: row) else { continue }
+                    if changes.index(forKey: row) == nil { changes[row] = entry.key }
+                    touched[row, default: []].insert(graph.rowKey)
+                }
+            }
         }
         try announce(
             changes, touched: touched, of: set, transaction: number, store: computer.store, into: &outgoing,
             context: context
         ) {
             () throws(RPCError) in
-            // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them.
-            set.inMemory != nil && set.shape.includesVersion ? try computer.changedRows(of: set.plan.entity) : nil
+            // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them
+            // (not when they also carry to-many keys, a prefetch's: those rows were read without them).
+            set.inMemory != nil && set.shape.includesVersion && set.shape.toManyKeys.isEmpty
+                ? try computer.changedRows(of: set.plan.entity) : nil
         }
     }
 
@@ -571,6 +599,7 @@ final class ResultsEngine: @unchecked Sendable {
             let delta = set.apply(changes, touched: touched)
             set.transaction = number
             guard !delta.isEmpty else { return }
+            try set.related?.follow(delta, store: store)
             return try deliver(
                 delta, of: set, transaction: number, transactions: nil, rows: try rows(), store: store,
                 into: &outgoing, context: context)
@@ -582,6 +611,7 @@ final class ResultsEngine: @unchecked Sendable {
         let delta = set.apply(changes, touched: touched)
         set.transaction = number
         guard !delta.isEmpty else { return }
+        try set.related?.follow(delta, store: store)
         let opening = set.coalescing == nil
         var window = set.coalescing ?? CoalescingWindow(opening: number, sections: oldSections)
         window.fold(
@@ -726,7 +756,10 @@ final class ResultsEngine: @unchecked Sendable {
         rows: [Int64: EvaluationRow]?, store: Store, into outgoing: inout Outgoing, context: some ResultsContext
     ) throws(RPCError) {
         // One notification carrying more objects than this would be larger than resyncing.
-        let shared = try DeltaEncoder.shared(delta, of: set, transactions: transactions, rows: rows, store: store)
+        var shared = try DeltaEncoder.shared(delta, of: set, transactions: transactions, rows: rows, store: store)
+        if let graph = set.related, let bytes = shared {
+            shared = try graph.decorate(bytes, delta: delta, store: store)
+        }
         for id in set.subscribers.sorted() {
             guard var subscription = table[id] else { continue }
             subscription.seq += 1
@@ -757,7 +790,10 @@ final class ResultsEngine: @unchecked Sendable {
         owned()
         guard index[set.key] === set else { return }
         set.coalescing = nil
-        let rebuilt = try? store.map { store throws(RPCError) in try set.read(from: store) }
+        let rebuilt: Void? = try? store.map { store throws(RPCError) in
+            try set.read(from: store)
+            try set.related?.build(rows: set.visibleEntries().map(\.id), store: store)
+        }
         if rebuilt == nil { index.uninstall(set.key) }
         var told: [(id: String, routingID: [UInt8])] = []
         for id in set.subscribers.sorted() {

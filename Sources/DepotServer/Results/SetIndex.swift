@@ -29,8 +29,9 @@ struct SetIndex {
     mutating func install(_ set: ResultSet, key: ByteString) {
         sets[key] = set
         let entity = set.plan.entity.name
-        guard let (name, value) = set.inMemory?.equality else {
-            for name in Set([entity] + set.dependencies.map(\.entity)) { unfiled[name, default: []].insert(key) }
+        // A prefetching set hears of its related entities too; their changes find rows through its graph.
+        guard let (name, value) = set.inMemory?.equality, set.related == nil else {
+            for name in Self.entities(of: set) { unfiled[name, default: []].insert(key) }
             return
         }
         byEquality[entity, default: [:]][name, default: [:]][value, default: []].insert(key)
@@ -44,8 +45,8 @@ struct SetIndex {
     mutating func uninstall(_ key: ByteString) -> ResultSet? {
         guard let set = sets.removeValue(forKey: key) else { return nil }
         let entity = set.plan.entity.name
-        guard let (name, value) = set.inMemory?.equality else {
-            for name in Set([entity] + set.dependencies.map(\.entity)) {
+        guard let (name, value) = set.inMemory?.equality, set.related == nil else {
+            for name in Self.entities(of: set) {
                 unfiled[name]?.remove(key)
                 if unfiled[name]?.isEmpty == true { unfiled[name] = nil }
             }
@@ -61,6 +62,11 @@ struct SetIndex {
             }
         }
         return set
+    }
+
+    /// The entities whose changes an unfiled set hears of: its own, its dependencies' and its related ones'.
+    private static func entities(of set: ResultSet) -> Set<String> {
+        Set([set.plan.entity.name] + set.dependencies.map(\.entity)).union(set.related?.plan.destinations ?? [])
     }
 
     /// The sets `transaction` can change: the unfiled ones of its entities, and

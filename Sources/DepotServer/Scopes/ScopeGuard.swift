@@ -12,6 +12,28 @@ struct ScopeGuard: Sendable {
     /// The model the requests are read against.
     let schema: Schema
 
+    /// Refuses (-32018) a prefetch key path that crosses into an entity the key cannot read at all
+    /// (DESIGN.md §5, Prefetching); an entity it reads through a scope is prefetched in that scope.
+    /// Keys that are not relationships are left to the store's -32602.
+    func checkPrefetch(_ paths: [String], entity: EntitySchema, field: String) throws(RPCError) {
+        for (index, path) in paths.enumerated() {
+            var current = entity
+            for key in split(path) {
+                guard let relationship = current.toOne[key] ?? current.toMany[key],
+                    let next = schema.entity(named: relationship.destination)
+                else { break }
+                if scope.hides(next.name) {
+                    throw RPCError(
+                        code: .forbidden,
+                        message:
+                            "the prefetch key path '\(path)' crosses '\(key)' into an entity key '\(keyName)' (role '\(scope.role)') cannot read",
+                        data: ["field": .string("\(field)[\(index)]"), "role": .string(scope.role), "key": .string(keyName)])
+                }
+                current = next
+            }
+        }
+    }
+
     /// Refuses (-32018) a predicate, sort, property, groupBy or aggregate key path
     /// that crosses a relationship into an entity whose read scope is not `TRUEPREDICATE`.
     func checkPaths(of request: FetchRequest, entity: EntitySchema, field: String) throws(RPCError) {
@@ -34,6 +56,7 @@ struct ScopeGuard: Sendable {
             guard let key = aggregate.key else { continue }
             try check(path: split(key), entity: entity, field: "\(field).aggregates[\(index)].key")
         }
+        if let paths = request.prefetch { try checkPrefetch(paths, entity: entity, field: "\(field).prefetch") }
     }
 
     private func split(_ keyPath: String) -> [String] {

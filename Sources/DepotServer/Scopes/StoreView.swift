@@ -89,11 +89,11 @@ struct StoreView: Sendable {
     /// `store/fetch` in the key's scope, encoded batch by batch (``Store/fetchEncoded(_:scope:cancellation:total:onBatch:)``).
     func fetchEncoded(
         _ request: FetchRequest, field: String, cancellation: Cancellation?, total: ((Int) -> Void)?,
-        onBatch: (EncodedBatch) throws(RPCError) -> Void
+        related: ((PrefetchedGraph) -> Void)? = nil, onBatch: (EncodedBatch) throws(RPCError) -> Void
     ) throws(RPCError) -> (count: Int, transaction: Int64) {
         try check(request, field: field)
         return try store.fetchEncoded(
-            request, scope: read, cancellation: cancellation, total: total, onBatch: onBatch)
+            request, scope: read, cancellation: cancellation, total: total, related: related, onBatch: onBatch)
     }
 
     /// `store/count` in the key's scope.

@@ -7,6 +7,8 @@ public struct FetchPlan: Sendable {
     public let entity: EntitySchema
     /// How rows become objects.
     public let shape: ObjectShape
+    /// The request's `prefetch` key paths resolved, `nil` without any.
+    public let prefetch: PrefetchPlan?
     /// The WHERE condition.
     public let condition: SQLFragment
     /// The ORDER BY list, always ending with the id tie-break.
@@ -33,7 +35,19 @@ public struct FetchPlan: Sendable {
                 field: "\(field).groupBy")
         }
         entity = try schema.entity(request.entity, field: "\(field).entity")
-        shape = try ObjectShape(entity: entity, properties: request.properties, field: "\(field).properties")
+        // A prefetched relationship is one of the rows' keys, so that the client can follow it.
+        var prefetch: PrefetchPlan?
+        if let paths = request.prefetch {
+            prefetch = try PrefetchPlan(paths, entity: entity, schema: schema, field: "\(field).prefetch")
+        }
+        self.prefetch = prefetch
+        var properties = request.properties
+        if let prefetch, let named = properties {
+            properties = named + prefetch.rowKeys.filter { key in !named.contains { $0.utf8.elementsEqual(key.utf8) } }
+        }
+        shape = try ObjectShape(
+            entity: entity, properties: properties, alsoToMany: prefetch?.rowToManyKeys ?? [],
+            field: "\(field).properties")
         condition = try PredicateCompilation.whereClause(
             predicate: request.predicate, arguments: request.arguments, scope: scope.predicate(for: entity.name),
             entity: entity,

@@ -27,7 +27,12 @@ public struct ObjectShape: Sendable {
     private let columnBytes: [UInt8]
 
     /// The shape for `properties`, or all attributes and to-one relationships when `nil`.
-    public init(entity: EntitySchema, properties: [String]?, field: String = "properties") throws(RPCError) {
+    ///
+    /// - Parameter alsoToMany: to-many keys read besides the default keys (a
+    ///   request's prefetched to-many relationships): the objects keep `version`.
+    public init(
+        entity: EntitySchema, properties: [String]?, alsoToMany: [String] = [], field: String = "properties"
+    ) throws(RPCError) {
         self.entity = entity
         includesVersion = properties == nil
         idPrefix = Array("\"\(entity.name)/".utf8)
@@ -37,7 +42,7 @@ public struct ObjectShape: Sendable {
         entityMember = member.bytes
         guard let properties else {
             keys = entity.columnKeys
-            toManyKeys = []
+            toManyKeys = alsoToMany.filter { entity.toMany[$0] != nil }
             (columnWriters, columnBytes) = Self.columnWriters(entity: entity, keys: keys, toManyKeys: toManyKeys)
             return
         }

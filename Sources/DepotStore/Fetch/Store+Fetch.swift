@@ -13,7 +13,8 @@ extension Store {
         throws(RPCError) -> StoreFetch.Result
     {
         var elements: [JSONValue] = []
-        let (count, transaction) = try fetchEncoded(request, scope: scope, cancellation: cancellation) {
+        var graph: PrefetchedGraph?
+        let (count, transaction) = try fetchEncoded(request, scope: scope, cancellation: cancellation, related: { graph = $0 }) {
             (batch) throws(RPCError) in
             guard batch.count > 0 else { return }
             do {
@@ -23,10 +24,21 @@ extension Store {
                 throw .internalError("could not read back an encoded batch: \(error)")
             }
         }
+        var related: [String: JSONValue]?
+        if let graph {
+            do {
+                related = try JSONParser.parse(graph.relatedObject).objectValue
+            } catch {
+                throw .internalError("could not read back the encoded related objects: \(error)")
+            }
+        }
         switch request.resultType ?? .objects {
         case .count: return StoreFetch.Result(count: count, transaction: transaction)
-        case .ids: return StoreFetch.Result(ids: elements.compactMap(\.stringValue), transaction: transaction)
-        case .objects, .dictionaries: return StoreFetch.Result(objects: elements, transaction: transaction)
+        case .ids:
+            return StoreFetch.Result(
+                ids: elements.compactMap(\.stringValue), transaction: transaction, related: related)
+        case .objects, .dictionaries:
+            return StoreFetch.Result(objects: elements, transaction: transaction, related: related)
         }
     }
 
@@ -105,23 +117,33 @@ extension Store {
     /// elements are its groups' dictionaries (``GroupedFetchPlan``).
     ///
     /// - Returns: the number of matches (or groups) and the transaction the snapshot saw.
-    /// - Parameter scope: the rows the caller may read, joined to the predicate as a tree.
+    /// - Parameter scope: the rows the caller may read, joined to the predicate as a tree
+    ///   (and, with `prefetch`, the related objects it may be answered).
+    /// - Parameter related: with `prefetch`, gets the related objects of the
+    ///   rows read, from the same snapshot, after the last batch.
     public func fetchEncoded(
         _ request: DepotProtocol.FetchRequest, scope: ReadScope, cancellation: Cancellation? = nil,
         total: ((Int) -> Void)? = nil,
-        onBatch: (EncodedBatch) throws(RPCError) -> Void
+        related: ((PrefetchedGraph) -> Void)? = nil, onBatch: (EncodedBatch) throws(RPCError) -> Void
     ) throws(RPCError) -> (count: Int, transaction: Int64) {
         let batchSize = max(1, request.batchSize ?? Self.defaultBatchSize)
         let resultType = request.resultType ?? .objects
         let statements: (rows: String, count: String, arguments: StatementArguments)
         // Objects and dictionaries are written from SQLite's columns directly; ids and groups from the row.
         let write: (Row, SQLiteStatement, inout JSONWriter) -> Void
+        var prefetch: PrefetchPlan?
         if request.isGrouped {
+            if request.prefetch != nil {
+                throw .invalidParams(
+                    "a grouped request returns groups, which have no relationships to prefetch",
+                    field: "params.prefetch")
+            }
             let plan = try GroupedFetchPlan(request, scope: scope, schema: schema)
             statements = (plan.rowsSQL, plan.countSQL, plan.arguments)
             write = { row, _, writer in plan.write(row, into: &writer) }
         } else {
             let plan = try FetchPlan(request, scope: scope, schema: schema)
+            prefetch = resultType == .count ? nil : plan.prefetch
             statements = (resultType == .ids ? plan.idsSQL : plan.objectsSQL, plan.countSQL, plan.arguments)
             let entityName = plan.entity.name
             let shape = plan.shape
@@ -132,9 +154,11 @@ extension Store {
             default: write = { _, statement, writer in shape.write(columnsOf: statement, into: &writer) }
             }
         }
+        let schema = schema
         do {
             return try read { db in
                 let transaction = try Self.latestTransaction(db)
+                var rowIDs: [Int64] = []
                 if request.countFirst == true || resultType == .count {
                     let count = try Int.fetchOne(db, sql: statements.count, arguments: statements.arguments) ?? 0
                     if request.countFirst == true { total?(count) }
@@ -150,6 +174,7 @@ extension Store {
                 while let row = try cursor.next() {
                     watchdog?.progressed()
                     if inBatch > 0 { writer.writeRaw(",") }
+                    if prefetch != nil { rowIDs.append(row[0]) }
                     write(row, statement.sqliteStatement, &writer)
                     inBatch += 1
                     completed += 1
@@ -163,6 +188,12 @@ extension Store {
                 try cancellation?.check()
                 if inBatch > 0 || completed == 0 {
                     try onBatch(EncodedBatch(json: writer.bytes, count: inBatch, completed: completed))
+                }
+                if let prefetch {
+                    related?(
+                        try Self.prefetch(
+                            db, plan: prefetch, rows: rowIDs, schema: schema, scopes: scope.isUnrestricted ? nil : scope.rules,
+                            reach: false))
                 }
                 return (completed, transaction)
             }

@@ -193,6 +193,12 @@ public struct SnapshotReader {
     public func objects(rows ids: [Int64], shape: ObjectShape) throws -> [Int64: JSONValue] {
         try store.objects(rows: ids, shape: shape, in: db)
     }
+
+    func prefetchInSnapshot(_ plan: PrefetchPlan, rows: [Int64], scopes: [String: PredicateNode]?) throws
+        -> PrefetchedGraph
+    {
+        try Store.prefetch(db, plan: plan, rows: rows, schema: store.schema, scopes: scopes, reach: false)
+    }
 }
 
 /// A changed row as the fetched-results engine evaluates it in memory: the

@@ -75,11 +75,16 @@ def members(add: Sequence[str] = (), remove: Sequence[str] = ()) -> Dict[str, Li
 
 def grouped_request(request: Mapping[str, Any], group_by: Optional[Sequence[str]] = None,
                     aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
-                    having: Optional[str] = None) -> Dict[str, Any]:
+                    having: Optional[str] = None, prefetch: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """``request`` with the grouped-fetch members (DESIGN.md §5) set from the keyword arguments
     of :meth:`Client.fetch`: ``groupBy``, ``aggregates`` (``{"name", "function", "key"}``) and
-    ``having``. Those not given are left as the request has them."""
+    ``having``, and ``prefetch`` (relationship key paths). Those not given are left as the request
+    has them."""
     params = dict(request)
+    if prefetch is not None:
+        if isinstance(prefetch, str):
+            raise TypeError("prefetch is a list of key paths, e.g. ['homeTeam', 'homeTeam.coach']")
+        params["prefetch"] = list(prefetch)
     if group_by is not None:
         if isinstance(group_by, str):
             raise TypeError("group_by is a list of key paths, e.g. ['qualifyingZone']")
@@ -356,8 +361,11 @@ class Client:
     def fetch(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
               on_objects: Optional[ObjectsCallback] = None, timeout: Optional[float] = None,
               group_by: Optional[Sequence[str]] = None, aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
-              having: Optional[str] = None) -> Dict[str, Any]:
+              having: Optional[str] = None, prefetch: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         """``store/fetch`` of any size, streamed (see :meth:`fetch_async`); waits for the whole result.
+
+        ``prefetch`` names relationship key paths (``["homeTeam", "homeTeam.coach", "players"]``):
+        the answer's ``related`` holds every object they reach from the rows, by id (DESIGN.md §5).
 
         ``progress`` gets each work-done ``$/progress`` value (begin, reports, end), ``on_objects``
         each chunk of objects as it arrives.
@@ -374,14 +382,14 @@ class Client:
             # [{"qualifyingZone": "Europe", "teams": 13, "wins": 90}, ...]
         """
         pending = self.fetch_async(request, progress=progress, on_objects=on_objects, group_by=group_by,
-                                   aggregates=aggregates, having=having)
+                                   aggregates=aggregates, having=having, prefetch=prefetch)
         result: Dict[str, Any] = pending.result(timeout)
         return result
 
     def fetch_async(self, request: Mapping[str, Any], *, progress: Optional[ProgressCallback] = None,
                     on_objects: Optional[ObjectsCallback] = None, group_by: Optional[Sequence[str]] = None,
                     aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
-                    having: Optional[str] = None) -> PendingCall:
+                    having: Optional[str] = None, prefetch: Optional[Sequence[str]] = None) -> PendingCall:
         """Starts a ``store/fetch`` and returns at once; ``.cancel()`` sends ``$/cancelRequest``.
 
         Like ``NSAsynchronousFetchRequest``: ``progress`` follows the work, and a cancelled fetch
@@ -397,7 +405,7 @@ class Client:
         asks for a count, is sent as it is. ``group_by``, ``aggregates`` and ``having`` are those of
         :meth:`fetch`: the groups' dictionaries stream as objects do.
         """
-        params = grouped_request(request, group_by, aggregates, having)
+        params = grouped_request(request, group_by, aggregates, having, prefetch)
         removers: List[Callable[[], None]] = []
         if progress is not None:
             params.setdefault("countFirst", True)
@@ -443,7 +451,8 @@ class Client:
     def subscribe(self, request: Mapping[str, Any], *, section_key_path: Optional[str] = None,
                   cache_name: Optional[str] = None, include: str = "firstBatch",
                   group_by: Optional[Sequence[str]] = None, aggregates: Optional[Sequence[Mapping[str, Any]]] = None,
-                  having: Optional[str] = None, **options: Any) -> FetchedResults:
+                  having: Optional[str] = None, prefetch: Optional[Sequence[str]] = None,
+                  **options: Any) -> FetchedResults:
         """``results/subscribe``: a live :class:`~depot.results.FetchedResults` mirror of the request.
 
         ``include`` defaults to ``"firstBatch"`` as in the Swift client and the daemon: the rest of
@@ -455,8 +464,12 @@ class Client:
                                     group_by=["qualifyingZone"],
                                     aggregates=[{"name": "wins", "function": "sum", "key": "wins"}])
             print(wins.fetched_objects)  # [{"qualifyingZone": "Europe", "wins": 12}, ...], kept live
+
+        ``prefetch`` keeps the objects the rows reach live beside them (DESIGN.md §7): a renamed
+        team updates every match row showing it, and ``results.follow(match, "homeTeam")`` reads it
+        without a round trip.
         """
-        return FetchedResults(self, grouped_request(request, group_by, aggregates, having),
+        return FetchedResults(self, grouped_request(request, group_by, aggregates, having, prefetch),
                               section_key_path=section_key_path, cache_name=cache_name, include=include, **options)
 
     # -- internals -------------------------------------------------------------------------

@@ -141,15 +141,18 @@ class ResultsState:
     """One immutable snapshot of sectioned results: sections of ids, and each object's values."""
 
     def __init__(self, sections: Sequence[Section], values: Mapping[str, Any], seq: int = 0,
-                 transaction: int = 0) -> None:
+                 transaction: int = 0, related: Optional[Mapping[str, Any]] = None) -> None:
         self.sections: Tuple[Section, ...] = tuple(sections)
         self.values: Dict[str, Any] = dict(values)
         self.seq = seq
         self.transaction = transaction
+        #: With ``prefetch``: the objects the rows reach, by id (DESIGN.md §7, Live relationships).
+        self.related: Dict[str, Any] = dict(related or {})
 
     @classmethod
     def from_counts(cls, sections: Sequence[Mapping[str, Any]], ids: Sequence[str], values: Mapping[str, Any],
-                    seq: int = 0, transaction: int = 0) -> "ResultsState":
+                    seq: int = 0, transaction: int = 0,
+                    related: Optional[Mapping[str, Any]] = None) -> "ResultsState":
         """Builds a state from the wire's ``sections: [{name, indexTitle, count}]`` and the flat ordered ids.
 
         Raises:
@@ -164,7 +167,7 @@ class ResultsState:
             offset += count
         if offset != len(ids):
             raise InconsistentDelta(f"sections count {offset} objects but there are {len(ids)} ids")
-        return cls(built, values, seq, transaction)
+        return cls(built, values, seq, transaction, related)
 
     @property
     def ids(self) -> List[str]:
@@ -228,8 +231,22 @@ class ResultsState:
                 s, r = path(c.get("newIndexPath", c.get("indexPath")), "newIndexPath")
                 if not (0 <= s < len(sections) and 0 <= r < len(sections[s].ids)) or sections[s].ids[r] != c["id"]:
                     raise InconsistentDelta(f"updated {c['id']} is not at new index path [{s}, {r}]")
+        related = dict(self.related)
+        related.update(change.get("related") or {})
+        for object_id in change.get("relatedRemoved") or ():
+            related.pop(object_id, None)
         return ResultsState(sections, values, int(change.get("seq", self.seq + 1)),
-                            int(change.get("transaction", self.transaction)))
+                            int(change.get("transaction", self.transaction)), related)
+
+    def follow(self, obj: Union[str, Mapping[str, Any]], key: str) -> Any:
+        """The object (or list of objects) a prefetched relationship ``key`` of ``obj`` (a row or
+        a related object, or its id) points to, from :attr:`related`: no round trip. ``None`` (or
+        a missing member of a list) where the object is not held: outside the key's scope."""
+        values = obj if isinstance(obj, Mapping) else (self.values.get(obj) or self.related.get(obj) or {})
+        target = values.get(key)
+        if isinstance(target, list):
+            return [self.related[i] for i in target if i in self.related]
+        return self.related.get(target) if isinstance(target, str) else None
 
 
 class FetchedResultsDelegate:
@@ -338,6 +355,16 @@ class FetchedResults:
         return self._state.values
 
     @property
+    def related(self) -> Dict[str, Any]:
+        """With ``prefetch``: the objects the rows reach, by id, kept live (DESIGN.md §7)."""
+        return self._state.related
+
+    def follow(self, obj: Union[str, Mapping[str, Any]], key: str) -> Any:
+        """A prefetched relationship of a row or related object, without a round trip
+        (:meth:`ResultsState.follow`), e.g. ``results.follow(match, "homeTeam")["teamName"]``."""
+        return self._state.follow(obj, key)
+
+    @property
     def fetched_objects(self) -> List[Any]:
         """Every object, in order."""
         return self._state.objects()
@@ -439,7 +466,7 @@ class FetchedResults:
             ids = [o["id"] for o in objects]
             self._set_state(ResultsState.from_counts(
                 result.get("sections", []), ids, {o["id"]: o for o in objects},
-                int(result.get("seq", 0)), int(result.get("transaction", 0))))
+                int(result.get("seq", 0)), int(result.get("transaction", 0)), result.get("related")))
         else:
             self._resync(notify=False)
         self._ready = True
@@ -508,6 +535,7 @@ class FetchedResults:
                 snapshot = self._client.call("results/snapshot", {"subscription": self.subscription})
                 ids: List[str] = list(snapshot["ids"])
                 values: Dict[str, Any] = {}
+                related: Dict[str, Any] = {}
                 consistent = True
                 for offset in range(0, len(ids), self.page_size):
                     page = self._client.call("results/objects", {
@@ -517,10 +545,12 @@ class FetchedResults:
                         break
                     # Every row carries its id, a group's included (DESIGN.md §7).
                     values.update({o["id"]: o for o in page["objects"] if isinstance(o, dict)})
+                    related.update(page.get("related") or {})
                 if consistent and all(i in values for i in ids):
                     self.resync_count += 1 if notify else 0
                     self._set_state(ResultsState.from_counts(
-                        snapshot["sections"], ids, values, int(snapshot["seq"]), int(snapshot["transaction"])))
+                        snapshot["sections"], ids, values, int(snapshot["seq"]), int(snapshot["transaction"]),
+                        related))
                     break
         finally:
             self._resyncing = False

@@ -1,0 +1,57 @@
+import DepotClient
+import DepotProtocol
+import DepotTestSupport
+import Foundation
+import XCTest
+
+/// `relationshipKeyPathsForPrefetching` from the Swift client (DESIGN.md §5, §7):
+/// a context's fetch registers the related objects, so a prefetched relationship
+/// answers without a round trip; a controller keeps them live, and a renamed
+/// team is an update of the match rows showing it, the new name in hand.
+final class ClientPrefetchTests: XCTestCase {
+    func testContextAndControllerFollowPrefetchedRelationships() async throws {
+        let daemon = try Daemon()
+        defer { XCTAssertEqual(daemon.stop(), 0) }
+        let connection = try await daemon.connect(name: "app")
+        defer { connection.abort() }
+        _ = try await connection.call(ModelDefine.self, .init(entities: PrefetchFixture.entities))
+        let saved = try await connection.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(entity: "Coach", tempId: "c", values: ["name": "Ana"]),
+                InsertedObject(entity: "Team", tempId: "a", values: ["teamName": "A", "zone": "Z", "coach": "c"]),
+                InsertedObject(entity: "Team", tempId: "b", values: ["teamName": "B", "zone": "Z"]),
+                InsertedObject(entity: "Player", values: ["name": "P", "team": "a"]),
+                InsertedObject(entity: "Match", tempId: "m0", values: ["round": "R", "score": 0, "homeTeam": "a"]),
+                InsertedObject(entity: "Match", tempId: "m1", values: ["round": "R", "score": 1, "homeTeam": "b"]),
+                InsertedObject(entity: "Match", tempId: "m2", values: ["round": "R", "score": 2, "homeTeam": "a"]),
+            ]))
+        var request = FetchRequest(entity: "Match", sortDescriptors: [SortDescriptor(key: "score")])
+        request.relationshipKeyPathsForPrefetching = ["homeTeam.coach", "homeTeam.players"]
+        XCTAssertEqual(request.prefetch, ["homeTeam.coach", "homeTeam.players"])
+
+        let context = ObjectContext(connection: connection)
+        let matches = try await context.fetch(request)
+        XCTAssertEqual(matches.count, 3)
+        // Answered from the context: the objects came with the fetch.
+        let home = try XCTUnwrap(matches[0].relatedObject("homeTeam"))
+        XCTAssertEqual(home.string("teamName"), "A")
+        XCTAssertEqual(home.relatedObject("coach")?.string("name"), "Ana")
+        XCTAssertEqual(home.relatedObjects("players")?.map { $0.string("name") }, ["P"])
+
+        let controller = FetchedResultsController<DepotObject>(fetchRequest: request, connection: connection)
+        let changes = controller.changes()
+        try await controller.performFetch()
+        let first = try XCTUnwrap(controller.fetchedObjects?.first)
+        XCTAssertEqual(controller.relatedObject("homeTeam", of: first)?.string("teamName"), "A")
+
+        _ = try await connection.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: saved.ids["a"]!, values: ["teamName": "Renamed"])]))
+        let change = await ClientSupport.first(changes)
+        let ids = Set(change?.objectChanges.map(\.id) ?? [])
+        XCTAssertEqual(ids, [saved.ids["m0"]!, saved.ids["m2"]!])
+        XCTAssertTrue(change?.objectChanges.allSatisfy { $0.type == .update } == true)
+        XCTAssertEqual(controller.relatedObject("homeTeam", of: first)?.string("teamName"), "Renamed")
+        await controller.unsubscribe()
+    }
+}
