@@ -113,6 +113,8 @@ extension ObjectContext {
             return
         }
         guard !queue.isEmpty else { return }
+        // What the replayed saves touched, for the file to hold the store's copies afterwards.
+        var touched = ReplayedObjects()
         var index = 0
         while index < queue.count {
             guard connection.state == .connected else { return }
@@ -124,6 +126,7 @@ extension ObjectContext {
             } catch .server(let error) where !Self.transientCodes.contains(error.code) {
                 // Refused (conflict, constraint, validation, scope): reported, kept until dismissed.
                 record { () throws(DepotClientError) in try replica.fail(pending, error: error) }
+                touched.add(pending.params, result: nil)
                 failureBroadcaster.yield(FailedSave(number: pending.number, change: pending.params, error: error))
                 continue
             } catch {
@@ -138,6 +141,7 @@ extension ObjectContext {
             guard record({ () throws(DepotClientError) in try replica.complete(pending.number, rewriting: rest) })
             else { return }
             adopt(result, of: pending.params)
+            touched.add(pending.params, result: result)
         }
         // The context shows what the store kept: objects whose insert was refused go, the rest are re-read.
         let stillQueued = Set(queue[index...].flatMap { $0.params.inserted.compactMap(\.tempId) })
@@ -150,6 +154,28 @@ extension ObjectContext {
         }
         persistObjects(ids: [], removing: refused)
         try? await refreshAllObjects()
+        await storeReplayed(touched, in: replica)
+    }
+
+    /// Writes to the file the store's copies of what replayed saves touched, and drops their
+    /// temporary ids: a context that never fetched them (a later process replaying an earlier
+    /// one's queue) has no copy of its own to persist, so the file would otherwise keep an insert
+    /// under its temporary id beside its permanent one, and updates (refused ones too) with the
+    /// values and versions queued rather than kept.
+    private func storeReplayed(_ touched: ReplayedObjects, in replica: ContextReplicaFile) async {
+        let ids = touched.ids.sorted()
+        guard !ids.isEmpty || !touched.temporary.isEmpty else { return }
+        var objects: [DepotObject] = []
+        var gone: [String] = []
+        if !ids.isEmpty {
+            guard let fetched = try? await connection.call(StoreGet.self, .init(ids: ids)).objects else { return }
+            for (id, json) in zip(ids, fetched) {
+                if let object = try? DepotObject(json: json) { objects.append(object) } else { gone.append(id) }
+            }
+        }
+        record { () throws(DepotClientError) in
+            try replica.store(objects, removing: gone + touched.temporary.sorted())
+        }
     }
 
     /// Replays again in a second (after a transient error, the session still open).
@@ -379,5 +405,25 @@ extension DepotObject {
         var object = values
         object["id"] = .string(id)
         return object
+    }
+}
+
+/// The objects replayed saves touched (``ObjectContext``'s replay): permanent ids to read back from
+/// the store, and the temporary ids their inserts were queued under.
+struct ReplayedObjects {
+    /// Permanent ids: inserted (as the store numbered them), updated, deleted.
+    private(set) var ids: Set<String> = []
+    /// Temporary ids of inserts, replayed or refused.
+    private(set) var temporary: Set<String> = []
+
+    /// Adds a save's objects: `result` is the store's answer, `nil` when it refused the save.
+    mutating func add(_ params: StoreSave.Parameters, result: StoreSave.Result?) {
+        for insert in params.inserted {
+            guard let tempID = insert.tempId else { continue }
+            temporary.insert(tempID)
+            if let id = result?.ids[tempID] { ids.insert(id) }
+        }
+        for update in params.updated where !update.id.hasPrefix("temp-") { ids.insert(update.id) }
+        for delete in params.deleted where !delete.id.hasPrefix("temp-") { ids.insert(delete.id) }
     }
 }
