@@ -10,7 +10,7 @@ extension ObjectContext {
     /// The saves queued in the persistent store and not replayed yet, oldest first (each with its
     /// `saveId` and merge policy); empty without a persistent store.
     public func pendingSaves() throws(DepotClientError) -> [StoreSave.Parameters] {
-        try replica?.pending().map(\.params) ?? []
+        try replica?.queue.pending().map(\.params) ?? []
     }
 
     /// Every replay the daemon refused: first those refused before (kept in the persistent store
@@ -18,7 +18,7 @@ extension ObjectContext {
     /// an independent stream; it ends when the context goes away.
     public func failedSaves() -> AsyncStream<FailedSave> {
         let live = failureBroadcaster.stream()
-        let stored = (try? replica?.failed()) ?? []
+        let stored = (try? replica?.queue.failed()) ?? []
         let seen = Set(stored.map(\.number))
         let (stream, continuation) = AsyncStream.makeStream(of: FailedSave.self, bufferingPolicy: .unbounded)
         for failure in stored { continuation.yield(failure) }
@@ -32,7 +32,7 @@ extension ObjectContext {
 
     /// Forgets a failed replay (``failedSaves()`` no longer yields it).
     public func dismissFailedSave(_ failure: FailedSave) throws(DepotClientError) {
-        try replica?.dismissFailure(failure.number)
+        try replica?.queue.dismissFailure(failure.number)
     }
 
     /// Replays the queued saves now, in order, if the connection has a session (it does so by
@@ -67,9 +67,9 @@ extension ObjectContext {
     func mustQueue() async -> Bool {
         guard let replica else { return false }
         guard connection.state == .connected else { return true }
-        guard (try? replica.pending().isEmpty) == false else { return false }
+        guard (try? replica.queue.pending().isEmpty) == false else { return false }
         await replayPendingSaves()
-        return connection.state != .connected || (try? replica.pending().isEmpty) != true
+        return connection.state != .connected || (try? replica.queue.pending().isEmpty) != true
     }
 
     /// Queues `params` in the persistent store, durably, then shows its changes in the context as
@@ -81,7 +81,7 @@ extension ObjectContext {
             insertedIDs.compactMap { state.inserted[$0] }
                 + params.updated.compactMap { state.registered[$0.id].map(Self.current) }
         }
-        try replica.enqueue(params, objects: objects, removing: deletedIDs)
+        try replica.queue.enqueue(params, objects: objects, removing: deletedIDs)
         state.withLock { state in
             for id in deletedIDs {
                 state.registered[id] = nil
@@ -105,9 +105,9 @@ extension ObjectContext {
     private func replay() async {
         defer { state.withLock { $0.replay = nil } }
         guard let replica else { return }
-        var queue: [ContextReplicaFile.Pending]
+        var queue: [OfflineSaveQueue.Pending]
         do {
-            queue = try replica.pending()
+            queue = try replica.queue.pending()
         } catch {
             state.withLock { $0.persistentStoreError = error }
             return
@@ -125,7 +125,7 @@ extension ObjectContext {
                 result = try await connection.call(StoreSave.self, pending.params)
             } catch .server(let error) where !Self.transientCodes.contains(error.code) {
                 // Refused (conflict, constraint, validation, scope): reported, kept until dismissed.
-                record { () throws(DepotClientError) in try replica.fail(pending, error: error) }
+                record { () throws(DepotClientError) in try replica.queue.fail(pending, error: error) }
                 touched.add(pending.params, result: nil)
                 failureBroadcaster.yield(FailedSave(number: pending.number, change: pending.params, error: error))
                 continue
@@ -138,7 +138,7 @@ extension ObjectContext {
             }
             let rest = queue[index...].map { Self.rebase($0, after: pending.params, result: result) }
             queue.replaceSubrange(index..., with: rest)
-            guard record({ () throws(DepotClientError) in try replica.complete(pending.number, rewriting: rest) })
+            guard record({ () throws(DepotClientError) in try replica.queue.complete(pending.number, rewriting: rest) })
             else { return }
             adopt(result, of: pending.params)
             touched.add(pending.params, result: result)
@@ -218,8 +218,8 @@ extension ObjectContext {
     /// `pending` rewritten for after `params` committed with `result`: temporary ids that save
     /// inserted become permanent, and versions it moved on are the new ones.
     static func rebase(
-        _ pending: ContextReplicaFile.Pending, after params: StoreSave.Parameters, result: StoreSave.Result
-    ) -> ContextReplicaFile.Pending {
+        _ pending: OfflineSaveQueue.Pending, after params: StoreSave.Parameters, result: StoreSave.Result
+    ) -> OfflineSaveQueue.Pending {
         var versions: [String: (from: Int64?, to: Int64)] = [:]
         for update in params.updated {
             if let version = result.versions[update.id] { versions[update.id] = (update.version, version) }
@@ -364,7 +364,7 @@ extension ObjectContext {
             })
         else { return }
         let model = try await connection.call(ModelGet.self, Empty())
-        record { () throws(DepotClientError) in try replica.storeModel(model.entities) }
+        record { () throws(DepotClientError) in try replica.storeModel(model.entities, version: model.version) }
     }
 
     /// SQLite's order of two values: null (or missing) first, then numbers, then text (bytewise).

@@ -20,31 +20,9 @@ final class ResultsReplicaFile: Sendable {
 
     private let pool: DatabasePool
 
-    /// Opens (creating if needed) the file at `url`.
+    /// Opens (creating or upgrading if needed) the file at `url` (``ReplicaFile``).
     init(url: URL) throws(DepotClientError) {
-        do {
-            var configuration = Configuration()
-            // Several controllers, each with its own pool, may write one file.
-            configuration.busyMode = .timeout(10)
-            pool = try DatabasePool(path: url.path, configuration: configuration)
-            try pool.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TABLE IF NOT EXISTS replica_results (
-                            key TEXT PRIMARY KEY NOT NULL,
-                            sections TEXT NOT NULL,
-                            seq INTEGER NOT NULL,
-                            transaction_number INTEGER NOT NULL);
-                        CREATE TABLE IF NOT EXISTS replica_object (
-                            key TEXT NOT NULL,
-                            id TEXT NOT NULL,
-                            object TEXT NOT NULL,
-                            PRIMARY KEY (key, id));
-                        """)
-            }
-        } catch {
-            throw .persistentStore("cannot open the persistent store at \(url.path): \(error)")
-        }
+        pool = try ReplicaFile.open(url)
     }
 
     /// The key a controller's results are stored under: its request and section key path.
