@@ -158,7 +158,7 @@ extension FetchedResultsController {
         } else {
             await commit(change, layout: layout)
         }
-        persist()
+        persistBehind()
         return true
     }
 

@@ -207,6 +207,18 @@ extension FetchedResultsController {
         }
     }
 
+    /// Writes to the persistent store behind the caller, on ``replicaWriter`` (in order): the
+    /// results in memory are right at once, the file follows.
+    func persistBehind() {
+        guard persistentStore != nil else { return }
+        replicaWriter.async { self.persist() }
+    }
+
+    /// Waits until what was written behind (``persistBehind()``) is in the persistent store.
+    public func waitForPersistentStore() async {
+        await withCheckedContinuation { continuation in replicaWriter.async { continuation.resume() } }
+    }
+
     /// Writes what changed in the results since the last write to the persistent store, if there
     /// is one (everything after the results were replaced); a failure is kept in
     /// ``persistentStoreError`` (the results in memory are right, the file is behind).
