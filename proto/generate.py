@@ -377,6 +377,12 @@ METHODS = [
                                   "counts": {"type": "object", "additionalProperties": obj(
                                       {"inserted": NONNEG, "updated": NONNEG, "deleted": NONNEG})}},
                                  {"author": nullable(STRING)}))})})),
+    method("server/backup", "Writes a consistent copy of the embedded store (objects, model, history, save ids) "
+           "as of one transaction into a directory on the daemon's host, while the daemon serves; "
+           "`depotd --data-dir` on it serves the copy (DESIGN.md §12). Admin. Refused (-32600) on a PostgreSQL "
+           "cluster: back it up with pg_dump.",
+           obj({"destination": {"type": "string", "minLength": 1}}, {"workDoneToken": nullable(ref("Token"))}),
+           obj({"transaction": ref("Transaction"), "path": STRING, "sizeBytes": NONNEG}), errors=[-32800]),
 ]
 
 NOTIFICATIONS: Dict[str, Dict[str, Any]] = {

@@ -30,6 +30,12 @@ struct OfflineExample: AsyncParsableCommand {
     @Option(help: "Add one win to this team (queued when the daemon is away) and exit once it is saved.")
     var increment: String?
 
+    @Option(help: "With --increment: also insert a team of this name (zone Test) in the same save.")
+    var addTeam: String?
+
+    @Option(help: "The merge policy of --increment's save (error, objectTrump, storeTrump, overwrite, rollback).")
+    var mergePolicy = "objectTrump"
+
     @Option(help: "How long to wait for the daemon, in seconds.")
     var wait = 120
 
@@ -52,7 +58,8 @@ struct OfflineExample: AsyncParsableCommand {
     /// Adds a win in a context kept in `file`: saved at once with a session, else queued and replayed.
     private func addWin(to name: String, connection: DepotConnection, file: URL) async throws {
         let context = try ObjectContext(
-            connection: connection, mergePolicy: .objectTrump, author: "OfflineExample", persistentStore: file)
+            connection: connection, mergePolicy: MergePolicy(rawValue: mergePolicy) ?? .objectTrump,
+            author: "OfflineExample", persistentStore: file)
         let request = FetchRequest(entityName: "Team", predicate: "teamName == %@", name)
         guard var team = try await context.fetch(request).first else {
             throw ValidationError(
@@ -61,6 +68,9 @@ struct OfflineExample: AsyncParsableCommand {
         }
         let wins = (team.int("wins") ?? 0) + 1
         team["wins"] = .int(Int64(wins))
+        if let addTeam {
+            context.insert(entity: "Team", values: ["teamName": .string(addTeam), "qualifyingZone": "Test"])
+        }
         let saved = try await context.save()
         guard saved.isPending else {
             say("\(name): \(wins) wins (saved, transaction \(saved.transaction))")

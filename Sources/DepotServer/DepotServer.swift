@@ -46,6 +46,10 @@ public final class DepotServer: Sendable {
             throw ConfigurationError(
                 description: "cannot open the store in \(directory.path): \(error.message)")
         }
+        if let format = store.upgradedFromFormat {
+            logger.notice(
+                "upgraded the data directory \(directory.path) from data format \(format) to \(Store.dataFormat)")
+        }
         if let model = configuration.model {
             do {
                 let result = try store.defineModel(model)

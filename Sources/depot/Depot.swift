@@ -19,6 +19,6 @@ struct Depot: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             Call.self, PingCommand.self, Fetch.self, Export.self, Watch.self, Import.self, ModelCommand.self,
-            KeysCommand.self, StatsCommand.self, StudioCommand.self,
+            KeysCommand.self, StatsCommand.self, StudioCommand.self, BackupCommand.self,
         ])
 }

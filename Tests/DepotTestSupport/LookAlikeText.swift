@@ -29,6 +29,18 @@ public enum LookAlikeText {
         text.unicodeScalars.map { $0.isASCII ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined()
     }
 
+    /// Live group rows as a grouped fetch answers them: each live row carries its `id`
+    /// (`group:` + the JSON array of its groupBy values, DESIGN.md §7), a fetched one does not.
+    public static func withoutGroupIDs(_ rows: [JSONValue]) -> [JSONValue] {
+        rows.map { row in
+            guard case .object(var members) = row, members["id"]?.stringValue?.hasPrefix("group:") == true else {
+                return row
+            }
+            members["id"] = nil
+            return .object(members)
+        }
+    }
+
     /// `value` as a JSON text whose non-ASCII strings read apart (for failure messages).
     public static func visible(_ value: JSONValue) -> String {
         visible(String(decoding: JSONWriter.encode(value), as: UTF8.self))

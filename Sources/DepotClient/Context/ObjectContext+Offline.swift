@@ -10,7 +10,7 @@ extension ObjectContext {
     /// The saves queued in the persistent store and not replayed yet, oldest first (each with its
     /// `saveId` and merge policy); empty without a persistent store.
     public func pendingSaves() throws(DepotClientError) -> [StoreSave.Parameters] {
-        try replica?.pending().map(\.params) ?? []
+        try replica?.queue.pending().map(\.params) ?? []
     }
 
     /// Every replay the daemon refused: first those refused before (kept in the persistent store
@@ -18,7 +18,7 @@ extension ObjectContext {
     /// an independent stream; it ends when the context goes away.
     public func failedSaves() -> AsyncStream<FailedSave> {
         let live = failureBroadcaster.stream()
-        let stored = (try? replica?.failed()) ?? []
+        let stored = (try? replica?.queue.failed()) ?? []
         let seen = Set(stored.map(\.number))
         let (stream, continuation) = AsyncStream.makeStream(of: FailedSave.self, bufferingPolicy: .unbounded)
         for failure in stored { continuation.yield(failure) }
@@ -32,7 +32,7 @@ extension ObjectContext {
 
     /// Forgets a failed replay (``failedSaves()`` no longer yields it).
     public func dismissFailedSave(_ failure: FailedSave) throws(DepotClientError) {
-        try replica?.dismissFailure(failure.number)
+        try replica?.queue.dismissFailure(failure.number)
     }
 
     /// Replays the queued saves now, in order, if the connection has a session (it does so by
@@ -67,9 +67,9 @@ extension ObjectContext {
     func mustQueue() async -> Bool {
         guard let replica else { return false }
         guard connection.state == .connected else { return true }
-        guard (try? replica.pending().isEmpty) == false else { return false }
+        guard (try? replica.queue.pending().isEmpty) == false else { return false }
         await replayPendingSaves()
-        return connection.state != .connected || (try? replica.pending().isEmpty) != true
+        return connection.state != .connected || (try? replica.queue.pending().isEmpty) != true
     }
 
     /// Queues `params` in the persistent store, durably, then shows its changes in the context as
@@ -81,7 +81,7 @@ extension ObjectContext {
             insertedIDs.compactMap { state.inserted[$0] }
                 + params.updated.compactMap { state.registered[$0.id].map(Self.current) }
         }
-        try replica.enqueue(params, objects: objects, removing: deletedIDs)
+        try replica.queue.enqueue(params, objects: objects, removing: deletedIDs)
         state.withLock { state in
             for id in deletedIDs {
                 state.registered[id] = nil
@@ -105,14 +105,16 @@ extension ObjectContext {
     private func replay() async {
         defer { state.withLock { $0.replay = nil } }
         guard let replica else { return }
-        var queue: [ContextReplicaFile.Pending]
+        var queue: [OfflineSaveQueue.Pending]
         do {
-            queue = try replica.pending()
+            queue = try replica.queue.pending()
         } catch {
             state.withLock { $0.persistentStoreError = error }
             return
         }
         guard !queue.isEmpty else { return }
+        // What the replayed saves touched, for the file to hold the store's copies afterwards.
+        var touched = ReplayedObjects()
         var index = 0
         while index < queue.count {
             guard connection.state == .connected else { return }
@@ -123,7 +125,8 @@ extension ObjectContext {
                 result = try await connection.call(StoreSave.self, pending.params)
             } catch .server(let error) where !Self.transientCodes.contains(error.code) {
                 // Refused (conflict, constraint, validation, scope): reported, kept until dismissed.
-                record { () throws(DepotClientError) in try replica.fail(pending, error: error) }
+                record { () throws(DepotClientError) in try replica.queue.fail(pending, error: error) }
+                touched.add(pending.params, result: nil)
                 failureBroadcaster.yield(FailedSave(number: pending.number, change: pending.params, error: error))
                 continue
             } catch {
@@ -135,9 +138,10 @@ extension ObjectContext {
             }
             let rest = queue[index...].map { Self.rebase($0, after: pending.params, result: result) }
             queue.replaceSubrange(index..., with: rest)
-            guard record({ () throws(DepotClientError) in try replica.complete(pending.number, rewriting: rest) })
+            guard record({ () throws(DepotClientError) in try replica.queue.complete(pending.number, rewriting: rest) })
             else { return }
             adopt(result, of: pending.params)
+            touched.add(pending.params, result: result)
         }
         // The context shows what the store kept: objects whose insert was refused go, the rest are re-read.
         let stillQueued = Set(queue[index...].flatMap { $0.params.inserted.compactMap(\.tempId) })
@@ -150,6 +154,28 @@ extension ObjectContext {
         }
         persistObjects(ids: [], removing: refused)
         try? await refreshAllObjects()
+        await storeReplayed(touched, in: replica)
+    }
+
+    /// Writes to the file the store's copies of what replayed saves touched, and drops their
+    /// temporary ids: a context that never fetched them (a later process replaying an earlier
+    /// one's queue) has no copy of its own to persist, so the file would otherwise keep an insert
+    /// under its temporary id beside its permanent one, and updates (refused ones too) with the
+    /// values and versions queued rather than kept.
+    private func storeReplayed(_ touched: ReplayedObjects, in replica: ContextReplicaFile) async {
+        let ids = touched.ids.sorted()
+        guard !ids.isEmpty || !touched.temporary.isEmpty else { return }
+        var objects: [DepotObject] = []
+        var gone: [String] = []
+        if !ids.isEmpty {
+            guard let fetched = try? await connection.call(StoreGet.self, .init(ids: ids)).objects else { return }
+            for (id, json) in zip(ids, fetched) {
+                if let object = try? DepotObject(json: json) { objects.append(object) } else { gone.append(id) }
+            }
+        }
+        record { () throws(DepotClientError) in
+            try replica.store(objects, removing: gone + touched.temporary.sorted())
+        }
     }
 
     /// Replays again in a second (after a transient error, the session still open).
@@ -192,8 +218,8 @@ extension ObjectContext {
     /// `pending` rewritten for after `params` committed with `result`: temporary ids that save
     /// inserted become permanent, and versions it moved on are the new ones.
     static func rebase(
-        _ pending: ContextReplicaFile.Pending, after params: StoreSave.Parameters, result: StoreSave.Result
-    ) -> ContextReplicaFile.Pending {
+        _ pending: OfflineSaveQueue.Pending, after params: StoreSave.Parameters, result: StoreSave.Result
+    ) -> OfflineSaveQueue.Pending {
         var versions: [String: (from: Int64?, to: Int64)] = [:]
         for update in params.updated {
             if let version = result.versions[update.id] { versions[update.id] = (update.version, version) }
@@ -379,5 +405,25 @@ extension DepotObject {
         var object = values
         object["id"] = .string(id)
         return object
+    }
+}
+
+/// The objects replayed saves touched (``ObjectContext``'s replay): permanent ids to read back from
+/// the store, and the temporary ids their inserts were queued under.
+struct ReplayedObjects {
+    /// Permanent ids: inserted (as the store numbered them), updated, deleted.
+    private(set) var ids: Set<String> = []
+    /// Temporary ids of inserts, replayed or refused.
+    private(set) var temporary: Set<String> = []
+
+    /// Adds a save's objects: `result` is the store's answer, `nil` when it refused the save.
+    mutating func add(_ params: StoreSave.Parameters, result: StoreSave.Result?) {
+        for insert in params.inserted {
+            guard let tempID = insert.tempId else { continue }
+            temporary.insert(tempID)
+            if let id = result?.ids[tempID] { ids.insert(id) }
+        }
+        for update in params.updated where !update.id.hasPrefix("temp-") { ids.insert(update.id) }
+        for delete in params.deleted where !delete.id.hasPrefix("temp-") { ids.insert(delete.id) }
     }
 }

@@ -160,7 +160,7 @@ extension FetchedResultsController {
         } else {
             await commit(change, layout: layout)
         }
-        persist()
+        persistBehind()
         return true
     }
 

@@ -77,7 +77,7 @@ extension FetchedResultsController {
         }
         let layoutAfter = next
         await commit(change, layout: layoutAfter)
-        persist()
+        persistBehind()
     }
 
     /// Installs the new layout and tells the delegate and the change streams (on the main actor,
@@ -194,7 +194,7 @@ extension FetchedResultsController {
         let result = fetched
         if catchesUp { recordResync(result) }
         await reload(result, replacing: oldSubscription)
-        persist()
+        persistBehind()
     }
 
     /// ``catchUp()`` on a new session, tried again with backoff while the daemon that just came

@@ -89,6 +89,9 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// The local SQLite file the results are kept in across runs, if any.
     public let persistentStore: URL?
     let state: Mutex<State>
+    /// Writes the results to the ``persistentStore`` in order, behind the changes they follow
+    /// (``persistBehind()``).
+    let replicaWriter = DispatchQueue(label: "depot.results.persistent-store")
     /// What ``changes()`` streams.
     let changeBroadcaster = Broadcaster<FetchedResultsChangeSet<Object>>()
     /// The delegate, held weakly, like `NSFetchedResultsController.delegate`. It
@@ -198,7 +201,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
             state.indexPaths = nil
         }
         if showedStored { await announceReload(layout: fetched.layout, transaction: fetched.transaction) }
-        persist()
+        // The results are in memory: the file catches up behind (the first write of a big result is slow).
+        persistBehind()
         listen(to: inputs)
     }
 
@@ -315,7 +319,7 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
     /// Ends the subscription; the results stay as they are.
     public func unsubscribe() async {
         // The last change may have been announced but not yet written back: a persistent store keeps it.
-        persist()
+        replicaWriter.sync { persist() }
         let subscription = state.withLock { state in
             defer {
                 state.listener?.cancel()

@@ -20,39 +20,12 @@ final class ResultsReplicaFile: Sendable {
         var modelVersion: Int64?
     }
 
-    /// The format this client writes (DESIGN.md §9): a file in another one is read as empty.
-    static let format: Int64 = 2
 
     private let pool: DatabasePool
 
-    /// Opens (creating if needed) the file at `url`.
+    /// Opens (creating or upgrading if needed) the file at `url` (``ReplicaFile``).
     init(url: URL) throws(DepotClientError) {
-        do {
-            var configuration = Configuration()
-            // Several controllers, each with its own pool, may write one file.
-            configuration.busyMode = .timeout(10)
-            pool = try DatabasePool(path: url.path, configuration: configuration)
-            try pool.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TABLE IF NOT EXISTS replica_results (
-                            key TEXT PRIMARY KEY NOT NULL,
-                            sections TEXT NOT NULL,
-                            seq INTEGER NOT NULL,
-                            transaction_number INTEGER NOT NULL);
-                        CREATE TABLE IF NOT EXISTS replica_object (
-                            key TEXT NOT NULL,
-                            id TEXT NOT NULL,
-                            object TEXT NOT NULL,
-                            PRIMARY KEY (key, id));
-                        """)
-                if try ReplicaVersions.formatChanged(db, name: "results format", format: Self.format) {
-                    try db.execute(sql: "DELETE FROM replica_results; DELETE FROM replica_object")
-                }
-            }
-        } catch {
-            throw .persistentStore("cannot open the persistent store at \(url.path): \(error)")
-        }
+        pool = try ReplicaFile.open(url)
     }
 
     /// The key a controller's results are stored under: its request and section key path.
@@ -268,6 +241,18 @@ extension FetchedResultsController {
                 state.entries[object.id] = Entry(raw: object, object: try? Object.make(from: object))
             }
         }
+    }
+
+    /// Writes to the persistent store behind the caller, on ``replicaWriter`` (in order): the
+    /// results in memory are right at once, the file follows.
+    func persistBehind() {
+        guard persistentStore != nil else { return }
+        replicaWriter.async { self.persist() }
+    }
+
+    /// Waits until what was written behind (``persistBehind()``) is in the persistent store.
+    public func waitForPersistentStore() async {
+        await withCheckedContinuation { continuation in replicaWriter.async { continuation.resume() } }
     }
 
     /// Writes what changed in the results since the last write to the persistent store, if there

@@ -253,3 +253,41 @@ public enum ServerStats: Method {
         }
     }
 }
+
+/// `server/backup`: writes a consistent copy of the daemon's embedded store
+/// into a directory on the daemon's host, as of one transaction, while the
+/// daemon serves (DESIGN.md §12). `depotd --data-dir <destination>` serves the copy.
+public enum ServerBackup: Method {
+    public static let name = "server/backup"
+
+    /// Where to write the copy.
+    public struct Parameters: Codable, Hashable, Sendable {
+        /// A directory path on the daemon's host: created if missing; it must not hold a store already.
+        public var destination: String
+        /// A token for work-done `$/progress` (pages copied of the store's pages).
+        public var workDoneToken: JSONValue?
+
+        /// Creates the params.
+        public init(destination: String, workDoneToken: JSONValue? = nil) {
+            self.destination = destination
+            self.workDoneToken = workDoneToken
+        }
+    }
+
+    /// What the copy holds.
+    public struct Result: Codable, Hashable, Sendable {
+        /// The transaction the copy is as of: its history ends there.
+        public var transaction: Int64
+        /// The copy's store file.
+        public var path: String
+        /// Its size in bytes.
+        public var sizeBytes: Int64
+
+        /// Creates the result.
+        public init(transaction: Int64, path: String, sizeBytes: Int64) {
+            self.transaction = transaction
+            self.path = path
+            self.sizeBytes = sizeBytes
+        }
+    }
+}

@@ -9,6 +9,35 @@ extension DepotService {
         ) { (_, context) throws(RPCError) in
             try context.service.statistics()
         }
+        handlers.register(
+            ServerBackup.self, .read, .adminOnly(reason: "a copy of the whole store, every row of every key")
+        ) { (params, context) throws(RPCError) in
+            try backup(params, context: context)
+        }
+    }
+
+    /// `server/backup`: the store copied on a reader, with pages as progress; a cancel stops it between steps.
+    private static func backup(
+        _ params: ServerBackup.Parameters, context: RequestContext
+    ) throws(RPCError) -> ServerBackup.Result {
+        let progress = context.progress(token: params.workDoneToken)
+        progress?.begin(title: "Backing up the store to \(params.destination)", total: nil)
+        var copied: Int64 = 0
+        do throws(RPCError) {
+            let copy = try context.view.adminStore.backup(into: params.destination) { (done, total) throws(RPCError) in
+                copied = done
+                progress?.setTotal(total)
+                progress?.report(completed: done, message: "pages")
+                try context.cancellation.check()
+            }
+            progress?.end(completed: copied, cancelled: false, message: "as of transaction \(copy.transaction)")
+            context.service.logger.info(
+                "backup to \(copy.path): transaction \(copy.transaction), \(copy.sizeBytes) bytes")
+            return ServerBackup.Result(transaction: copy.transaction, path: copy.path, sizeBytes: copy.sizeBytes)
+        } catch {
+            progress?.end(completed: copied, cancelled: error.code == .requestCancelled)
+            throw error
+        }
     }
 
     /// Everything `server/stats` reports, gathered now.

@@ -19,7 +19,7 @@ public final class Store: Sendable {
     /// How long history keeps transactions.
     public let historyRetention: HistoryRetention
     /// The read transaction every read of a snapshot store runs in (``readLatestCommit(_:)``).
-    private let snapshot: SnapshotConnection?
+    let snapshot: SnapshotConnection?
     /// The cluster this store is a replica in, if any (DESIGN.md section 11); `nil` for a lone store.
     public let replication: (any StoreReplication)?
     /// What the replica has applied of the cluster's log: its last entry's number.
@@ -40,6 +40,8 @@ public final class Store: Sendable {
     /// The keys whose values history records by entity (``recordScopeValues(of:)``), the
     /// model version their capture was installed for (`nil`: to install before the next write),
     /// and what was installed (the keys captured by entity, as ``ScopeCapture`` reads them).
+    /// The data format this store was upgraded from as it opened (``StoreFormat``), `nil` when none.
+    public let upgradedFromFormat: Int?
     let scopeRecording = Mutex<(keys: [String: [String]], installed: Int64?, captured: [String: [String]])>(
         ([:], nil, [:]))
 
@@ -71,15 +73,19 @@ public final class Store: Sendable {
             }
         }
         do {
+            try StoreFormat.refuseNewer(path: path)
             pool = try DatabasePool(path: path, configuration: configuration)
             pool.add(transactionObserver: commits, extent: .databaseLifetime)
-            let (schema, position) = try pool.write { db in
+            let (schema, position, upgraded) = try pool.write { db in
+                let upgraded = try StoreFormat.prepare(db, path: path)
                 try Self.createMetaTables(db)
                 try Self.createResultsCacheTable(db)
                 return (
-                    try ModelMigrator.loadSchema(db), try Self.openClusterPosition(db, replicated: replication != nil)
+                    try ModelMigrator.loadSchema(db), try Self.openClusterPosition(db, replicated: replication != nil),
+                    upgraded
                 )
             }
+            upgradedFromFormat = upgraded
             currentSchema = Mutex(schema)
             clusterPosition = Mutex(position)
             snapshot = nil
@@ -107,6 +113,7 @@ public final class Store: Sendable {
         commits = store.commits
         replication = nil
         clusterPosition = Mutex(0)
+        upgradedFromFormat = nil
     }
 
     /// Hands `body`, on a reader and concurrently with later writes, a store
@@ -297,7 +304,7 @@ public final class Store: Sendable {
 
 /// The reader connection a snapshot store reads through, valid while the
 /// closure it was handed to runs (on that reader's queue).
-private final class SnapshotConnection: @unchecked Sendable {
+final class SnapshotConnection: @unchecked Sendable {
     // @unchecked: used only inside the closure of `Store.readLatestCommit(_:)`, on its reader's queue.
     let db: Database
 
