@@ -9,11 +9,21 @@ public final class Context: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
     private var terminated = false
 
-    /// Creates a context with libzmq's defaults.
-    public init() throws(ZMQError) {
+    /// Creates a context with libzmq's defaults, or with `ioThreads` I/O threads
+    /// (`ZMQ_IO_THREADS`, libzmq's default is 1): the threads that move every connection's bytes.
+    public init(ioThreads: Int32? = nil) throws(ZMQError) {
         guard let handle = zmq_ctx_new() else { throw .last("zmq_ctx_new") }
         self.handle = handle
+        if let ioThreads, zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) != 0 {
+            let error = ZMQError.last("zmq_ctx_set ZMQ_IO_THREADS")
+            zmq_ctx_term(handle)
+            terminated = true
+            throw error
+        }
     }
+
+    /// How many I/O threads the context runs (or will run, before its first socket).
+    public var ioThreads: Int32 { zmq_ctx_get(handle, ZMQ_IO_THREADS) }
 
     /// Ends the context: blocked calls on its sockets fail with `ETERM`.
     public func shutdown() {
