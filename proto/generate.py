@@ -340,11 +340,15 @@ METHODS = [
     method("results/unsubscribe", "Ends a subscription.", obj({"subscription": STRING}), NULL, errors=[-32013]),
     method("results/deleteCache", "Removes a named cache, or every cache when no name is given.",
            obj({}, {"cacheName": nullable(STRING)}), NULL),
-    method("server/stats", "What the daemon is doing now: sessions, shared result sets, writer queue, latency "
-           "percentiles, store size, last transaction (DESIGN.md §12).",
-           EMPTY,
+    method("server/stats", "What the daemon is doing now: sessions (a page of them), shared result sets, writer "
+           "queue, latency percentiles, store size, last transaction (DESIGN.md §12).",
+           obj({}, {"sessionLimit": nullable({"type": "integer", "minimum": 1, "maximum": 10000}),
+                    "sessionsAfter": nullable(STRING)}),
            obj({"server": obj({"name": STRING, "version": STRING, "uptimeSeconds": NUMBER,
-                               "endpoints": {"type": "array", "items": STRING}}),
+                               "endpoints": {"type": "array", "items": STRING}},
+                              {"sessionCount": nullable(NONNEG), "maxSessions": nullable(NONNEG),
+                               "maxSessionsRequested": nullable(NONNEG), "openFileLimit": nullable(NONNEG),
+                               "ioThreads": nullable(NONNEG), "listenBacklog": nullable(NONNEG)}),
                 "sessions": {"type": "array", "items": obj(
                     {"id": STRING, "subscriptions": NONNEG, "observers": NONNEG, "inFlight": NONNEG,
                      "outboundBacklog": NONNEG, "idleSeconds": NUMBER},
@@ -367,7 +371,8 @@ METHODS = [
                                   "timestamp": {"type": "string", "format": "date-time"},
                                   "counts": {"type": "object", "additionalProperties": obj(
                                       {"inserted": NONNEG, "updated": NONNEG, "deleted": NONNEG})}},
-                                 {"author": nullable(STRING)}))})})),
+                                 {"author": nullable(STRING)}))})},
+               {"nextSessionsAfter": nullable(STRING)})),
 ]
 
 NOTIFICATIONS: Dict[str, Dict[str, Any]] = {
