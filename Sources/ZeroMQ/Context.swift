@@ -11,11 +11,17 @@ public final class Context: @unchecked Sendable {
 
     /// Creates a context with libzmq's defaults, or with `ioThreads` I/O threads
     /// (`ZMQ_IO_THREADS`, libzmq's default is 1): the threads that move every connection's bytes.
-    public init(ioThreads: Int32? = nil) throws(ZMQError) {
+    ///
+    /// `maxSockets` raises `ZMQ_MAX_SOCKETS` (libzmq's default is 1023), for a process
+    /// that opens many sockets on one context (a load generator's sessions).
+    public init(ioThreads: Int32? = nil, maxSockets: Int32? = nil) throws(ZMQError) {
         guard let handle = zmq_ctx_new() else { throw .last("zmq_ctx_new") }
         self.handle = handle
-        if let ioThreads, zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) != 0 {
-            let error = ZMQError.last("zmq_ctx_set ZMQ_IO_THREADS")
+        for (option, name, value) in [
+            (ZMQ_IO_THREADS, "ZMQ_IO_THREADS", ioThreads), (ZMQ_MAX_SOCKETS, "ZMQ_MAX_SOCKETS", maxSockets),
+        ] {
+            guard let value, zmq_ctx_set(handle, option, value) != 0 else { continue }
+            let error = ZMQError.last("zmq_ctx_set \(name)")
             zmq_ctx_term(handle)
             terminated = true
             throw error
