@@ -181,7 +181,7 @@ extension DepotServer {
             )
         }
         logger.warning(
-            "--max-sessions \(configuration.maxSessions) needs about \(configuration.maxSessions + OpenFileLimit.spare) more open files than the limit of \(limit.soft) (hard \(hard)) allows: serving at most \(servable) sessions; more get -32017. Raise the limit (ulimit -n, LimitNOFILE=) to serve more"
+            "--max-sessions \(configuration.maxSessions) needs about \(configuration.maxSessions + OpenFileLimit.spare) open files, more than the limit of \(limit.soft) (hard \(hard)) allows: serving at most \(servable) sessions; more get -32017. Raise the limit (ulimit -n, LimitNOFILE=) to serve more"
         )
         configuration.requestedMaxSessions = configuration.maxSessions
         configuration.maxSessions = servable

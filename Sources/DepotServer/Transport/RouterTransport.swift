@@ -47,8 +47,8 @@ final class RouterTransport: @unchecked Sendable {
     private let monitor: Socket
     /// Which peer each connection's descriptor carries (transport thread).
     private var descriptors = PeerDescriptors()
-    /// Endpoints unbound after a failed accept, to bind again at the next tick (transport thread).
-    private var pausedEndpoints: [String] = []
+    /// Failed accepts not yet logged (transport thread): logged once a tick, not once per retry.
+    private var unloggedAcceptFailures: (count: Int, endpoint: String, errno: Int32)?
     /// Accepts that failed since start (any thread).
     private let acceptFailures = Atomic<Int>(0)
     /// Fan-out messages taken from the outbox and not yet sent, in order, from `fanOutHead` (transport thread).
@@ -212,7 +212,7 @@ final class RouterTransport: @unchecked Sendable {
             reportVanished()
             if ContinuousClock.now >= nextTick {
                 nextTick = ContinuousClock.now + .seconds(1)
-                resumeListening()
+                logAcceptFailures()
                 delegate?.transportDidTick(self)
             }
             if stopRequested.withLock({ $0 }) {
@@ -333,8 +333,7 @@ final class RouterTransport: @unchecked Sendable {
 
     /// Handles the ROUTER's monitor events: a closed connection vanishes its peer
     /// at once (its session ends, freeing its slot); a failed accept (out of
-    /// descriptors) pauses that endpoint, which libzmq would otherwise retry in a
-    /// busy loop, until the next tick.
+    /// descriptors) is counted and logged at the next tick.
     private func readMonitor() {
         while let message = try? monitor.receive(dontWait: true) {
             guard let event = SocketEvent(message) else { continue }
@@ -345,31 +344,24 @@ final class RouterTransport: @unchecked Sendable {
                     vanished.insert(routingID)
                 }
             case .acceptFailed:
-                let failures = acceptFailures.wrappingAdd(1, ordering: .relaxed).newValue
-                guard !pausedEndpoints.contains(event.endpoint), (try? socket.unbind(event.endpoint)) != nil else {
-                    continue
-                }
-                pausedEndpoints.append(event.endpoint)
-                logger.error(
-                    "cannot accept a connection on \(event.endpoint): \(String(cString: strerror(Int32(bitPattern: event.value)))) (\(failures) failed accepts so far); not listening there for a second. Raise the open-file limit (ulimit -n) or lower --max-sessions"
-                )
+                acceptFailures.add(1, ordering: .relaxed)
+                let count = (unloggedAcceptFailures?.count ?? 0) + 1
+                unloggedAcceptFailures = (count, event.endpoint, Int32(bitPattern: event.value))
             case .connected, .other:
                 break
             }
         }
     }
 
-    /// Binds again the endpoints a failed accept paused; one that still fails stays paused.
-    private func resumeListening() {
-        pausedEndpoints = pausedEndpoints.filter { endpoint in
-            do {
-                try socket.bind(endpoint)
-                logger.notice("listening again on \(endpoint)")
-                return false
-            } catch {
-                return true
-            }
-        }
+    /// Logs the accepts that failed since the last tick, once: libzmq retries a failed
+    /// accept at once and again (it cannot be paused without dropping every connection
+    /// the endpoint accepted), so the count says how hard it is spinning.
+    private func logAcceptFailures() {
+        guard let (count, endpoint, number) = unloggedAcceptFailures else { return }
+        unloggedAcceptFailures = nil
+        logger.error(
+            "cannot accept connections on \(endpoint): \(String(cString: strerror(number))) (\(count) failed accepts in the last second); clients wait until descriptors free up. Raise the open-file limit (ulimit -n) or lower --max-sessions"
+        )
     }
 
     /// Tells the delegate of the peers found gone since the last pass. Never
