@@ -130,7 +130,7 @@ let package = Package(
             name: "DepotStoreTests",
             dependencies: ["DepotStore", "DepotTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .testTarget(name: "DepotServerTests", dependencies: ["DepotServer", "DepotTestSupport"]),
+        .testTarget(name: "DepotServerTests", dependencies: ["DepotServer", "DepotTestSupport", "ZeroMQ"]),
         .testTarget(name: "DepotStudioTests", dependencies: ["DepotStudio"]),
         .testTarget(name: "DepotClientTests", dependencies: ["DepotClient", "DepotTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["DepotClient", "DepotTestSupport", "ZeroMQ"]),

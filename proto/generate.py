@@ -349,11 +349,15 @@ METHODS = [
     method("results/unsubscribe", "Ends a subscription.", obj({"subscription": STRING}), NULL, errors=[-32013]),
     method("results/deleteCache", "Removes a named cache, or every cache when no name is given.",
            obj({}, {"cacheName": nullable(STRING)}), NULL),
-    method("server/stats", "What the daemon is doing now: sessions, shared result sets, writer queue, latency "
-           "percentiles, store size, last transaction (DESIGN.md §12).",
-           EMPTY,
+    method("server/stats", "What the daemon is doing now: sessions (a page of them), shared result sets, writer "
+           "queue, latency percentiles, store size, last transaction (DESIGN.md §12).",
+           obj({}, {"sessionLimit": nullable({"type": "integer", "minimum": 1, "maximum": 10000}),
+                    "sessionsAfter": nullable(STRING)}),
            obj({"server": obj({"name": STRING, "version": STRING, "uptimeSeconds": NUMBER,
-                               "endpoints": {"type": "array", "items": STRING}}),
+                               "endpoints": {"type": "array", "items": STRING}},
+                              {"sessionCount": nullable(NONNEG), "maxSessions": nullable(NONNEG),
+                               "maxSessionsRequested": nullable(NONNEG), "openFileLimit": nullable(NONNEG),
+                               "ioThreads": nullable(NONNEG), "listenBacklog": nullable(NONNEG)}),
                 "sessions": {"type": "array", "items": obj(
                     {"id": STRING, "subscriptions": NONNEG, "observers": NONNEG, "inFlight": NONNEG,
                      "outboundBacklog": NONNEG, "idleSeconds": NUMBER},
@@ -376,7 +380,8 @@ METHODS = [
                                   "timestamp": {"type": "string", "format": "date-time"},
                                   "counts": {"type": "object", "additionalProperties": obj(
                                       {"inserted": NONNEG, "updated": NONNEG, "deleted": NONNEG})}},
-                                 {"author": nullable(STRING)}))})})),
+                                 {"author": nullable(STRING)}))})},
+               {"nextSessionsAfter": nullable(STRING)})),
     method("server/backup", "Writes a consistent copy of the embedded store (objects, model, history, save ids) "
            "as of one transaction into a directory on the daemon's host, while the daemon serves; "
            "`depotd --data-dir` on it serves the copy (DESIGN.md §12). Admin. Refused (-32600) on a PostgreSQL "

@@ -31,7 +31,7 @@ public final class DepotServer: Sendable {
     public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "depotd")) throws(ConfigurationError)
     {
         try configuration.validate()
-        self.configuration = configuration
+        var configuration = configuration
         self.logger = logger
         let directory = configuration.dataDirectory
         try Self.makeDirectory(directory.path)
@@ -91,10 +91,15 @@ public final class DepotServer: Sendable {
         do {
             transport = try RouterTransport(
                 endpoints: configuration.effectiveEndpoints, maxMessageSize: configuration.maxMessageSize,
-                sendHighWaterMark: configuration.sendHighWaterMark, security: security, logger: logger)
+                sendHighWaterMark: configuration.sendHighWaterMark, security: security,
+                backlog: Int32(clamping: configuration.listenBacklog),
+                ioThreads: Int32(clamping: configuration.ioThreads),
+                logger: logger)
         } catch {
             throw ConfigurationError(description: "cannot listen: \(error)")
         }
+        try Self.fitSessions(to: OpenFileLimit.current(), in: &configuration, logger: logger)
+        self.configuration = configuration
         do {
             service = try DepotService(
                 configuration: configuration, store: store, outbox: transport, keys: security?.keys,
@@ -163,6 +168,29 @@ public final class DepotServer: Sendable {
 }
 
 extension DepotServer {
+    /// Lowers ``ServerConfiguration/maxSessions`` to what the open-file limit affords
+    /// with what is open now (the store and the bound endpoints), saying so; refuses to
+    /// start when it affords none.
+    static func fitSessions(
+        to limit: OpenFileLimit, in configuration: inout ServerConfiguration, logger: Logger
+    ) throws(ConfigurationError) {
+        configuration.openFileLimit = limit.soft == Int.max ? nil : limit.soft
+        let servable = limit.sessionsServable(openNow: OpenFileLimit.openDescriptors)
+        guard servable < configuration.maxSessions else { return }
+        let hard = limit.hard == Int.max ? "unlimited" : String(limit.hard)
+        guard servable >= 1 else {
+            throw ConfigurationError(
+                description:
+                    "the open-file limit (\(limit.soft), hard \(hard)) leaves no descriptor for a client session; raise it (ulimit -n, LimitNOFILE=)"
+            )
+        }
+        logger.warning(
+            "--max-sessions \(configuration.maxSessions) needs about \(configuration.maxSessions + OpenFileLimit.spare) open files, more than the limit of \(limit.soft) (hard \(hard)) allows: serving at most \(servable) sessions; more get -32017. Raise the limit (ulimit -n, LimitNOFILE=) to serve more"
+        )
+        configuration.requestedMaxSessions = configuration.maxSessions
+        configuration.maxSessions = servable
+    }
+
     /// Creates `path` and its missing parents, mode 0700, saying which one failed and why.
     static func makeDirectory(_ path: String) throws(ConfigurationError) {
         var partial = path.hasPrefix("/") ? "" : "."

@@ -33,6 +33,12 @@ public struct ServerConfiguration: Sendable {
     public var policyFile: String?
     /// The most sessions open at once; `initialize` beyond it is -32017.
     public var maxSessions = 1024
+    /// What `--max-sessions` asked for, when the open-file limit lowered ``maxSessions`` below it.
+    public var requestedMaxSessions: Int?
+    /// The open-file limit (soft) the daemon runs with, as found at start-up.
+    public var openFileLimit: Int?
+    /// ZeroMQ I/O threads (`ZMQ_IO_THREADS`): one per two cores, from one to four, by default.
+    public var ioThreads = ServerConfiguration.defaultIOThreads
     /// The most live subscriptions one session may hold; `results/subscribe` beyond it is -32017.
     public var maxSubscriptionsPerSession = 1000
     /// The most requests one session may have running or queued; more are -32017 at once.
@@ -63,6 +69,12 @@ public struct ServerConfiguration: Sendable {
         self.sessionQueueLimit = sessionQueueLimit
         self.version = version
     }
+
+    /// One ZeroMQ I/O thread per two cores, from one to four.
+    public static var defaultIOThreads: Int { min(4, max(1, ProcessInfo.processInfo.activeProcessorCount / 2)) }
+
+    /// The listen queue of each endpoint (`ZMQ_BACKLOG`): room for every session to reconnect at once.
+    public var listenBacklog: Int { max(4096, maxSessions) }
 
     /// The default endpoint: `ipc://<data-dir>/depot.sock`.
     public var defaultEndpoint: String { "ipc://" + dataDirectory.appendingPathComponent("depot.sock").path }
@@ -129,7 +141,7 @@ extension ServerConfiguration {
         }
         for (name, value) in [
             ("--max-sessions", maxSessions), ("--max-subscriptions-per-session", maxSubscriptionsPerSession),
-            ("--max-in-flight-per-session", maxInFlightPerSession),
+            ("--max-in-flight-per-session", maxInFlightPerSession), ("--io-threads", ioThreads),
         ] where value < 1 {
             throw ConfigurationError(description: "\(name) must be at least 1, got \(value)")
         }

@@ -100,7 +100,7 @@ actor MetricsSource {
     func exposition() async -> (HTTPResponse.Status, String) {
         do {
             let connection = try await currentConnection()
-            let stats = try await connection.call(ServerStats.self, Empty(), timeout: .seconds(5))
+            let stats = try await connection.call(ServerStats.self, .init(), timeout: .seconds(5))
             return (.ok, PrometheusExposition.text(stats))
         } catch {
             connection?.abort()

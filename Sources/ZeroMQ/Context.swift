@@ -9,11 +9,27 @@ public final class Context: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
     private var terminated = false
 
-    /// Creates a context with libzmq's defaults.
-    public init() throws(ZMQError) {
+    /// Creates a context with libzmq's defaults, or with `ioThreads` I/O threads
+    /// (`ZMQ_IO_THREADS`, libzmq's default is 1): the threads that move every connection's bytes.
+    ///
+    /// `maxSockets` raises `ZMQ_MAX_SOCKETS` (libzmq's default is 1023), for a process
+    /// that opens many sockets on one context (a load generator's sessions).
+    public init(ioThreads: Int32? = nil, maxSockets: Int32? = nil) throws(ZMQError) {
         guard let handle = zmq_ctx_new() else { throw .last("zmq_ctx_new") }
         self.handle = handle
+        for (option, name, value) in [
+            (ZMQ_IO_THREADS, "ZMQ_IO_THREADS", ioThreads), (ZMQ_MAX_SOCKETS, "ZMQ_MAX_SOCKETS", maxSockets),
+        ] {
+            guard let value, zmq_ctx_set(handle, option, value) != 0 else { continue }
+            let error = ZMQError.last("zmq_ctx_set \(name)")
+            zmq_ctx_term(handle)
+            terminated = true
+            throw error
+        }
     }
+
+    /// How many I/O threads the context runs (or will run, before its first socket).
+    public var ioThreads: Int32 { zmq_ctx_get(handle, ZMQ_IO_THREADS) }
 
     /// Ends the context: blocked calls on its sockets fail with `ETERM`.
     public func shutdown() {

@@ -107,9 +107,12 @@ public final class Socket: @unchecked Sendable {
     }
 
     /// Receives one multipart message and, when `property` is named, that
-    /// metadata property of its last frame (`zmq_msg_gets`).
-    func receive(dontWait: Bool, reading property: String?) throws(ZMQError) -> (
-        frames: Message, property: String?
+    /// metadata property of its last frame (`zmq_msg_gets`), with the descriptor
+    /// of the connection it came in on (`ZMQ_SRCFD`; -1 when it has none).
+    ///
+    /// - Returns: `nil` when `dontWait` is set and nothing was ready.
+    public func receive(dontWait: Bool, reading property: String?) throws(ZMQError) -> (
+        frames: Message, property: String?, sourceDescriptor: Int32
     )? {
         var frames: Message = []
         var message = zmq_msg_t()
@@ -131,7 +134,11 @@ public final class Socket: @unchecked Sendable {
                 frames.append([])
             }
             if zmq_msg_more(&message) == 0 {
-                return (frames, property.flatMap { zmq_msg_gets(&message, $0) }.map { String(cString: $0) })
+                // ZMQ_SRCFD: the descriptor of the connection it came in on (-1 for inproc).
+                let source = zmq_msg_get(&message, ZMQ_SRCFD)
+                return (
+                    frames, property.flatMap { zmq_msg_gets(&message, $0) }.map { String(cString: $0) }, source
+                )
             }
         }
     }
@@ -194,12 +201,24 @@ public final class Socket: @unchecked Sendable {
     /// `ZMQ_IMMEDIATE`: queue messages only to completed connections.
     public func setImmediate(_ on: Bool) throws(ZMQError) { try set(ZMQ_IMMEDIATE, Int32(on ? 1 : 0)) }
 
+    /// `ZMQ_BACKLOG`: how many connections the kernel queues on a listening endpoint before
+    /// they are accepted (libzmq's default is 100; capped by `net.core.somaxconn`). Set before binding.
+    public func setBacklog(_ connections: Int32) throws(ZMQError) { try set(ZMQ_BACKLOG, connections) }
+
+    /// The `ZMQ_BACKLOG` in force.
+    public func backlog() throws(ZMQError) -> Int32 { try getInt32(ZMQ_BACKLOG) }
+
     /// `ZMQ_ROUTING_ID`: this socket's identity as seen by a ROUTER peer.
     public func setRoutingID(_ id: [UInt8]) throws(ZMQError) { try set(ZMQ_ROUTING_ID, bytes: id) }
 
     /// `ZMQ_RECONNECT_IVL`: the delay before reconnecting a dropped connection, in milliseconds.
     public func setReconnectInterval(milliseconds: Int32) throws(ZMQError) {
         try set(ZMQ_RECONNECT_IVL, milliseconds)
+    }
+
+    /// `ZMQ_RECONNECT_IVL_MAX`: the interval doubles after each failed reconnect up to this, in milliseconds.
+    public func setReconnectIntervalMax(milliseconds: Int32) throws(ZMQError) {
+        try set(ZMQ_RECONNECT_IVL_MAX, milliseconds)
     }
 
     /// `ZMQ_LAST_ENDPOINT`: the endpoint last bound, with the port the system chose for `tcp://…:*`.

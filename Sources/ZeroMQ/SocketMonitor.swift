@@ -6,8 +6,10 @@ public struct SocketEvent: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         /// A connection to a peer was established.
         case connected
-        /// A connection to a peer was lost (the peer closed or died).
+        /// A connection to a peer was lost (the peer closed or died); the value is its descriptor.
         case disconnected
+        /// A listening endpoint could not accept a connection; the value is the errno (`EMFILE`: out of descriptors).
+        case acceptFailed
         /// Any other libzmq event, by its `ZMQ_EVENT_*` number.
         case other(UInt16)
     }
@@ -29,6 +31,7 @@ public struct SocketEvent: Sendable, Hashable {
         switch Int32(number) {
         case ZMQ_EVENT_CONNECTED: kind = .connected
         case ZMQ_EVENT_DISCONNECTED: kind = .disconnected
+        case ZMQ_EVENT_ACCEPT_FAILED: kind = .acceptFailed
         default: kind = .other(number)
         }
     }
@@ -39,9 +42,19 @@ extension Socket {
     /// bound at `endpoint` (an `inproc://` name in the same context). Connect a
     /// `.pair` socket there and read each message with ``SocketEvent/init(_:)``.
     public func monitor(_ endpoint: String) throws(ZMQError) {
-        let events =
-            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
-            | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        try monitor(
+            endpoint,
+            events: ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+    }
+
+    /// Publishes only the disconnects of accepted connections and failed accepts
+    /// (what a ROUTER's owner needs to free a peer's slot and to notice it is out of descriptors).
+    public func monitorDisconnectsAndAcceptFailures(_ endpoint: String) throws(ZMQError) {
+        try monitor(endpoint, events: ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPT_FAILED)
+    }
+
+    private func monitor(_ endpoint: String, events: Int32) throws(ZMQError) {
         guard zmq_socket_monitor(handle, endpoint, events) == 0 else {
             throw .last("zmq_socket_monitor \(endpoint)")
         }

@@ -28,7 +28,7 @@ struct StatsCommand: AsyncParsableCommand {
         defer { client.abort() }
         let stats: ServerStats.Result
         do {
-            stats = try await client.call(ServerStats.self, Empty())
+            stats = try await client.call(ServerStats.self, .init())
         } catch {
             throw describe(error, calling: ServerStats.name)
         }

@@ -97,6 +97,11 @@ struct Depotd: ParsableCommand {
     var maxSessions = 1024
 
     @Option(
+        name: .customLong("io-threads"),
+        help: "ZeroMQ I/O threads moving the connections' bytes (default: one per two cores, from one to four).")
+    var ioThreads = ServerConfiguration.defaultIOThreads
+
+    @Option(
         name: .customLong("max-subscriptions-per-session"),
         help: "The most live results/subscribe one session may hold; more get -32017.")
     var maxSubscriptionsPerSession = 1000
@@ -165,6 +170,10 @@ struct Depotd: ParsableCommand {
         configuration.authorizedKeysFile = authorizedKeys
         configuration.policyFile = policy
         configuration.maxSessions = maxSessions
+        configuration.ioThreads = ioThreads
+        // One descriptor per session: as many as the hard limit allows (fitSessions says if still too few).
+        let files = OpenFileLimit.raiseSoftLimit()
+        logger.debug("open-file limit \(files.soft) (hard \(files.hard))")
         configuration.maxSubscriptionsPerSession = maxSubscriptionsPerSession
         configuration.maxInFlightPerSession = maxInFlightPerSession
         configuration.maxQuerySeconds = maxQuerySeconds

@@ -195,4 +195,41 @@ final class ServerStatisticsTests: XCTestCase {
         XCTAssertEqual(after.subscriptions.first?.subscriptionIds, ["s2"])
         XCTAssertEqual(after.subscriptions.first?.notificationsSent, 1)
     }
+
+    func testSessionsArePagedAt10000() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "depot-stats-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = ServerConfiguration(dataDirectory: directory)
+        configuration.maxSessions = 20_000
+        let server = try DepotService(
+            configuration: configuration,
+            store: Store(path: directory.appendingPathComponent("depot.sqlite").path), outbox: RecordingOutbox())
+        defer { server.stop() }
+        for index in 0..<10_000 {
+            let routingID = withUnsafeBytes(of: UInt32(index).bigEndian, Array.init)
+            _ = server.sessions.open(
+                routingID: routingID, clientInfo: ImplementationInfo(name: "load\(index % 7)", version: "1"))
+        }
+        let started = ContinuousClock.now
+        let first = try server.statistics()
+        let elapsed = ContinuousClock.now - started
+        XCTAssertEqual(first.server.sessionCount, 10_000, "the count covers every session")
+        XCTAssertEqual(first.sessions.count, ServerStats.Parameters.defaultSessionLimit, "one page by default")
+        XCTAssertLessThan(elapsed, .seconds(1), "bounded (a debug build on a busy machine)")
+        var seen = first.sessions.map(\.id)
+        var cursor = first.nextSessionsAfter
+        while let after = cursor {
+            let page = try server.statistics(.init(sessionLimit: 3000, sessionsAfter: after))
+            seen += page.sessions.map(\.id)
+            cursor = page.nextSessionsAfter
+        }
+        XCTAssertEqual(seen.count, 10_000)
+        XCTAssertEqual(Set(seen).count, 10_000, "every session once, across the pages")
+        XCTAssertThrowsError(try server.statistics(.init(sessionLimit: 10_001))) { error in
+            XCTAssertEqual((error as? RPCError)?.data?["field"], "sessionLimit")
+        }
+        XCTAssertThrowsError(try server.statistics(.init(sessionsAfter: "nonsense")))
+    }
 }

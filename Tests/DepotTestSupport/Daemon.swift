@@ -27,11 +27,12 @@ public final class Daemon: @unchecked Sendable {
     ///   - environment: Variables added to this process's environment for the daemon.
     ///   - executable: The daemon to run.
     ///   - logFile: Where the daemon's standard error goes, for a long run; a pipe by default.
+    ///   - openFileLimit: Soft and hard open-file limit to start the daemon under (`prlimit --nofile`).
     /// - Throws: ``DaemonError/didNotStart(_:)`` when the daemon exits or says nothing within 20 s.
     public init(
         dataDirectory: URL? = nil, arguments: [String] = [], heartbeat: Double? = nil,
         listen: String = "tcp://127.0.0.1:*", environment: [String: String] = [:],
-        executable: URL = Executables.depotd, logFile: URL? = nil
+        executable: URL = Executables.depotd, logFile: URL? = nil, openFileLimit: Int? = nil
     ) throws {
         self.dataDirectory =
             dataDirectory
@@ -52,6 +53,10 @@ public final class Daemon: @unchecked Sendable {
             }
             let schema = "e_" + String(hash, radix: 36)
             arguments += ["--store", "\(store)?schema=\(schema)"]
+        }
+        if let openFileLimit {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            arguments = ["--nofile=\(openFileLimit):\(openFileLimit)", executable.path] + arguments
         }
         process.arguments = arguments
         if !environment.isEmpty {
@@ -121,6 +126,17 @@ public final class Daemon: @unchecked Sendable {
         }
         process.waitUntilExit()
         return process.terminationStatus
+    }
+
+    /// CPU seconds (user and system) the daemon has used so far, from `/proc/<pid>/stat`.
+    public var cpuSeconds: Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
+        // After "pid (comm)": state is field 3, utime and stime are fields 14 and 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// Kills the daemon (SIGKILL, as a crash would) and waits for the exit; returns the exit status.

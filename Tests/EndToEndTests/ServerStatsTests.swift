@@ -19,7 +19,7 @@ final class ServerStatsTests: XCTestCase {
             ResultsSubscribe.self, .init(request: request, sectionKeyPath: "qualifyingZone"))
         _ = try await watcher.call(StoreObserve.self, .init())
 
-        let before = try await watcher.call(ServerStats.self, Empty())
+        let before = try await watcher.call(ServerStats.self, .init())
         XCTAssertEqual(before.server.name, "depotd")
         XCTAssertEqual(before.server.endpoints, [daemon.endpoint])
         XCTAssertEqual(Set(before.sessions.compactMap { $0.client?.name }), ["watcher", "editor"])
@@ -45,13 +45,13 @@ final class ServerStatsTests: XCTestCase {
             StoreSave.self,
             .init(updated: [UpdatedObject(id: ids["Japan"]!, values: ["wins": 9])], author: "stats-test"))
         // The save's answer may overtake the writer's counters and the publishing: wait for them.
-        var after = try await watcher.call(ServerStats.self, Empty())
+        var after = try await watcher.call(ServerStats.self, .init())
         let deadline = ContinuousClock.now + .seconds(5)
         while after.writer.commits <= commitsBefore || after.notificationsSent["results/didChange"] ?? 0 < 2,
             ContinuousClock.now < deadline
         {
             try await Task.sleep(for: .milliseconds(20))
-            after = try await watcher.call(ServerStats.self, Empty())
+            after = try await watcher.call(ServerStats.self, .init())
         }
         XCTAssertEqual(after.writer.commits, commitsBefore + 1)
         XCTAssertEqual(after.latency.commit.count, commitsBefore + 1)
@@ -68,7 +68,7 @@ final class ServerStatsTests: XCTestCase {
         XCTAssertEqual(last.counts["Team"], ServerStats.ChangeCounts(inserted: 0, updated: 1, deleted: 0))
 
         await editor.close()
-        let alone = try await watcher.call(ServerStats.self, Empty())
+        let alone = try await watcher.call(ServerStats.self, .init())
         XCTAssertEqual(alone.sessions.compactMap { $0.client?.name }, ["watcher"])
         XCTAssertEqual(alone.subscriptions.first?.subscriptionIds, [first.subscription])
         XCTAssertEqual(alone.subscriptions.first?.sessions, 1)

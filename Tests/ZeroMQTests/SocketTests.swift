@@ -94,3 +94,16 @@ final class SocketTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(libraryVersion.major, 4)
     }
 }
+
+final class ListenOptionTests: XCTestCase {
+    func testBacklogAndIOThreadsAreSet() throws {
+        let context = try Context(ioThreads: 2)
+        XCTAssertEqual(context.ioThreads, 2)
+        let router = try Socket(context: context, type: .router)
+        try router.setLinger(milliseconds: 0)
+        XCTAssertEqual(try router.backlog(), 100, "libzmq's default, which drops a storm of connects")
+        try router.setBacklog(4096)
+        XCTAssertEqual(try router.backlog(), 4096)
+        router.close()
+    }
+}

@@ -60,7 +60,10 @@ final class ClientTransport: @unchecked Sendable {
         try socket.setLinger(milliseconds: 0)
         try socket.setSendHighWaterMark(0)
         try socket.setReceiveHighWaterMark(0)
+        // libzmq adds a random jitter of up to one interval to each retry and doubles the
+        // interval up to the maximum: a restarted daemon is not hit by every client at once.
         try socket.setReconnectInterval(milliseconds: 100)
+        try socket.setReconnectIntervalMax(milliseconds: 1000)
         // The monitor tells a daemon restart apart from silence: ZeroMQ reconnects
         // by itself, but the new daemon knows nothing of this session.
         let monitorEndpoint = "inproc://depot-client-monitor-\(UUID().uuidString)"
@@ -204,7 +207,7 @@ final class ClientTransport: @unchecked Sendable {
                                         "the server refused the CURVE handshake for \(method): this client's key is not authorized there, or the server key is wrong"
                                 ))
                         }
-                    case .connected, .other:
+                    case .connected, .other, .acceptFailed:
                         break
                     }
                 }

@@ -301,15 +301,20 @@ public final class DepotConnection: Sendable {
                 // Already initialized (an earlier, timed-out attempt got through, or the link
                 // was only slow): start over so that every listener resyncs against one known session.
                 _ = try? await Self.call(transport, method: Disconnect.name, params: nil, timeout: .seconds(2))
-                try? await Task.sleep(for: delay)
+                try? await Task.sleep(for: Self.jittered(delay))
                 delay = min(delay * 2, .seconds(5))
             } catch {
-                try? await Task.sleep(for: delay)
+                // -32017 (the daemon is full) lands here too: retried, spread out.
+                try? await Task.sleep(for: Self.jittered(delay))
                 delay = min(delay * 2, .seconds(5))
             }
         }
         session.withLock { $0.recovery = nil }
     }
+
+    /// `delay` spread over ±50 %: clients dropped together (a daemon restart) come back
+    /// spread out, not in lockstep.
+    static func jittered(_ delay: Duration) -> Duration { delay * Double.random(in: 0.5...1.5) }
 
     private func broadcast(_ event: ConnectionEvent) { events.yield(event) }
 

@@ -4,15 +4,34 @@
 public enum ServerStats: Method {
     public static let name = "server/stats"
 
-    /// No params.
-    public typealias Parameters = Empty
+    /// Which page of the sessions to list (DESIGN.md §12: bounded at 10,000 sessions).
+    public struct Parameters: Codable, Hashable, Sendable {
+        /// The most sessions to list (default ``defaultSessionLimit``, at most ``largestSessionLimit``).
+        public var sessionLimit: Int?
+        /// Lists the sessions after this cursor: the `nextSessionsAfter` of the previous page.
+        public var sessionsAfter: String?
+
+        /// The sessions listed when no `sessionLimit` is given.
+        public static let defaultSessionLimit = 1000
+        /// The largest `sessionLimit`.
+        public static let largestSessionLimit = 10_000
+
+        /// Creates the params: the first page by default.
+        public init(sessionLimit: Int? = nil, sessionsAfter: String? = nil) {
+            self.sessionLimit = sessionLimit
+            self.sessionsAfter = sessionsAfter
+        }
+    }
 
     /// A snapshot of the daemon's figures.
     public struct Result: Codable, Hashable, Sendable {
         /// Who the server is and how long it has run.
         public var server: Server
-        /// Every open session.
+        /// The open sessions, by client name then id: a page of at most `sessionLimit`
+        /// (``server``'s `sessionCount` counts them all).
         public var sessions: [Session]
+        /// The cursor of the next page (`sessionsAfter`), `nil` on the last page.
+        public var nextSessionsAfter: String?
         /// Every maintained result set, with the subscriptions sharing it.
         public var subscriptions: [SharedResults]
         /// Notifications queued for clients since start, by method name.
@@ -26,11 +45,12 @@ public enum ServerStats: Method {
 
         /// Creates the result.
         public init(
-            server: Server, sessions: [Session], subscriptions: [SharedResults], notificationsSent: [String: Int64],
-            writer: Writer, latency: Latency, store: StoreFigures
+            server: Server, sessions: [Session], nextSessionsAfter: String? = nil, subscriptions: [SharedResults],
+            notificationsSent: [String: Int64], writer: Writer, latency: Latency, store: StoreFigures
         ) {
             self.server = server
             self.sessions = sessions
+            self.nextSessionsAfter = nextSessionsAfter
             self.subscriptions = subscriptions
             self.notificationsSent = notificationsSent
             self.writer = writer
@@ -49,13 +69,35 @@ public enum ServerStats: Method {
         public var uptimeSeconds: Double
         /// The endpoints it listens on.
         public var endpoints: [String]
+        /// How many sessions are open.
+        public var sessionCount: Int?
+        /// The most sessions it serves at once (`--max-sessions`, or less when the open-file limit lowered it).
+        public var maxSessions: Int?
+        /// What `--max-sessions` asked for, present only when the open-file limit lowered it.
+        public var maxSessionsRequested: Int?
+        /// The open-file limit (soft) it runs with, `nil` when unlimited.
+        public var openFileLimit: Int?
+        /// ZeroMQ I/O threads.
+        public var ioThreads: Int?
+        /// The listen queue of each endpoint (`ZMQ_BACKLOG`).
+        public var listenBacklog: Int?
 
         /// Creates the figures.
-        public init(name: String, version: String, uptimeSeconds: Double, endpoints: [String]) {
+        public init(
+            name: String, version: String, uptimeSeconds: Double, endpoints: [String], sessionCount: Int? = nil,
+            maxSessions: Int? = nil, maxSessionsRequested: Int? = nil, openFileLimit: Int? = nil,
+            ioThreads: Int? = nil, listenBacklog: Int? = nil
+        ) {
             self.name = name
             self.version = version
             self.uptimeSeconds = uptimeSeconds
             self.endpoints = endpoints
+            self.sessionCount = sessionCount
+            self.maxSessions = maxSessions
+            self.maxSessionsRequested = maxSessionsRequested
+            self.openFileLimit = openFileLimit
+            self.ioThreads = ioThreads
+            self.listenBacklog = listenBacklog
         }
     }
 

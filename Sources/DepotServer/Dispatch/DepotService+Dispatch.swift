@@ -402,9 +402,13 @@ extension DepotService {
         case Initialize.name:
             let limit = configuration.maxSessions
             guard sessions.session(for: routingID) == nil, sessions.count >= limit else { return nil }
-            logger.warning("refused a session: \(limit) sessions are open (--max-sessions)")
+            // Lowered at start-up by the open-file limit: the message says so, or raising --max-sessions looks like the fix.
+            let lowered = configuration.requestedMaxSessions.map {
+                ", lowered from \($0) by the open-file limit of \(configuration.openFileLimit ?? 0)"
+            }
+            logger.warning("refused a session: \(limit) sessions are open (--max-sessions\(lowered ?? ""))")
             return .overloaded(
-                "the daemon already serves \(limit) sessions (--max-sessions); try again later",
+                "the daemon already serves \(limit) sessions (--max-sessions\(lowered ?? "")); try again later",
                 limit: "maxSessions", value: limit)
         default:
             return nil

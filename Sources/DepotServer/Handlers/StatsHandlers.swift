@@ -6,8 +6,8 @@ extension DepotService {
     static func registerStatsHandlers(_ handlers: inout HandlerRegistry) {
         handlers.register(
             ServerStats.self, .read, .adminOnly(reason: "the daemon's figures and sessions: no rows of the store")
-        ) { (_, context) throws(RPCError) in
-            try context.service.statistics()
+        ) { (params, context) throws(RPCError) in
+            try context.service.statistics(params)
         }
         handlers.register(
             ServerBackup.self, .read, .adminOnly(reason: "a copy of the whole store, every row of every key")
@@ -40,15 +40,35 @@ extension DepotService {
         }
     }
 
-    /// Everything `server/stats` reports, gathered now.
-    func statistics() throws(RPCError) -> ServerStats.Result {
+    /// Everything `server/stats` reports, gathered now: one page of the sessions.
+    func statistics(_ page: ServerStats.Parameters = .init()) throws(RPCError) -> ServerStats.Result {
+        let limit = page.sessionLimit ?? ServerStats.Parameters.defaultSessionLimit
+        guard (1...ServerStats.Parameters.largestSessionLimit).contains(limit) else {
+            throw .invalidParams(
+                "sessionLimit must be from 1 to \(ServerStats.Parameters.largestSessionLimit), got \(limit)",
+                field: "sessionLimit")
+        }
+        let after = try page.sessionsAfter.map { (cursor) throws(RPCError) -> SessionCursor in
+            guard let parsed = SessionCursor(cursor) else {
+                throw .invalidParams(
+                    "sessionsAfter must be the nextSessionsAfter of an earlier answer, got '\(cursor)'",
+                    field: "sessionsAfter")
+            }
+            return parsed
+        }
         let now = ContinuousClock.now
         let sets = results.statistics()
         var subscriptionsBySession: [[UInt8]: Int] = [:]
         for set in sets {
             for subscriber in set.subscribers { subscriptionsBySession[subscriber.routingID, default: 0] += 1 }
         }
-        let sessionFigures = sessions.all
+        // Sorted by their keys first, then only one page is turned into figures.
+        let ordered = sessions.all.map { (SessionCursor($0), $0) }
+            .filter { key, _ in after.map { key > $0 } ?? true }
+            .sorted { $0.0 < $1.0 }
+        let pageSessions = ordered.prefix(limit)
+        let next = ordered.count > limit ? pageSessions.last.map { $0.0.text } : nil
+        let sessionFigures = pageSessions.map(\.1)
             .map { session in
                 var figures = ServerStats.Session(
                     id: session.id, client: session.clientInfo, key: session.keyName,
@@ -62,7 +82,6 @@ extension DepotService {
                 }
                 return figures
             }
-            .sorted { ($0.client?.name ?? "", $0.id) < ($1.client?.name ?? "", $1.id) }
         let shared = sets.map { set in
             let key = (try? JSONParser.parse(Array(set.key.utf8))) ?? .null
             let section = key["section"]?.stringValue ?? ""
@@ -76,8 +95,11 @@ extension DepotService {
         return ServerStats.Result(
             server: ServerStats.Server(
                 name: "depotd", version: configuration.version, uptimeSeconds: Self.seconds(now - stats.startedAt),
-                endpoints: boundEndpoints),
-            sessions: sessionFigures, subscriptions: shared, notificationsSent: stats.notificationsByMethod,
+                endpoints: boundEndpoints, sessionCount: sessions.count, maxSessions: configuration.maxSessions,
+                maxSessionsRequested: configuration.requestedMaxSessions, openFileLimit: configuration.openFileLimit,
+                ioThreads: configuration.ioThreads, listenBacklog: configuration.listenBacklog),
+            sessions: sessionFigures, nextSessionsAfter: next, subscriptions: shared,
+            notificationsSent: stats.notificationsByMethod,
             writer: ServerStats.Writer(queueDepth: stats.writerQueueDepth, commits: stats.commitCount),
             latency: stats.latency, store: try storeFigures())
     }
@@ -102,6 +124,32 @@ extension DepotService {
                 ServerStats.ChangeCounts(
                     inserted: $0.inserted.count, updated: $0.updated.count, deleted: $0.deleted.count)
             })
+    }
+
+    /// Where a session sorts in `server/stats`: by client name (its UTF-8 bytes), then id;
+    /// as text, the cursor `sessionsAfter` takes (the id, a space, the name).
+    struct SessionCursor: Comparable {
+        let name: [UInt8]
+        let id: [UInt8]
+
+        init(_ session: Session) {
+            name = Array((session.clientInfo?.name ?? "").utf8)
+            id = Array(session.id.utf8)
+        }
+
+        init?(_ text: String) {
+            let bytes = Array(text.utf8)
+            guard let space = bytes.firstIndex(of: UInt8(ascii: " ")) else { return nil }
+            id = Array(bytes[..<space])
+            name = Array(bytes[(space + 1)...])
+        }
+
+        var text: String { String(decoding: id + [UInt8(ascii: " ")] + name, as: UTF8.self) }
+
+        static func < (left: SessionCursor, right: SessionCursor) -> Bool {
+            left.name.lexicographicallyPrecedes(right.name)
+                || (left.name == right.name && left.id.lexicographicallyPrecedes(right.id))
+        }
     }
 
     private static func seconds(_ duration: Duration) -> Double {

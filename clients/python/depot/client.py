@@ -20,12 +20,15 @@ import json
 import logging
 import os
 import queue
+import random
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from .errors import (CallbackError, ConnectionClosedError, DepotError, DepotTimeoutError, MessageTooLargeError,
                      error_from_json)
@@ -209,6 +212,10 @@ class Client:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        # libzmq adds a random jitter of up to one interval to each reconnect and doubles the
+        # interval up to the maximum: clients dropped together do not come back in lockstep.
+        self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
+        self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
         try:
             apply_curve(self._socket, server_key, key_file)
         except ValueError:
@@ -230,6 +237,12 @@ class Client:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_write, False)
         self._closed = threading.Event()
+        self._client_name = client_name
+        #: Live FetchedResults, subscribed again when the session is lost (a daemon restart).
+        self._live_results: "weakref.WeakSet[FetchedResults]" = weakref.WeakSet()
+        self._recovering = threading.Lock()
+        #: How many times the session was opened again after the daemon lost it.
+        self.reconnect_count = 0
         self._heartbeat_enabled = heartbeat
         self._heartbeat_interval: Optional[float] = None
         self._io_thread = threading.Thread(target=self._io_loop, name="depot-io", daemon=True)
@@ -237,20 +250,69 @@ class Client:
         self._io_thread.start()
         self._dispatch_thread.start()
         try:
-            info = self.call("initialize", {
-                "clientInfo": {"name": client_name, "version": __version__},
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-            })
+            self._initialize()
         except BaseException:
             self._shutdown()
             raise
+
+    def _initialize(self) -> None:
+        """Opens the session (``initialize``) and keeps what the daemon says of it."""
+        info = self.call("initialize", {
+            "clientInfo": {"name": self._client_name, "version": __version__},
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+        })
         #: ``initialize``'s result: serverInfo, protocolVersion, sessionId, heartbeatInterval, capabilities.
         self.server_info: Dict[str, Any] = info
         self.session_id: str = info.get("sessionId", "")
         self.capabilities: Dict[str, Any] = info.get("capabilities", {})
         self._heartbeat_interval = float(info.get("heartbeatInterval") or 0) or None
         self._wake()
+
+    def _session_lost(self) -> None:
+        """The daemon answered -32002: it no longer knows this session (it restarted).
+        Opens a new one in the background, with jittered backoff, then resubscribes."""
+        if self._closed.is_set() or not self._recovering.acquire(blocking=False):
+            return
+        threading.Thread(target=self._recover, name="depot-recover", daemon=True).start()
+
+    def _recover(self) -> None:
+        try:
+            delay = 0.1
+            while not self._closed.is_set():
+                try:
+                    self._initialize()
+                    break
+                except DepotError as error:
+                    # Still initialized (an earlier attempt got through): that session will do.
+                    if error.code == -32600:
+                        break
+                    logger.info("depot: reopening the session failed (%s); retrying", error)
+                # Spread over +-50 %: clients dropped together come back spread out.
+                self._closed.wait(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, 5.0)
+            if self._closed.is_set():
+                return
+            self.reconnect_count += 1
+            self._resubscribe_all()
+        finally:
+            self._recovering.release()
+
+    def _resubscribe_all(self) -> None:
+        """Subscribes every live FetchedResults again, from scratch.
+
+        The one place to swap for resumable subscriptions (a subscribe that names the
+        subscription and seq it had, DESIGN.md §9) once the daemon offers them.
+        """
+        for results in list(self._live_results):
+            try:
+                results._resubscribe()
+            except DepotError as error:
+                logger.error("depot: resubscribing %s failed: %s", results.request, error)
+
+    def _track(self, results: FetchedResults) -> None:
+        """Remembers a live FetchedResults, to resubscribe it after a lost session."""
+        self._live_results.add(results)
 
     # -- context manager -------------------------------------------------------------------
 
@@ -502,6 +564,11 @@ class Client:
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         poller.register(self._wake_read, zmq.POLLIN)
+        # A connection that drops and comes back is a daemon restart: the new daemon
+        # knows nothing of this session (its `ping`s still answer, sessions or not).
+        monitor = self._socket.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        poller.register(monitor, zmq.POLLIN)
+        dropped = False
         last_sent = time.monotonic()
         heartbeats = itertools.count(1)
         try:
@@ -521,6 +588,17 @@ class Client:
                     self._record("send", data)
                     self._socket.send(data)
                     last_sent = time.monotonic()
+                if monitor in events:
+                    while True:
+                        try:
+                            event = recv_monitor_message(monitor, zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        if event["event"] == zmq.EVENT_DISCONNECTED:
+                            dropped = True
+                        elif event["event"] == zmq.EVENT_CONNECTED and dropped:
+                            dropped = False
+                            self._session_lost()
                 if self._socket in events:
                     while True:
                         try:
@@ -537,6 +615,8 @@ class Client:
         except zmq.ZMQError as error:
             logger.error("depot client socket failed: %s", error)
         finally:
+            self._socket.disable_monitor()
+            monitor.close(0)
             self._socket.close(0)
             self._events.put(_STOP)
 
@@ -585,9 +665,14 @@ class Client:
         if entry is None:
             if "error" in message and message.get("id") is None:
                 logger.error("depot error without id: %s", message["error"])
+            elif str(message.get("id", "")).startswith("heartbeat-") and \
+                    (message.get("error") or {}).get("code") == -32002:
+                self._session_lost()
             return
         pending, on_response = entry
         error = error_from_json(message["error"]) if "error" in message else None
+        if error is not None and error.code == -32002 and pending.method != "initialize":
+            self._session_lost()
         result = message.get("result")
         if on_response is not None:
             try:

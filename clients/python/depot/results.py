@@ -331,11 +331,27 @@ class FetchedResults:
             params["sectionKeyPath"] = section_key_path
         if cache_name is not None:
             params["cacheName"] = cache_name
+        self._params = params
+        self._timeout = timeout
         try:
             client.request("results/subscribe", params, on_response=self._on_subscribed).result(timeout)
         except BaseException:
             self._remove_listeners()
             raise
+        track = getattr(client, "_track", None)
+        if track is not None:
+            track(self)
+
+    def _resubscribe(self) -> None:
+        """Subscribes again from scratch (the daemon lost the session): a new subscription
+        whose first answer replaces the state, as a resync does."""
+        if self._closed:
+            return
+        self._ready = False
+        self._buffer.clear()
+        self._client.request("results/subscribe", self._params,
+                             on_response=self._on_subscribed).result(self._timeout)
+        self.resync_count += 1
 
     # -- reading ---------------------------------------------------------------------------
 
