@@ -17,7 +17,9 @@ struct Watch: AsyncParsableCommand {
             With --json every event is one line on standard output:
               {"event": "snapshot", "subscription", "seq", "transaction", "sections": [{"name", "objects": [...]}]}
               {"event": "change", "seq", "transaction", "sections": [...], "objects": [...]}   (results/didChange)
-              {"event": "reload", ...snapshot fields}   (after a gap or results/didInvalidate)
+              {"event": "reload", ...snapshot fields}   (after a gap, results/didInvalidate or a new session)
+            On a new session (a daemon restart, a dropped link) watch subscribes again with resume:
+            only the rows that changed meanwhile are sent (results/subscribe resume, DESIGN.md §7).
             Stop with Ctrl-C.
             """)
 
@@ -110,10 +112,18 @@ struct Watch: AsyncParsableCommand {
         var transaction = subscribed.transaction
         emitSnapshot("snapshot", table, subscription: subscribed.subscription, transaction: transaction)
 
+        var subscription = subscribed.subscription
         var changes = 0
-        for await notification in notifications {
+        for await input in Self.inputs(client, notifications: notifications) {
             if maxChanges.map({ changes >= $0 }) ?? false { break }
-            if let change = notification.decode(ResultsDidChange.self), change.subscription == subscribed.subscription {
+            guard case .notification(let notification) = input else {
+                // A new session (a daemon restart, a dropped link): resume from the table held.
+                (table, transaction, subscription) = try await resume(
+                    client, params: params, table: table, at: transaction)
+                emitSnapshot("reload", table, subscription: subscription, transaction: transaction)
+                continue
+            }
+            if let change = notification.decode(ResultsDidChange.self), change.subscription == subscription {
                 if change.seq <= table.seq { continue }
                 do throws(ResultsTable.Mismatch) {
                     guard change.seq == table.seq + 1 else { throw ResultsTable.Mismatch(description: "seq gap") }
@@ -121,18 +131,68 @@ struct Watch: AsyncParsableCommand {
                     transaction = change.transaction
                     emitChange(change, table)
                 } catch {
-                    (table, transaction) = try await resync(client, subscription: subscribed.subscription)
-                    emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
+                    (table, transaction) = try await resync(client, subscription: subscription)
+                    emitSnapshot("reload", table, subscription: subscription, transaction: transaction)
                 }
                 changes += 1
             } else if let invalidation = notification.decode(ResultsDidInvalidate.self),
-                invalidation.subscription == subscribed.subscription
+                invalidation.subscription == subscription
             {
-                (table, transaction) = try await resync(client, subscription: subscribed.subscription)
-                emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
+                (table, transaction) = try await resync(client, subscription: subscription)
+                emitSnapshot("reload", table, subscription: subscription, transaction: transaction)
             }
             if maxChanges.map({ changes >= $0 }) ?? false { break }
         }
+    }
+
+    /// What the watch loop hears: the session's notifications, and each new session.
+    private enum Input: Sendable {
+        case notification(ServerNotification)
+        case reconnected
+    }
+
+    /// The notifications and new sessions of `client`, merged in arrival order.
+    private static func inputs(_ client: DepotConnection, notifications: AsyncStream<ServerNotification>)
+        -> AsyncStream<Input>
+    {
+        let (stream, continuation) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
+        let events = client.connectionEvents()
+        let forwarders = [
+            Task {
+                for await notification in notifications { continuation.yield(.notification(notification)) }
+                continuation.finish()
+            },
+            Task {
+                for await event in events { if case .reconnected = event { continuation.yield(.reconnected) } }
+            },
+        ]
+        continuation.onTermination = { _ in forwarders.forEach { $0.cancel() } }
+        return stream
+    }
+
+    /// Subscribes again on a new session with `resume` (DESIGN.md §7, Resuming): the table
+    /// held as of `transaction` takes the rows the answer names; a full answer, or one whose
+    /// rebuilt ids do not match its digest, is read in full from the new subscription.
+    private func resume(
+        _ client: DepotConnection, params: [String: JSONValue], table: ResultsTable, at transaction: Int64
+    )
+        async throws -> (ResultsTable, Int64, String)
+    {
+        var params = params
+        params["resume"] = ["transaction": .int(transaction), "digest": .string(ResultsDigest.of(table.ids))]
+        let answer: ResultsSubscribe.Result
+        do {
+            answer = try await client.call(
+                ResultsSubscribe.self, JSONCoding.decode(ResultsSubscribe.Parameters.self, from: .object(params)))
+        } catch let error as DepotClientError {
+            throw describe(error, calling: ResultsSubscribe.name)
+        }
+        var resumed = table
+        if answer.resumed == true, (try? resumed.resume(with: answer, id: id(of:))) != nil {
+            return (resumed, answer.transaction, answer.subscription)
+        }
+        let (full, at) = try await resync(client, subscription: answer.subscription)
+        return (full, at, answer.subscription)
     }
 
     private func sortDescriptors() throws -> [JSONValue] {

@@ -207,6 +207,9 @@ final class GroupedResults: @unchecked Sendable {
         groups[slot]?.wireID ?? retired[slot] ?? "group:?"
     }
 
+    /// The slot of the group that matching object `id` is in now; `nil` when it matches none.
+    func slot(ofMember id: Int64) -> Int64? { members[id]?.slot }
+
     /// The dictionary of the group in `slot`.
     func dictionary(of slot: Int64) -> JSONValue {
         groups[slot].map { .object($0.dictionary) } ?? .null

@@ -166,6 +166,38 @@ extension Store {
         }
     }
 
+    /// What the transactions after `since` changed, from history, with what a resumed
+    /// subscription needs to know of each row (DESIGN.md §7, Resuming); `nil` when history no
+    /// longer reaches back that far (pruned, or a replica whose history begins later), or
+    /// `since` is past the newest transaction.
+    public func changes(since: Int64) throws(RPCError) -> ChangesSince? {
+        try read { db in
+            let latest = try Self.latestTransaction(db)
+            guard since <= latest else { return nil }
+            var changes = ChangesSince(latest: latest)
+            guard latest > since else { return changes }
+            let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
+            guard oldest <= since + 1 else { return nil }
+            // A replica that joined from the cluster's snapshot has no history before it.
+            let begins = try Int64.fetchOne(
+                db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'historyBegins'")
+            if let begins, since < begins { return nil }
+            for entry in try HistoryLog.entries(db, since: since, limit: Int.max) {
+                for (entity, change) in entry.changes {
+                    changes.rows[entity, default: []].formUnion(change.allRows)
+                    for row in change.inserted where changes.deleted[entity]?.contains(row) != true {
+                        changes.inserted[entity, default: []].insert(row)
+                    }
+                    changes.deleted[entity, default: []].formUnion(change.deleted)
+                    for (row, keys) in change.updated {
+                        changes.keys[entity, default: [:]][row, default: []].formUnion(keys)
+                    }
+                }
+            }
+            return changes
+        }
+    }
+
     private func keyColumns(_ plan: FetchPlan) -> String {
         plan.sortExpressions.map { ", " + $0.sql }.joined()
     }
@@ -228,4 +260,18 @@ extension Store {
             return result
         }
     }
+}
+
+/// What history says the transactions after some transaction changed (``Store/changes(since:)``).
+public struct ChangesSince: Sendable {
+    /// Every row changed, by entity.
+    public var rows: [String: Set<Int64>] = [:]
+    /// The keys each updated row changed, by entity.
+    public var keys: [String: [Int64: Set<String>]] = [:]
+    /// The rows inserted since (they did not exist then), by entity.
+    public var inserted: [String: Set<Int64>] = [:]
+    /// The rows deleted since, by entity.
+    public var deleted: [String: Set<Int64>] = [:]
+    /// The newest transaction.
+    public var latest: Int64
 }
