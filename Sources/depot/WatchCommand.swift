@@ -17,7 +17,7 @@ struct Watch: AsyncParsableCommand {
             With --json every event is one line on standard output:
               {"event": "snapshot", "subscription", "seq", "transaction", "sections": [{"name", "objects": [...]}]}
               {"event": "change", "seq", "transaction", "sections": [...], "objects": [...]}   (results/didChange)
-              {"event": "reload", ...snapshot fields}   (after a gap, results/didInvalidate or a new session)
+              {"event": "reload", ...snapshot fields, "resumed"?}   (after a gap, results/didInvalidate or a new session)
             On a new session (a daemon restart, a dropped link) watch subscribes again with resume:
             only the rows that changed meanwhile are sent (results/subscribe resume, DESIGN.md §7).
             Stop with Ctrl-C.
@@ -118,9 +118,10 @@ struct Watch: AsyncParsableCommand {
             if maxChanges.map({ changes >= $0 }) ?? false { break }
             guard case .notification(let notification) = input else {
                 // A new session (a daemon restart, a dropped link): resume from the table held.
-                (table, transaction, subscription) = try await resume(
+                let resumed: Bool
+                (table, transaction, subscription, resumed) = try await resume(
                     client, params: params, table: table, at: transaction)
-                emitSnapshot("reload", table, subscription: subscription, transaction: transaction)
+                emitSnapshot("reload", table, subscription: subscription, transaction: transaction, resumed: resumed)
                 continue
             }
             if let change = notification.decode(ResultsDidChange.self), change.subscription == subscription {
@@ -173,10 +174,11 @@ struct Watch: AsyncParsableCommand {
     /// Subscribes again on a new session with `resume` (DESIGN.md §7, Resuming): the table
     /// held as of `transaction` takes the rows the answer names; a full answer, or one whose
     /// rebuilt ids do not match its digest, is read in full from the new subscription.
+    /// Returns the table, its transaction, the new subscription and whether it was resumed.
     private func resume(
         _ client: DepotConnection, params: [String: JSONValue], table: ResultsTable, at transaction: Int64
     )
-        async throws -> (ResultsTable, Int64, String)
+        async throws -> (ResultsTable, Int64, String, Bool)
     {
         var params = params
         params["resume"] = ["transaction": .int(transaction), "digest": .string(ResultsDigest.of(table.ids))]
@@ -189,10 +191,10 @@ struct Watch: AsyncParsableCommand {
         }
         var resumed = table
         if answer.resumed == true, (try? resumed.resume(with: answer, id: id(of:))) != nil {
-            return (resumed, answer.transaction, answer.subscription)
+            return (resumed, answer.transaction, answer.subscription, true)
         }
         let (full, at) = try await resync(client, subscription: answer.subscription)
-        return (full, at, answer.subscription)
+        return (full, at, answer.subscription, false)
     }
 
     private func sortDescriptors() throws -> [JSONValue] {
@@ -239,22 +241,28 @@ struct Watch: AsyncParsableCommand {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
 
-    private func emitSnapshot(_ event: String, _ table: ResultsTable, subscription: String, transaction: Int64) {
+    /// Prints the table; `resumed` says whether a reload on a new session was resumed (JSON only).
+    private func emitSnapshot(
+        _ event: String, _ table: ResultsTable, subscription: String, transaction: Int64, resumed: Bool? = nil
+    ) {
         if json {
             let sections: [JSONValue] = table.sections.map { section in
                 ["name": .string(section.name), "objects": .array(section.ids.map { table.values[$0] ?? .string($0) })]
             }
-            write(
-                jsonLine([
-                    "event": .string(event), "subscription": .string(subscription), "seq": .int(table.seq),
-                    "transaction": .int(transaction), "count": .int(Int64(table.count)), "sections": .array(sections),
-                ]))
+            var line: [String: JSONValue] = [
+                "event": .string(event), "subscription": .string(subscription), "seq": .int(table.seq),
+                "transaction": .int(transaction), "count": .int(Int64(table.count)), "sections": .array(sections),
+            ]
+            if let resumed { line["resumed"] = .bool(resumed) }
+            write(jsonLine(.object(line)))
             return
         }
         write(
             event == "snapshot"
                 ? "watching \(entity): \(table.count) \(grouping.isGrouped ? "groups" : "objects") (transaction \(transaction))"
-                : "reloaded after a gap (seq \(table.seq))")
+                : resumed == true
+                    ? "resumed on a new session (transaction \(transaction))"
+                    : "reloaded after a gap (seq \(table.seq))")
         write(render(table))
     }
 

@@ -108,3 +108,83 @@ def test_results_digest_is_sha256_of_ids_joined_by_newline() -> None:
     assert depot.results_digest([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert depot.results_digest(["abc"]) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert depot.results_digest(["Team/1", "Team/2"]) == depot.results_digest(["Team/1\nTeam/2"])
+
+
+def test_depot_watch_resumes_on_a_new_session() -> None:
+    """`depot watch` keeps its table across a daemon restart: the new session resumes (a
+    `reload` event with `resumed: true`) and the table equals a fresh subscription."""
+    import json
+    import queue
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+    import threading
+
+    from conftest import DEPOT, DEPOTD
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"tcp://127.0.0.1:{port}"
+    data = tempfile.mkdtemp(prefix="depot-py-watch-")
+
+    def start(listen: str = endpoint) -> Any:
+        process = subprocess.Popen([DEPOTD, "--data-dir", data, "--listen", listen, "--log-level", "warning",
+                                    "--heartbeat-interval", "1"], stdout=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("depotd listening on "), line
+        process.endpoint = line.split()[-1]  # type: ignore[attr-defined]
+        threading.Thread(target=process.stdout.read, daemon=True).start()
+        return process
+
+    first = start()
+    watch: Any = None
+    aside: Any = None
+    second: Any = None
+    try:
+        rng = random.Random(5)
+        ids: List[str] = []
+        with depot.Client(endpoint, timeout=20) as client:
+            client.call("model/define", TEST_MODEL)
+            random_saves(client, rng, ids, 20)
+        watch = subprocess.Popen([DEPOT, "watch", "Team", "--sort", "qualifyingZone", "--sort", "teamName",
+                                  "--section", "qualifyingZone", "--json", "--connect", endpoint],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: "queue.Queue[str]" = queue.Queue()
+
+        def pump() -> None:
+            for line in watch.stdout:
+                lines.put(line)
+        threading.Thread(target=pump, daemon=True).start()
+        assert json.loads(lines.get(timeout=20))["event"] == "snapshot"
+        first.terminate()
+        first.wait(15)
+        # Saves while the watcher is away, by a daemon on another port (the watcher cannot reach it).
+        aside = start("tcp://127.0.0.1:*")
+        with depot.Client(aside.endpoint, timeout=20) as client:
+            last = random_saves(client, rng, ids, 8)
+        aside.terminate()
+        aside.wait(15)
+        second = start()
+        with depot.Client(endpoint, timeout=20) as client:
+            while True:
+                event = json.loads(lines.get(timeout=30))
+                if event["event"] == "reload":
+                    break
+            assert event.get("resumed") is True
+            assert event["transaction"] == last
+            fresh_request = {"entity": "Team", "sort": [{"key": "qualifyingZone"}, {"key": "teamName"}]}
+            with client.subscribe(fresh_request, section_key_path="qualifyingZone", include="all") as now:
+                expected = [(s.name, s.ids) for s in now.sections]
+            assert [(s["name"], [o["id"] for o in s["objects"]]) for s in event["sections"]] == expected
+    finally:
+        if watch is not None:
+            watch.kill()
+            watch.wait(5)
+        for process in (first, aside, second):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(15)
+        shutil.rmtree(data, ignore_errors=True)
