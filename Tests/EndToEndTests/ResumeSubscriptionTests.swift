@@ -211,6 +211,37 @@ final class ResumeSubscriptionTests: XCTestCase {
         XCTAssertEqual(refused?.data?["field"], "params.resume.digest")
     }
 
+    /// The Swift controller's warm start resumes a grouped request from its file: only the
+    /// groups that changed come, and the groups equal a fresh controller's.
+    func testGroupedControllerResumesFromItsFile() async throws {
+        let daemon = try Daemon()
+        let connection = try await daemon.connect()
+        _ = try await connection.call(ModelDefine.self, Self.model)
+        var world = World(seed: 3)
+        try await world.populate(connection)
+        let request = Self.requests[5].request
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("depot-resume-\(UUID()).sqlite")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let first = FetchedResultsController<DepotObject>(
+            fetchRequest: request, connection: connection, persistentStore: file)
+        try await first.performFetch()
+        await first.unsubscribe()
+        // Away: a new team and new wins (each changed member's group is known from history).
+        try await world.change(connection, steps: 3, gentle: true)
+
+        let again = FetchedResultsController<DepotObject>(
+            fetchRequest: request, connection: connection, persistentStore: file)
+        try await again.performFetch()
+        XCTAssertEqual(again.lastCatchUp?.resynced, false, "resumed from the file")
+        XCTAssertLessThan(again.lastCatchUp?.objectsFetched ?? .max, 4, "only the changed groups came")
+        let fresh = FetchedResultsController<DepotObject>(fetchRequest: request, connection: connection)
+        try await fresh.performFetch()
+        XCTAssertEqual(again.fetchedIDs, fresh.fetchedIDs)
+        XCTAssertEqual(again.fetchedObjects?.map(\.values), fresh.fetchedObjects?.map(\.values))
+        await again.unsubscribe()
+        await fresh.unsubscribe()
+    }
+
     // MARK: Helpers
 
     /// A fresh subscription's results (then unsubscribed).

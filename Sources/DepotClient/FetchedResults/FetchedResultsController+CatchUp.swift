@@ -133,7 +133,11 @@ extension FetchedResultsController {
             sections: difference.sections,
             objects: difference.objects.map { object in
                 var object = object
-                if object.type != .delete { object.object = (fetched[object.id] ?? entries[object.id]?.raw)?.json }
+                guard object.type != .delete, let value = fetched[object.id] ?? entries[object.id]?.raw else {
+                    return object
+                }
+                // A group travels as its dictionary, as in the daemon's changes.
+                object.object = request.isGrouped ? .object(value.values) : value.json
                 return object
             })
         // The difference must take the stored results to the daemon's; should it not, resync.
