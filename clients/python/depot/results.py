@@ -497,6 +497,8 @@ class FetchedResults:
         Returns:
             whether the results were resumed (``False``: read in full).
         """
+        # On the same session the old subscription may still be live: it goes once the new one answers.
+        previous = self.subscription if client is None or client is self._client else None
         if client is not None and client is not self._client:
             self._remove_listeners()
             self._client = client
@@ -530,6 +532,11 @@ class FetchedResults:
 
         self._ready = False
         self._client.request("results/subscribe", params, on_response=on_response).result(timeout)
+        if previous is not None and previous != self.subscription:
+            try:
+                self._client.call("results/unsubscribe", {"subscription": previous})
+            except DepotError:
+                pass  # Gone with its session already.
         return outcome.get("resumed", False)
 
     def __enter__(self) -> "FetchedResults":
