@@ -141,29 +141,11 @@ extension Store {
     }
 
     /// The rows each entity changed in the transactions after `since`, from history;
-    /// `nil` when history no longer reaches back that far.
+    /// `nil` when history no longer reaches back that far (``changes(since:)``).
     public func changedRows(since: Int64) throws(RPCError) -> (
         rows: [String: Set<Int64>], keys: [String: [Int64: Set<String>]], latest: Int64
     )? {
-        try read { db in
-            let latest = try Self.latestTransaction(db)
-            guard latest > since else { return ([:], [:], latest) }
-            let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
-            guard oldest <= since + 1 else { return nil }
-            var rows: [String: Set<Int64>] = [:]
-            var keys: [String: [Int64: Set<String>]] = [:]
-            for entry in try HistoryLog.entries(db, since: since, limit: Int.max) {
-                for (entity, changes) in entry.changes {
-                    rows[entity, default: []].formUnion(changes.inserted)
-                    rows[entity, default: []].formUnion(changes.deleted)
-                    for (row, changed) in changes.updated {
-                        rows[entity, default: []].insert(row)
-                        keys[entity, default: [:]][row, default: []].formUnion(changed)
-                    }
-                }
-            }
-            return (rows, keys, latest)
-        }
+        try changes(since: since).map { ($0.rows, $0.keys, $0.latest) }
     }
 
     /// What the transactions after `since` changed, from history, with what a resumed
