@@ -3,6 +3,7 @@ import DepotProtocol
 import DepotTestSupport
 import Foundation
 import XCTest
+import ZeroMQ
 
 /// Resumed subscriptions (DESIGN.md §7, Resuming) against a real daemon: a client holds the
 /// results of a request as of transaction T, goes away, random transactions commit, and it
@@ -240,6 +241,89 @@ final class ResumeSubscriptionTests: XCTestCase {
         XCTAssertEqual(again.fetchedObjects?.map(\.values), fresh.fetchedObjects?.map(\.values))
         await again.unsubscribe()
         await fresh.unsubscribe()
+    }
+
+    /// A key's scope decides membership (DESIGN.md §2): rows entering and leaving it while the
+    /// client is away (shared flipped, owner changed) are named, and the resumed results equal a
+    /// fresh subscribe by the same key.
+    func testScopedResultsResume() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-resume-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try CurveKeyPair.generate()
+        let keys = ["alice": try CurveKeyPair.generate(), "admin": try CurveKeyPair.generate()]
+        try "\(server.secretKey)\n".write(
+            to: directory.appendingPathComponent("server.key"), atomically: true, encoding: .utf8)
+        try "\(keys["alice"]!.publicKey) member alice\n\(keys["admin"]!.publicKey) admin admin\n".write(
+            to: directory.appendingPathComponent("keys"), atomically: true, encoding: .utf8)
+        try #"""
+        {"roles": {"member": {"base": "write", "entities": {
+          "Note": {"read": "owner == $keyName OR shared == YES", "write": "owner == $keyName"}}}}}
+        """#.write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+        try #"""
+        {"entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string"},
+          {"name": "owner", "type": "string"}, {"name": "shared", "type": "boolean", "default": false}]}]}
+        """#.write(to: directory.appendingPathComponent("model.json"), atomically: true, encoding: .utf8)
+        let daemon = try Daemon(
+            dataDirectory: directory.appendingPathComponent("data"),
+            arguments: [
+                "--curve-secret-key", directory.appendingPathComponent("server.key").path,
+                "--authorized-keys", directory.appendingPathComponent("keys").path,
+                "--policy", directory.appendingPathComponent("policy.json").path,
+                "--model", directory.appendingPathComponent("model.json").path,
+            ])
+        defer { _ = daemon.stop() }
+        func connect(_ name: String) async throws -> DepotConnection {
+            try await DepotConnection.connect(
+                to: daemon.endpoint, clientInfo: ImplementationInfo(name: name, version: "1"), timeout: .seconds(10),
+                keys: try ClientKeys(serverKey: server.publicKey, secretKey: keys[name]!.secretKey))
+        }
+        let admin = try await connect("admin")
+        let alice = try await connect("alice")
+        defer { [admin, alice].forEach { $0.abort() } }
+        var random = SeededGenerator(seed: 2)
+        var notes: [String] = []
+        for round in 0..<6 {
+            let inserted = (0..<6).map { index in
+                InsertedObject(
+                    entity: "Note",
+                    values: [
+                        "title": .string("n\(round)-\(index)"),
+                        "owner": .string(["alice", "bob", "carol"].randomElement(using: &random)!),
+                        "shared": .bool(Bool.random(using: &random)),
+                    ])
+            }
+            notes += try await admin.call(StoreSave.self, .init(inserted: inserted)).versions.keys
+        }
+        let request = FetchRequest(entity: "Note", sort: [SortDescriptor(key: "title")])
+        var held = try await fresh(alice, request: request, section: nil)
+        XCTAssertLessThan(held.layout.count, notes.count, "alice sees only her scope")
+        for round in 0..<5 {
+            // Away: notes enter and leave alice's scope, and one goes.
+            var updated: [UpdatedObject] = []
+            for id in Set((0..<4).map { _ in notes.randomElement(using: &random)! }) {
+                updated.append(
+                    Bool.random(using: &random)
+                        ? UpdatedObject(id: id, values: ["shared": .bool(Bool.random(using: &random))])
+                        : UpdatedObject(
+                            id: id, values: ["owner": .string(["alice", "bob"].randomElement(using: &random)!)]))
+            }
+            let gone = notes.removeLast()
+            _ = try await admin.call(
+                StoreSave.self, .init(updated: updated.filter { $0.id != gone }, deleted: [DeletedObject(id: gone)]))
+            let answer = try await alice.call(
+                ResultsSubscribe.self,
+                .init(
+                    request: request, include: .all,
+                    resume: ResultsResume(transaction: held.transaction, digest: ResultsDigest.of(held.layout.ids))))
+            XCTAssertEqual(answer.resumed, true, "round \(round)")
+            let rebuilt = try Self.rebuild(held, with: answer)
+            let now = try await fresh(alice, request: request, section: nil)
+            XCTAssertEqual(rebuilt.layout.sections, now.layout.sections, "round \(round)")
+            XCTAssertEqual(rebuilt.values, now.values, "round \(round)")
+            _ = try await alice.call(ResultsUnsubscribe.self, .init(subscription: answer.subscription))
+            held = now
+        }
     }
 
     // MARK: Helpers
