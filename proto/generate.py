@@ -135,6 +135,16 @@ SCHEMAS: Dict[str, Any] = {
     "TransactionRecord": obj({"transaction": ref("Transaction"), "timestamp": {"type": "string", "format": "date-time"},
                               "changes": ref("Changes")}, {"author": nullable(STRING)}),
     "SectionInfo": obj({"name": STRING, "indexTitle": STRING, "count": NONNEG}),
+    "Digest": {"type": "string", "pattern": "^[0-9a-f]{64}$",
+               "description": "Lowercase hex SHA-256 of an ordered id list's ids joined by \"\\n\" (DESIGN.md §7)."},
+    "ResultsResume": obj({"transaction": ref("Transaction"), "digest": ref("Digest")},
+                         description="The results a client holds of the same request, as of `transaction`."),
+    "ResumedRow": obj({"id": {"anyOf": [ref("ObjectId"), ref("GroupId")]}},
+                      {"indexPath": nullable(ref("IndexPath")),
+                       "object": nullable(ref("Row"))},
+                      description="A row that may have moved, entered, left or changed since the resume "
+                                  "transaction: its current index path (absent: it left) and, as `include` says, "
+                                  "its values."),
     "SectionChange": obj({"type": {"enum": ["insert", "delete"]}, "index": NONNEG, "name": STRING}),
     "IndexPath": {"type": "array", "items": NONNEG, "minItems": 2, "maxItems": 2},
     "ObjectChange": {
@@ -325,16 +335,22 @@ METHODS = [
            "window (deltas, count, snapshot and objects are the window's); `coalesceMs` > 0 folds the transactions of "
            "that many milliseconds into one results/didChange carrying `transactions: [first, last]`. A grouped request "
            "(groupBy, aggregates, having) keeps live groups: each row is a group's dictionary, its id `group:[values]`; "
-           "`sectionKeyPath` may name a groupBy key; no cacheName.",
+           "`sectionKeyPath` may name a groupBy key; no cacheName. With `resume` (the transaction and digest of the "
+           "results the client holds) the answer is `resumed: true` with `objects: []`, the current sections and, in "
+           "`changed`, each row that may have moved, entered, left or changed since, with its index path or none; "
+           "rows not named keep their relative order; `digest` is that of the whole current id list. Where history "
+           "no longer reaches back, the answer is a full one with `resumed: false`.",
            obj({"request": ref("FetchRequest")},
                {"sectionKeyPath": nullable(STRING), "cacheName": nullable(STRING),
                 "include": nullable({"enum": ["firstBatch", "all", "none"]}),
                 "workDoneToken": nullable(ref("Token")),
-                "coalesceMs": nullable({"type": "integer", "minimum": 0, "maximum": 60000})}),
+                "coalesceMs": nullable({"type": "integer", "minimum": 0, "maximum": 60000}),
+                "resume": nullable(ref("ResultsResume"))}),
            obj({"subscription": STRING, "seq": {"const": 0}, "transaction": ref("Transaction"), "count": NONNEG,
                 "sections": {"type": "array", "items": ref("SectionInfo")},
                 "objects": {"type": "array", "items": ref("Row")}},
-               {"fromCache": nullable(BOOL), "related": nullable(ref("Related"))}),
+               {"fromCache": nullable(BOOL), "related": nullable(ref("Related")), "resumed": nullable(BOOL),
+                "digest": nullable(ref("Digest")), "changed": nullable({"type": "array", "items": ref("ResumedRow")})}),
            errors=[-32014, -32800]),
     method("results/objects", "A page of a subscription's objects by flat offset (batch faulting).",
            obj({"subscription": STRING, "offset": NONNEG, "length": NONNEG}),

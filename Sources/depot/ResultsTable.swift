@@ -1,3 +1,4 @@
+import DepotClient
 import DepotProtocol
 
 /// A local copy of a subscription's sectioned results, kept current by applying
@@ -90,5 +91,31 @@ struct ResultsTable {
         for id in change.relatedRemoved ?? [] { related[id] = nil }
         sections = next
         seq = change.seq
+    }
+
+    /// Every id, in order.
+    var ids: [String] { sections.flatMap(\.ids) }
+
+    /// Takes a resumed `results/subscribe` answer (DESIGN.md §7, Resuming): rebuilds the ids
+    /// from the rows it names (``ResultsLayout/init(resuming:with:)``), checks them against its
+    /// digest, and takes the named rows' values; `id` names a row's object (a group's dictionary
+    /// carries no id of its own). The table is unchanged when it throws: then resync in full.
+    mutating func resume(with answer: ResultsSubscribe.Result, id: (JSONValue) -> String?) throws(Mismatch) {
+        let held = ResultsLayout(sections: sections.map { ResultsLayout.Section(name: $0.name, ids: $0.ids) })
+        let layout: ResultsLayout
+        do {
+            layout = try ResultsLayout(resuming: held, with: answer)
+        } catch {
+            throw Mismatch(description: "\(error)")
+        }
+        guard let digest = answer.digest, ResultsDigest.of(layout.ids) == digest else {
+            throw Mismatch(description: "the rebuilt ids do not match the daemon's digest")
+        }
+        for row in answer.changed ?? [] {
+            values[row.id] = nil
+            if row.indexPath != nil, let object = row.object { values[id(object) ?? row.id] = object }
+        }
+        sections = layout.sections.map { Section(name: $0.name, ids: $0.ids) }
+        seq = answer.seq
     }
 }

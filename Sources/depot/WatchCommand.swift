@@ -18,7 +18,9 @@ struct Watch: AsyncParsableCommand {
             With --json every event is one line on standard output:
               {"event": "snapshot", "subscription", "seq", "transaction", "sections": [{"name", "objects": [...]}]}
               {"event": "change", "seq", "transaction", "sections": [...], "objects": [...]}   (results/didChange)
-              {"event": "reload", ...snapshot fields}   (after a gap or results/didInvalidate)
+              {"event": "reload", ...snapshot fields, "resumed"?}   (after a gap, results/didInvalidate or a new session)
+            On a new session (a daemon restart, a dropped link) watch subscribes again with resume:
+            only the rows that changed meanwhile are sent (results/subscribe resume, DESIGN.md §7).
             Stop with Ctrl-C.
             """)
 
@@ -120,10 +122,19 @@ struct Watch: AsyncParsableCommand {
         var transaction = subscribed.transaction
         emitSnapshot("snapshot", table, subscription: subscribed.subscription, transaction: transaction)
 
+        var subscription = subscribed.subscription
         var changes = 0
-        for await notification in notifications {
+        for await input in Self.inputs(client, notifications: notifications) {
             if maxChanges.map({ changes >= $0 }) ?? false { break }
-            if let change = notification.decode(ResultsDidChange.self), change.subscription == subscribed.subscription {
+            guard case .notification(let notification) = input else {
+                // A new session (a daemon restart, a dropped link): resume from the table held.
+                let resumed: Bool
+                (table, transaction, subscription, resumed) = try await resume(
+                    client, params: params, table: table, at: transaction)
+                emitSnapshot("reload", table, subscription: subscription, transaction: transaction, resumed: resumed)
+                continue
+            }
+            if let change = notification.decode(ResultsDidChange.self), change.subscription == subscription {
                 if change.seq <= table.seq { continue }
                 do throws(ResultsTable.Mismatch) {
                     guard change.seq == table.seq + 1 else { throw ResultsTable.Mismatch(description: "seq gap") }
@@ -131,23 +142,74 @@ struct Watch: AsyncParsableCommand {
                     transaction = change.transaction
                     emitChange(change, table)
                 } catch {
-                    (table, transaction) = try await resync(client, subscription: subscribed.subscription)
-                    emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
+                    (table, transaction) = try await resync(client, subscription: subscription)
+                    emitSnapshot("reload", table, subscription: subscription, transaction: transaction)
                 }
                 changes += 1
             } else if let invalidation = notification.decode(ResultsDidInvalidate.self),
-                invalidation.subscription == subscribed.subscription
+                invalidation.subscription == subscription
             {
                 guard invalidation.reason != "model" else {
                     throw CLIError(
                         "a migration renamed a key or entity the watched request names, which ended the subscription: watch again with the new names"
                     )
                 }
-                (table, transaction) = try await resync(client, subscription: subscribed.subscription)
-                emitSnapshot("reload", table, subscription: subscribed.subscription, transaction: transaction)
+                (table, transaction) = try await resync(client, subscription: subscription)
+                emitSnapshot("reload", table, subscription: subscription, transaction: transaction)
             }
             if maxChanges.map({ changes >= $0 }) ?? false { break }
         }
+    }
+
+    /// What the watch loop hears: the session's notifications, and each new session.
+    private enum Input: Sendable {
+        case notification(ServerNotification)
+        case reconnected
+    }
+
+    /// The notifications and new sessions of `client`, merged in arrival order.
+    private static func inputs(_ client: DepotConnection, notifications: AsyncStream<ServerNotification>)
+        -> AsyncStream<Input>
+    {
+        let (stream, continuation) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
+        let events = client.connectionEvents()
+        let forwarders = [
+            Task {
+                for await notification in notifications { continuation.yield(.notification(notification)) }
+                continuation.finish()
+            },
+            Task {
+                for await event in events { if case .reconnected = event { continuation.yield(.reconnected) } }
+            },
+        ]
+        continuation.onTermination = { _ in forwarders.forEach { $0.cancel() } }
+        return stream
+    }
+
+    /// Subscribes again on a new session with `resume` (DESIGN.md §7, Resuming): the table
+    /// held as of `transaction` takes the rows the answer names; a full answer, or one whose
+    /// rebuilt ids do not match its digest, is read in full from the new subscription.
+    /// Returns the table, its transaction, the new subscription and whether it was resumed.
+    private func resume(
+        _ client: DepotConnection, params: [String: JSONValue], table: ResultsTable, at transaction: Int64
+    )
+        async throws -> (ResultsTable, Int64, String, Bool)
+    {
+        var params = params
+        params["resume"] = ["transaction": .int(transaction), "digest": .string(ResultsDigest.of(table.ids))]
+        let answer: ResultsSubscribe.Result
+        do {
+            answer = try await client.call(
+                ResultsSubscribe.self, JSONCoding.decode(ResultsSubscribe.Parameters.self, from: .object(params)))
+        } catch let error as DepotClientError {
+            throw describe(error, calling: ResultsSubscribe.name)
+        }
+        var resumed = table
+        if answer.resumed == true, (try? resumed.resume(with: answer, id: id(of:))) != nil {
+            return (resumed, answer.transaction, answer.subscription, true)
+        }
+        let (full, at) = try await resync(client, subscription: answer.subscription)
+        return (full, at, answer.subscription, false)
     }
 
     private func sortDescriptors() throws -> [JSONValue] {
@@ -196,23 +258,29 @@ struct Watch: AsyncParsableCommand {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
 
-    private func emitSnapshot(_ event: String, _ table: ResultsTable, subscription: String, transaction: Int64) {
+    /// Prints the table; `resumed` says whether a reload on a new session was resumed (JSON only).
+    private func emitSnapshot(
+        _ event: String, _ table: ResultsTable, subscription: String, transaction: Int64, resumed: Bool? = nil
+    ) {
         if json {
             let sections: [JSONValue] = table.sections.map { section in
                 ["name": .string(section.name), "objects": .array(section.ids.map { table.values[$0] ?? .string($0) })]
             }
-            var members: [String: JSONValue] = [
+            var line: [String: JSONValue] = [
                 "event": .string(event), "subscription": .string(subscription), "seq": .int(table.seq),
                 "transaction": .int(transaction), "count": .int(Int64(table.count)), "sections": .array(sections),
             ]
-            if !prefetch.isEmpty || !table.related.isEmpty { members["related"] = .object(table.related) }
-            write(jsonLine(.object(members)))
+            if !prefetch.isEmpty || !table.related.isEmpty { line["related"] = .object(table.related) }
+            if let resumed { line["resumed"] = .bool(resumed) }
+            write(jsonLine(.object(line)))
             return
         }
         write(
             event == "snapshot"
                 ? "watching \(entity): \(table.count) \(grouping.isGrouped ? "groups" : "objects") (transaction \(transaction))"
-                : "reloaded after a gap (seq \(table.seq))")
+                : resumed == true
+                    ? "resumed on a new session (transaction \(transaction))"
+                    : "reloaded after a gap (seq \(table.seq))")
         write(render(table))
     }
 

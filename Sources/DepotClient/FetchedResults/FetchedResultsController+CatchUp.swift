@@ -2,18 +2,18 @@ import DepotProtocol
 import Foundation
 
 /// How a controller with a persistent store last brought its stored results up to date
-/// (DESIGN.md §9): by catching up (the current ids, `store/history` since the stored
-/// transaction, and only the changed objects), or by a full resync where history no longer
-/// reached back.
+/// (DESIGN.md §9): by catching up (a resumed subscription naming only the rows that changed
+/// since the stored transaction, and only the changed objects), or by a full resync where
+/// history no longer reached back or the rebuilt ids did not match the daemon's.
 public struct FetchedResultsCatchUp: Hashable, Sendable {
     /// The transaction the stored results reflected.
     public var since: Int64
     /// The transaction the results reflect now.
     public var transaction: Int64
-    /// Whether the results were fetched in full (history did not reach back to ``since``,
-    /// or the request is grouped) rather than caught up.
+    /// Whether the results were fetched in full (history did not reach back to ``since``, or
+    /// the rebuilt ids did not match the daemon's digest) rather than caught up.
     public var resynced: Bool
-    /// The transactions read from `store/history` (0 after a resync).
+    /// The transactions the catch-up spanned (0 after a resync).
     public var historyTransactions: Int
     /// The objects whose values were fetched: the changed and new ones after a catch-up,
     /// every object the subscribe answer carried after a resync.
@@ -33,58 +33,48 @@ extension FetchedResultsController {
     /// How the stored results were last brought up to date; `nil` until they were.
     public var lastCatchUp: FetchedResultsCatchUp? { state.withLock { $0.lastCatchUp } }
 
-    /// The most transactions asked of `store/history` at a time, and objects of `store/get`.
+    /// The most objects asked of `store/get` at a time.
     private static var catchUpPage: Int { 1000 }
 
-    /// Brings the stored results shown (no subscription yet) up to date: subscribes for the ids
-    /// only, reads `store/history` since the stored transaction, fetches the objects that changed
-    /// (and, unbatched, the new ones), and reports the difference as one ordinary change.
+    /// Brings the stored results shown (no subscription yet) up to date with a resumed
+    /// subscription (DESIGN.md §7, Resuming): subscribes with `resume` (the stored transaction
+    /// and the stored ids' digest), rebuilds the current ids from the rows the answer names,
+    /// checks them against the answer's digest, fetches the changed objects it holds that the
+    /// answer did not carry (and, unbatched, the new ones), and reports the difference as one
+    /// ordinary change. Grouped requests resume the same way (a group's values always come with
+    /// the answer).
     ///
     /// - Returns: `false`, having left no subscription behind, when it cannot catch up (no stored
-    ///   results, a grouped request, history that does not reach back): then resync in full.
+    ///   results, history that does not reach back, a digest that differs): then resync in full.
     func catchUp() async throws(DepotClientError) -> Bool {
         var (stored, storedTransaction, request, entries) = state.withLock {
             ($0.layout, $0.transaction, $0.fetchRequest, $0.entries)
         }
-        guard let stored, let since = storedTransaction, !request.isGrouped else { return false }
+        guard let stored, let since = storedTransaction else { return false }
         // Results kept in another model's shape are fetched again, never caught up (DESIGN.md §9).
         guard await storedModelIsCurrent() else { return false }
-        let subscribed = try await connection.call(
+        let unbatched = request.fetchBatchSize == 0
+        let include: ResultsInclude = unbatched || request.isGrouped ? .all : .firstBatch
+        let answer = try await connection.call(
             ResultsSubscribe.self,
             .init(
-                request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: .noObjects,
-                coalesceMs: coalesceMilliseconds))
-        let subscription = subscribed.subscription
+                request: request, sectionKeyPath: sectionNameKeyPath, cacheName: cacheName, include: include,
+                coalesceMs: coalesceMilliseconds,
+                resume: ResultsResume(transaction: since, digest: ResultsDigest.of(stored.ids))))
+        let subscription = answer.subscription
         let abandon = { [connection] () async in
             _ = try? await connection.call(ResultsUnsubscribe.self, .init(subscription: subscription))
         }
-        let snapshot: ResultsSnapshot.Result
-        let layout: ResultsLayout
-        do throws(DepotClientError) {
-            snapshot = try await connection.call(ResultsSnapshot.self, .init(subscription: subscription))
-            do {
-                layout = try ResultsLayout(snapshot: snapshot)
-            } catch {
-                throw .invalidResponse("results/snapshot: \(error)")
-            }
-        } catch {
-            await abandon()
-            throw error
-        }
-        let history: (changed: Set<String>, transactions: Int)?
-        do throws(DepotClientError) {
-            history = try await changedIDs(since: since, through: snapshot.transaction)
-        } catch {
-            await abandon()
-            throw error
-        }
-        guard let history else {
+        // A full answer (history no longer reaches back), or one that does not rebuild the daemon's ids.
+        guard answer.resumed == true, let layout = try? ResultsLayout(resuming: stored, with: answer),
+            let digest = answer.digest, ResultsDigest.of(layout.ids) == digest
+        else {
             await abandon()
             return false
         }
 
-        // The values to fetch: changed objects held (in memory or in the file), and (unbatched)
-        // objects not held.
+        // The values: the answer's, for changed objects held and (unbatched) objects not held;
+        // the other changed objects held, from store/get.
         var held = Set(entries.keys)
         if let (file, key) = state.withLock({ $0.replica }) {
             do throws(DepotClientError) {
@@ -94,9 +84,20 @@ extension FetchedResultsController {
                 throw error
             }
         }
-        let unbatched = request.fetchBatchSize == 0
-        let wanted = layout.ids.filter { held.contains($0) ? history.changed.contains($0) : unbatched }
         var fetched: [String: DepotObject] = [:]
+        var wanted: [String] = []
+        do throws(DepotClientError) {
+            for row in answer.changed ?? [] where row.indexPath != nil && (held.contains(row.id) || unbatched) {
+                if let json = row.object, !json.isNull {
+                    fetched[row.id] = try Self.row(json, of: request)
+                } else if !request.isGrouped {
+                    wanted.append(row.id)
+                }
+            }
+        } catch {
+            await abandon()
+            throw error
+        }
         var start = 0
         while start < wanted.count {
             let ids = Array(wanted[start..<min(start + Self.catchUpPage, wanted.count)])
@@ -107,7 +108,7 @@ extension FetchedResultsController {
                 await abandon()
                 throw error
             }
-            // A null is an object deleted since the snapshot: the delete is on its way.
+            // A null is an object deleted since the answer: the delete is on its way.
             do throws(DepotClientError) {
                 for json in loaded.objects where !json.isNull {
                     let raw = try DepotObject(json: json)
@@ -129,12 +130,16 @@ extension FetchedResultsController {
             entries = state.withLock { $0.entries }
         }
         let change = ResultsDidChange.Parameters(
-            subscription: subscription, seq: layout.seq, transaction: snapshot.transaction,
-            transactions: [min(since + 1, snapshot.transaction), snapshot.transaction],
+            subscription: subscription, seq: layout.seq, transaction: answer.transaction,
+            transactions: [min(since + 1, answer.transaction), answer.transaction],
             sections: difference.sections,
             objects: difference.objects.map { object in
                 var object = object
-                if object.type != .delete { object.object = (fetched[object.id] ?? entries[object.id]?.raw)?.json }
+                guard object.type != .delete, let value = fetched[object.id] ?? entries[object.id]?.raw else {
+                    return object
+                }
+                // A group travels as its dictionary, as in the daemon's changes.
+                object.object = request.isGrouped ? .object(value.values) : value.json
                 return object
             })
         // The difference must take the stored results to the daemon's; should it not, resync.
@@ -145,8 +150,8 @@ extension FetchedResultsController {
             return false
         }
         let record = FetchedResultsCatchUp(
-            since: since, transaction: snapshot.transaction, resynced: false,
-            historyTransactions: history.transactions, objectsFetched: fetched.count)
+            since: since, transaction: answer.transaction, resynced: false,
+            historyTransactions: Int(max(0, answer.transaction - since)), objectsFetched: fetched.count)
         state.withLock { state in
             state.subscription = subscription
             state.subscribesOnReconnect = false
@@ -155,44 +160,13 @@ extension FetchedResultsController {
         if difference.isEmpty {
             state.withLock { state in
                 state.layout = layout
-                state.transaction = snapshot.transaction
+                state.transaction = answer.transaction
             }
         } else {
             await commit(change, layout: layout)
         }
         persistBehind()
         return true
-    }
-
-    /// The ids that `store/history` says were inserted or updated after `since`, up to `through`
-    /// at least, and how many transactions that read; `nil` when history does not reach back.
-    private func changedIDs(since: Int64, through: Int64) async throws(DepotClientError) -> (
-        changed: Set<String>, transactions: Int
-    )? {
-        var changed: Set<String> = []
-        var transactions = 0
-        var after = since
-        while after < through {
-            let page: StoreHistory.Result
-            do throws(DepotClientError) {
-                page = try await connection.call(StoreHistory.self, .init(since: after, limit: Self.catchUpPage))
-            } catch  where error.rpcError?.code == .invalidParams {
-                // "this daemon's history begins after …" (a replica that joined from a snapshot).
-                return nil
-            }
-            // Transaction after+1 was pruned (or never kept): some changes are unknown.
-            if page.oldest > after + 1 && page.latest > after { return nil }
-            guard let last = page.transactions.last else { break }
-            for record in page.transactions {
-                for changes in record.changes.values {
-                    changed.formUnion(changes.inserted)
-                    changed.formUnion(changes.updated.map(\.id))
-                }
-            }
-            transactions += page.transactions.count
-            after = last.transaction
-        }
-        return (changed, transactions)
     }
 }
 

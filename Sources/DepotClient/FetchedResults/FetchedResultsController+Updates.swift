@@ -144,16 +144,14 @@ extension FetchedResultsController {
 
     /// Rebuilds the results from the daemon (a snapshot of the same subscription,
     /// or a new subscription when that is gone), reloads the objects that were
-    /// loaded, and reports a reload. With a persistent store, a new session
-    /// (`resubscribe`) catches up instead where history allows: one ordinary change.
+    /// loaded, and reports a reload. A new session (`resubscribe`) resumes instead where
+    /// history allows (``catchUp()``): one ordinary change.
     func resync(resubscribe: Bool) async {
-        let (oldSubscription, waiting, kept) = state.withLock {
-            ($0.subscription, $0.subscribesOnReconnect, $0.replica != nil)
-        }
+        let (oldSubscription, waiting) = state.withLock { ($0.subscription, $0.subscribesOnReconnect) }
         guard oldSubscription != nil || waiting else { return }
-        // Stored results shown while the daemon was away, or live results kept in a file whose
-        // session was lost (a daemon restart, a dropped link): catch up from them when history allows.
-        let catchesUp = (oldSubscription == nil && waiting) || (resubscribe && kept)
+        // Stored results shown while the daemon was away, or live results whose session was lost
+        // (a daemon restart, a dropped link): resume from them when history allows.
+        let catchesUp = (oldSubscription == nil && waiting) || resubscribe
         if catchesUp, await catchUpOnReconnect() { return }
         var fetched: Fetched?
         if !resubscribe, let oldSubscription,

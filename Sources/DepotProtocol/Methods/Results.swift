@@ -54,11 +54,14 @@ public enum ResultsSubscribe: Method {
         public var workDoneToken: JSONValue?
         /// Fold the transactions of this many milliseconds into one notification.
         public var coalesceMs: Int?
+        /// The results the client holds, to answer with what changed since (DESIGN.md §7, Resuming).
+        public var resume: ResultsResume?
 
         /// Creates the params.
         public init(
             request: FetchRequest, sectionKeyPath: String? = nil, cacheName: String? = nil,
-            include: ResultsInclude? = nil, workDoneToken: JSONValue? = nil, coalesceMs: Int? = nil
+            include: ResultsInclude? = nil, workDoneToken: JSONValue? = nil, coalesceMs: Int? = nil,
+            resume: ResultsResume? = nil
         ) {
             self.request = request
             self.sectionKeyPath = sectionKeyPath
@@ -66,6 +69,7 @@ public enum ResultsSubscribe: Method {
             self.include = include
             self.workDoneToken = workDoneToken
             self.coalesceMs = coalesceMs
+            self.resume = resume
         }
     }
 
@@ -87,11 +91,20 @@ public enum ResultsSubscribe: Method {
         public var fromCache: Bool?
         /// With `prefetch`: the objects the answered rows reach, by id (DESIGN.md §7).
         public var related: [String: JSONValue]?
+        /// With `resume`: `true` when the answer names only what changed (``changed``), `false`
+        /// when it is a full one.
+        public var resumed: Bool?
+        /// With `resume`: the digest of the whole current id list (``ResultsDigest``).
+        public var digest: String?
+        /// In a resumed answer: each row that may have moved, entered, left or changed since
+        /// the client's transaction, with its current index path or none.
+        public var changed: [ResumedRow]?
 
         /// Creates the result.
         public init(
             subscription: String, seq: Int64, transaction: Int64, count: Int, sections: [SectionInfo],
-            objects: [JSONValue], fromCache: Bool? = nil
+            objects: [JSONValue], fromCache: Bool? = nil, resumed: Bool? = nil, digest: String? = nil,
+            changed: [ResumedRow]? = nil
         ) {
             self.subscription = subscription
             self.seq = seq
@@ -100,7 +113,41 @@ public enum ResultsSubscribe: Method {
             self.sections = sections
             self.objects = objects
             self.fromCache = fromCache
+            self.resumed = resumed
+            self.digest = digest
+            self.changed = changed
         }
+    }
+}
+
+/// `resume` of `results/subscribe`: the results a client holds of the same request.
+public struct ResultsResume: Codable, Hashable, Sendable {
+    /// The transaction the held results reflect.
+    public var transaction: Int64
+    /// The held ordered id list's digest (``ResultsDigest``).
+    public var digest: String
+
+    /// Creates the resume point.
+    public init(transaction: Int64, digest: String) {
+        self.transaction = transaction
+        self.digest = digest
+    }
+}
+
+/// One row named by a resumed `results/subscribe` answer.
+public struct ResumedRow: Codable, Hashable, Sendable {
+    /// The object's (or group's) id.
+    public var id: String
+    /// Where it is now; absent when it is not in the results any more.
+    public var indexPath: [Int]?
+    /// Its current values (or group dictionary), as `include` says; absent for rows that left.
+    public var object: JSONValue?
+
+    /// Creates a named row.
+    public init(id: String, indexPath: [Int]? = nil, object: JSONValue? = nil) {
+        self.id = id
+        self.indexPath = indexPath
+        self.object = object
     }
 }
 

@@ -207,6 +207,9 @@ final class GroupedResults: @unchecked Sendable {
         groups[slot]?.wireID ?? retired[slot] ?? "group:?"
     }
 
+    /// The slot of the group that matching object `id` is in now; `nil` when it matches none.
+    func slot(ofMember id: Int64) -> Int64? { members[id]?.slot }
+
     /// The row of the group in `slot` as the daemon sends it: its dictionary with its `id`
     /// (DESIGN.md §7: no client computes a group's id).
     func dictionary(of slot: Int64) -> JSONValue {

@@ -77,6 +77,11 @@ final class ResultsEngine: @unchecked Sendable {
             throw .invalidParams(
                 "cacheName must be 1 to 200 characters, got '\(name.prefix(40))'", field: "params.cacheName")
         }
+        if let resume = params.resume, !ResultsDigest.isWellFormed(resume.digest) {
+            throw .invalidParams(
+                "resume.digest must be 64 lowercase hex digits (SHA-256), got '\(resume.digest.prefix(70))'",
+                field: "params.resume.digest")
+        }
         let routingID = context.routingID
         let service = context.service
         let limit = service.maxSubscriptionsPerSession
@@ -146,6 +151,19 @@ final class ResultsEngine: @unchecked Sendable {
                     if let name = params.cacheName, !fromCache || set.transaction != builtTransaction {
                         service.persistCache(name, set.cacheEntry)
                     }
+                    // A prefetching set answers in full: a resumed answer carries no related objects.
+                    if let resume = params.resume, set.related == nil,
+                        let named = try ResultsResumption.named(set, since: resume.transaction, store: store)
+                    {
+                        return try JSONCoding.encodeBytes(
+                            ResultsSubscribe.Result(
+                                subscription: subscription.id, seq: 0, transaction: set.transaction,
+                                count: set.visibleCount, sections: set.sectionInfos, objects: [],
+                                fromCache: params.cacheName == nil ? nil : fromCache, resumed: true,
+                                digest: ResultsResumption.digest(of: set),
+                                changed: try ResultsResumption.rows(
+                                    named, of: set, include: include, firstBatch: firstBatch, store: store)))
+                    }
                     let count =
                         switch include {
                         case .all: set.visibleCount
@@ -159,7 +177,9 @@ final class ResultsEngine: @unchecked Sendable {
                             subscription: subscription.id, seq: 0, transaction: set.transaction,
                             count: set.visibleCount, sections: set.sectionInfos,
                             objects: ids.map { objects[$0] ?? .null },
-                            fromCache: params.cacheName == nil ? nil : fromCache))
+                            fromCache: params.cacheName == nil ? nil : fromCache,
+                            resumed: params.resume == nil ? nil : false,
+                            digest: params.resume == nil ? nil : ResultsResumption.digest(of: set)))
                     guard let graph = set.related else { return answer }
                     return try RelatedGraph.appendRelated(
                         to: answer, rows: ids, plan: graph.plan, scopes: graph.scopes, store: store)

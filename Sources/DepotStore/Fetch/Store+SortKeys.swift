@@ -141,28 +141,42 @@ extension Store {
     }
 
     /// The rows each entity changed in the transactions after `since`, from history;
-    /// `nil` when history no longer reaches back that far.
+    /// `nil` when history no longer reaches back that far (``changes(since:)``).
     public func changedRows(since: Int64) throws(RPCError) -> (
         rows: [String: Set<Int64>], keys: [String: [Int64: Set<String>]], latest: Int64
     )? {
+        try changes(since: since).map { ($0.rows, $0.keys, $0.latest) }
+    }
+
+    /// What the transactions after `since` changed, from history, with what a resumed
+    /// subscription needs to know of each row (DESIGN.md §7, Resuming); `nil` when history no
+    /// longer reaches back that far (pruned, or a replica whose history begins later), or
+    /// `since` is past the newest transaction.
+    public func changes(since: Int64) throws(RPCError) -> ChangesSince? {
         try read { db in
             let latest = try Self.latestTransaction(db)
-            guard latest > since else { return ([:], [:], latest) }
+            guard since <= latest else { return nil }
+            var changes = ChangesSince(latest: latest)
+            guard latest > since else { return changes }
             let oldest = try Int64.fetchOne(db, sql: "SELECT MIN(id) FROM depot_transaction") ?? latest
             guard oldest <= since + 1 else { return nil }
-            var rows: [String: Set<Int64>] = [:]
-            var keys: [String: [Int64: Set<String>]] = [:]
+            // A replica that joined from the cluster's snapshot has no history before it.
+            let begins = try Int64.fetchOne(
+                db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'historyBegins'")
+            if let begins, since < begins { return nil }
             for entry in try HistoryLog.entries(db, since: since, limit: Int.max) {
-                for (entity, changes) in entry.changes {
-                    rows[entity, default: []].formUnion(changes.inserted)
-                    rows[entity, default: []].formUnion(changes.deleted)
-                    for (row, changed) in changes.updated {
-                        rows[entity, default: []].insert(row)
-                        keys[entity, default: [:]][row, default: []].formUnion(changed)
+                for (entity, change) in entry.changes {
+                    changes.rows[entity, default: []].formUnion(change.allRows)
+                    for row in change.inserted where changes.deleted[entity]?.contains(row) != true {
+                        changes.inserted[entity, default: []].insert(row)
+                    }
+                    changes.deleted[entity, default: []].formUnion(change.deleted)
+                    for (row, keys) in change.updated {
+                        changes.keys[entity, default: [:]][row, default: []].formUnion(keys)
                     }
                 }
             }
-            return (rows, keys, latest)
+            return changes
         }
     }
 
@@ -234,4 +248,18 @@ extension Store {
             return result
         }
     }
+}
+
+/// What history says the transactions after some transaction changed (``Store/changes(since:)``).
+public struct ChangesSince: Sendable {
+    /// Every row changed, by entity.
+    public var rows: [String: Set<Int64>] = [:]
+    /// The keys each updated row changed, by entity.
+    public var keys: [String: [Int64: Set<String>]] = [:]
+    /// The rows inserted since (they did not exist then), by entity.
+    public var inserted: [String: Set<Int64>] = [:]
+    /// The rows deleted since, by entity.
+    public var deleted: [String: Set<Int64>] = [:]
+    /// The newest transaction.
+    public var latest: Int64
 }

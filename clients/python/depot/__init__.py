@@ -44,9 +44,9 @@ from .errors import (
 from . import errors
 from . import keys
 from .results import (FetchedResults, FetchedResultsDelegate, InconsistentDelta, ResultsClient, ResultsState, Section,
-                      format_table)
+                      format_table, results_digest)
 
 __all__ = [
     "Client", "AsyncClient", "PendingCall", "members", "FetchedResults", "FetchedResultsDelegate", "ResultsState",
-    "Section", "InconsistentDelta", "ResultsClient", "format_table", "PROTOCOL_VERSION", "__version__",
+    "Section", "InconsistentDelta", "ResultsClient", "format_table", "results_digest", "PROTOCOL_VERSION", "__version__",
 ] + errors.__all__

@@ -12,7 +12,9 @@ by the contract's rule:
 
 A gap in ``seq``, a ``results/didInvalidate``, or a delta that does not fit
 the local copy (an id not where the delta says) makes it resync from
-``results/snapshot`` and ``results/objects``.
+``results/snapshot`` and ``results/objects``. On a new session,
+:meth:`FetchedResults.resume_subscription` subscribes again with ``resume``, so
+the daemon sends only the rows that changed since (DESIGN.md §7, Resuming).
 
 :class:`ResultsState` is the pure part (no I/O): one immutable snapshot of the
 results and :meth:`ResultsState.applying` to derive the next.
@@ -20,6 +22,7 @@ results and :meth:`ResultsState.applying` to derive the next.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from dataclasses import dataclass, field
@@ -28,7 +31,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 from .errors import DepotError
 
 __all__ = ["FetchedResults", "FetchedResultsDelegate", "ResultsState", "Section", "InconsistentDelta", "index_title",
-           "ResultsClient", "PendingResult", "format_table"]
+           "ResultsClient", "PendingResult", "format_table", "results_digest"]
 
 IndexPath = Tuple[int, int]
 ChangeCallback = Callable[["FetchedResults", Optional[Dict[str, Any]]], None]
@@ -118,6 +121,12 @@ def format_table(sections: Sequence[Tuple[str, Sequence[Any]]], keys: Optional[S
 def index_title(name: str) -> str:
     """A section's index title: its name's capitalised first letter (``""`` for ``""``)."""
     return name[:1].upper()
+
+
+def results_digest(ids: Sequence[str]) -> str:
+    """The digest of an ordered id list (DESIGN.md §7, Resuming): lowercase hex SHA-256 of the ids'
+    UTF-8 bytes joined by ``"\\n"``."""
+    return hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -249,6 +258,58 @@ class ResultsState:
         return self.related.get(target) if isinstance(target, str) else None
 
 
+    def resumed(self, answer: Mapping[str, Any]) -> "ResultsState":
+        """The state a resumed ``results/subscribe`` answer describes, rebuilt from this one (the
+        results held as of the resume transaction): the named ids are dropped, the present ones
+        put back at their index paths, every other id keeps its relative order, and the result is
+        checked against the answer's digest. ``self`` is left unchanged.
+
+        Raises:
+            InconsistentDelta: the answer is not resumed, does not fit, or its digest differs
+                (then read the results in full).
+        """
+        if answer.get("resumed") is not True or not isinstance(answer.get("changed"), list):
+            raise InconsistentDelta("the answer is not a resumed one")
+        infos = list(answer.get("sections", ()))
+        starts: List[int] = []
+        total = 0
+        for info in infos:
+            starts.append(total)
+            total += int(info["count"])
+        placed: List[Optional[str]] = [None] * total
+        named = set()
+        values = dict(self.values)
+        for row in answer["changed"]:
+            object_id = row["id"]
+            if object_id in named:
+                raise InconsistentDelta(f"{object_id} is named twice")
+            named.add(object_id)
+            values.pop(object_id, None)
+            index_path = row.get("indexPath")
+            if index_path is None:
+                continue
+            s, r = int(index_path[0]), int(index_path[1])
+            if not (0 <= s < len(infos) and 0 <= r < int(infos[s]["count"])) or placed[starts[s] + r] is not None:
+                raise InconsistentDelta(f"{object_id} is placed at {index_path}, outside the sections or on another row")
+            placed[starts[s] + r] = object_id
+            if row.get("object") is not None:
+                values[object_id] = row["object"]
+        kept = iter([i for i in self.ids if i not in named])
+        ids: List[str] = []
+        for slot in placed:
+            if slot is None:
+                slot = next(kept, None)
+                if slot is None:
+                    raise InconsistentDelta(f"the held results lack rows the answer counts ({total})")
+            ids.append(slot)
+        if next(kept, None) is not None:
+            raise InconsistentDelta("the held results have more rows than the answer counts")
+        if results_digest(ids) != answer.get("digest"):
+            raise InconsistentDelta("the rebuilt ids do not match the daemon's digest")
+        return ResultsState.from_counts(infos, ids, values, int(answer.get("seq", 0)),
+                                        int(answer.get("transaction", 0)))
+
+
 class FetchedResultsDelegate:
     """Callbacks in the shape of ``NSFetchedResultsControllerDelegate``; override what you need.
 
@@ -333,6 +394,8 @@ class FetchedResults:
             params["cacheName"] = cache_name
         self._params = params
         self._timeout = timeout
+        #: How many times :meth:`resume_subscription` resumed (rather than read everything again).
+        self.resume_count = 0
         try:
             client.request("results/subscribe", params, on_response=self._on_subscribed).result(timeout)
         except BaseException:
@@ -459,6 +522,65 @@ class FetchedResults:
                 self._client.call("results/unsubscribe", {"subscription": self.subscription})
             except DepotError:
                 pass
+
+    def resume_subscription(self, client: Optional[ResultsClient] = None,
+                            timeout: Optional[float] = None) -> bool:
+        """Subscribes again (after a new session: a daemon restart, a dropped link) from the results
+        held, with ``resume`` (DESIGN.md §7, Resuming): the daemon names only the rows that changed
+        since, and the results are rebuilt from them and checked against its digest. Where it
+        answers in full (history no longer reaches back) or the digest differs, the results are read
+        in full from the new subscription. Either way the delegate hears ``did_reload`` and the
+        change callbacks ``None``.
+
+        Args:
+            client: the client of the new session, when it is another object than the one given to
+                the constructor; the notifications are then heard from it.
+            timeout: seconds to wait for the answer.
+
+        Returns:
+            whether the results were resumed (``False``: read in full).
+        """
+        # On the same session the old subscription may still be live: it goes once the new one answers.
+        previous = self.subscription if client is None or client is self._client else None
+        if client is not None and client is not self._client:
+            self._remove_listeners()
+            self._client = client
+            self._removers = [
+                client.on_notification("results/didChange", self._on_did_change),
+                client.on_notification("results/didInvalidate", self._on_did_invalidate),
+            ]
+        held = self._state
+        params = dict(self._params)
+        params["resume"] = {"transaction": held.transaction, "digest": results_digest(held.ids)}
+        outcome: Dict[str, bool] = {}
+
+        def on_response(result: Any, error: Optional[DepotError]) -> None:
+            if error is not None:
+                return
+            self.subscription = result["subscription"]
+            self._buffer = [p for p in self._buffer if p.get("subscription") == self.subscription]
+            try:
+                self._set_state(held.resumed(result))
+                outcome["resumed"] = True
+                self.resume_count += 1
+            except InconsistentDelta:
+                outcome["resumed"] = False
+                self._resync(notify=False)
+            self._ready = True
+            if self.delegate is not None:
+                self.delegate.did_reload(self)
+            for callback in list(self._callbacks):
+                callback(self, None)
+            self._drain_buffer()
+
+        self._ready = False
+        self._client.request("results/subscribe", params, on_response=on_response).result(timeout)
+        if previous is not None and previous != self.subscription:
+            try:
+                self._client.call("results/unsubscribe", {"subscription": previous})
+            except DepotError:
+                pass  # Gone with its session already.
+        return outcome.get("resumed", False)
 
     def __enter__(self) -> "FetchedResults":
         return self
