@@ -159,7 +159,7 @@ final class BackupTests: XCTestCase {
         stop.lock.withLock { $0 = true }
         var saves: [[(count: Int64, transaction: Int64)]] = []
         for writer in writers { saves.append(try await writer.value) }
-        let latest = try await admin.call(ServerStats.self, Empty()).store.transaction
+        let latest = try await admin.call(ServerStats.self, .init()).store.transaction
 
         XCTAssertEqual(backup.path, destination.appendingPathComponent("depot.sqlite").path)
         XCTAssertGreaterThan(backup.sizeBytes, 1_000_000)
@@ -172,7 +172,7 @@ final class BackupTests: XCTestCase {
         // The subscriber kept up with every write, the backup's time included.
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            if let stats = try await admin.call(ServerStats.self, Empty()).subscriptions.first,
+            if let stats = try await admin.call(ServerStats.self, .init()).subscriptions.first,
                 stats.transaction == latest
             {
                 break
@@ -201,7 +201,7 @@ final class BackupTests: XCTestCase {
         // A daemon on the copy serves exactly the store as of the backup's transaction.
         let copy = try Daemon(dataDirectory: destination)
         let reader = try await copy.connect(name: "reader")
-        let stats = try await reader.call(ServerStats.self, Empty())
+        let stats = try await reader.call(ServerStats.self, .init())
         XCTAssertEqual(stats.store.transaction, backup.transaction)
         let copyHistory = try await history(reader, since: 0)
         XCTAssertEqual(copyHistory, entries.filter { $0 <= backup.transaction }, "history ends at the transaction")
@@ -253,7 +253,7 @@ final class BackupTests: XCTestCase {
         _ = try await admin.call(ModelDefine.self, .init(entities: Self.model))
         let rows = 200_000
         try await loadItems(rows, into: admin)
-        let transaction = try await admin.call(ServerStats.self, Empty()).store.transaction
+        let transaction = try await admin.call(ServerStats.self, .init()).store.transaction
 
         let destination = scratch.appendingPathComponent("copy")
         let token: JSONValue = "backup-killed"
@@ -283,7 +283,7 @@ final class BackupTests: XCTestCase {
         // The old store is whole: a daemon on it serves every row and the same history.
         let again = try Daemon(dataDirectory: daemon.dataDirectory)
         let reader = try await again.connect(name: "reader")
-        let value2 = try await reader.call(ServerStats.self, Empty()).store.transaction
+        let value2 = try await reader.call(ServerStats.self, .init()).store.transaction
         XCTAssertEqual(value2, transaction)
         let value3 = try await reader.call(StoreCount.self, FetchRequest(entity: "Item")).count
         XCTAssertEqual(value3, rows)
@@ -331,7 +331,7 @@ final class BackupTests: XCTestCase {
         defer { daemon.removeData() }
         let admin = try await daemon.connect(name: "admin")
         try await admin.loadItems(5)
-        let transaction = try await admin.call(ServerStats.self, Empty()).store.transaction
+        let transaction = try await admin.call(ServerStats.self, .init()).store.transaction
         await admin.close()
         let destination = scratch.appendingPathComponent("cli copy")
         let outcome = try ProcessOutcome.run(
