@@ -228,7 +228,7 @@ final class ServerStatisticsTests: XCTestCase {
         XCTAssertEqual(seen.count, 10_000)
         XCTAssertEqual(Set(seen).count, 10_000, "every session once, across the pages")
         XCTAssertThrowsError(try server.statistics(.init(sessionLimit: 10_001))) { error in
-            XCTAssertEqual((error as? RPCError)?.data?["field"], "sessionLimit")
+            XCTAssertEqual((error as? RPCError)?.data?["field"], "params.sessionLimit")
         }
         XCTAssertThrowsError(try server.statistics(.init(sessionsAfter: "nonsense")))
     }

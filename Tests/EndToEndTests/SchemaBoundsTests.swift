@@ -54,8 +54,10 @@ final class SchemaBoundsTests: XCTestCase {
         "store/fetch": #"{"entity":"Team"}"#,
         "store/count": #"{"entity":"Team"}"#,
         "store/history": #"{"since":0}"#,
-        "results/subscribe": #"{"request":{"entity":"Team","sort":[{"key":"teamName"}]}}"#,
+        "results/subscribe":
+            #"{"request":{"entity":"Team","sort":[{"key":"teamName"}]},"resume":{"transaction":1,"digest":"\#(String(repeating: "0", count: 64))"}}"#,
         "results/objects": #"{"subscription":"$SUB","offset":0,"length":1}"#,
+        "server/stats": "{}",
     ]
 
     /// Members that `results/subscribe` refuses whatever their value (no live windows yet, docs/fetched-results.md).

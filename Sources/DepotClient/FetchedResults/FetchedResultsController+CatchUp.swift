@@ -51,8 +51,8 @@ extension FetchedResultsController {
             ($0.layout, $0.transaction, $0.fetchRequest, $0.entries)
         }
         guard let stored, let since = storedTransaction else { return false }
-        // Results kept in another model's shape are fetched again, never caught up (DESIGN.md §9).
-        guard await storedModelIsCurrent() else { return false }
+        // Results kept in another model's shape are never caught up (DESIGN.md §9): the daemon answers
+        // in full where a migration came since the stored transaction.
         let unbatched = request.fetchBatchSize == 0
         let include: ResultsInclude = unbatched || request.isGrouped ? .all : .firstBatch
         let answer = try await connection.call(
@@ -138,8 +138,10 @@ extension FetchedResultsController {
                 guard object.type != .delete, let value = fetched[object.id] ?? entries[object.id]?.raw else {
                     return object
                 }
-                // A group travels as its dictionary, as in the daemon's changes.
-                object.object = request.isGrouped ? .object(value.values) : value.json
+                // A group travels as its dictionary with its id, as in the daemon's changes.
+                var group = value.values
+                group["id"] = .string(object.id)
+                object.object = request.isGrouped ? .object(group) : value.json
                 return object
             })
         // The difference must take the stored results to the daemon's; should it not, resync.

@@ -48,10 +48,18 @@ extension FetchRequest: BoundedParameters {
 }
 
 extension ResultsSubscribe.Parameters: BoundedParameters {
-    /// The request's bounds, and `coalesceMs` from 0 to 60,000.
+    /// The request's bounds, `coalesceMs` from 0 to 60,000, and `resume.transaction` at least 0.
     public func checkBounds(field: String) throws(RPCError) {
         try request.checkBounds(field: "\(field).request")
         try require(coalesceMs, "\(field).coalesceMs", atLeast: 0, atMost: 60_000)
+        try require(resume?.transaction, "\(field).resume.transaction", atLeast: 0)
+    }
+}
+
+extension ServerStats.Parameters: BoundedParameters {
+    /// `sessionLimit` from 1 to ``largestSessionLimit``.
+    public func checkBounds(field: String) throws(RPCError) {
+        try require(sessionLimit, "\(field).sessionLimit", atLeast: 1, atMost: Int64(Self.largestSessionLimit))
     }
 }
 

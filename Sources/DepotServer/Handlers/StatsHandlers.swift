@@ -43,16 +43,13 @@ extension DepotService {
     /// Everything `server/stats` reports, gathered now: one page of the sessions.
     func statistics(_ page: ServerStats.Parameters = .init()) throws(RPCError) -> ServerStats.Result {
         let limit = page.sessionLimit ?? ServerStats.Parameters.defaultSessionLimit
-        guard (1...ServerStats.Parameters.largestSessionLimit).contains(limit) else {
-            throw .invalidParams(
-                "sessionLimit must be from 1 to \(ServerStats.Parameters.largestSessionLimit), got \(limit)",
-                field: "sessionLimit")
-        }
+        // The params' bounds (1 to largestSessionLimit) are checked before the handler runs.
+        try page.checkBounds(field: "params")
         let after = try page.sessionsAfter.map { (cursor) throws(RPCError) -> SessionCursor in
             guard let parsed = SessionCursor(cursor) else {
                 throw .invalidParams(
-                    "sessionsAfter must be the nextSessionsAfter of an earlier answer, got '\(cursor)'",
-                    field: "sessionsAfter")
+                    "params.sessionsAfter must be the nextSessionsAfter of an earlier answer, got '\(cursor)'",
+                    field: "params.sessionsAfter")
             }
             return parsed
         }

@@ -150,8 +150,8 @@ extension Store {
 
     /// What the transactions after `since` changed, from history, with what a resumed
     /// subscription needs to know of each row (DESIGN.md §7, Resuming); `nil` when history no
-    /// longer reaches back that far (pruned, or a replica whose history begins later), or
-    /// `since` is past the newest transaction.
+    /// longer reaches back that far (pruned, or a replica whose history begins later), a migration
+    /// came since, or `since` is past the newest transaction.
     public func changes(since: Int64) throws(RPCError) -> ChangesSince? {
         try read { db in
             let latest = try Self.latestTransaction(db)
@@ -165,6 +165,9 @@ extension Store {
                 db, sql: "SELECT CAST(value AS INTEGER) FROM depot_meta WHERE key = 'historyBegins'")
             if let begins, since < begins { return nil }
             for entry in try HistoryLog.entries(db, since: since, limit: Int.max) {
+                // A transaction that changed no object is a migration (`model/define`): the values it
+                // changed are not in history, so nothing since it can be named (DESIGN.md §7).
+                if entry.changes.isEmpty { return nil }
                 for (entity, change) in entry.changes {
                     changes.rows[entity, default: []].formUnion(change.allRows)
                     for row in change.inserted where changes.deleted[entity]?.contains(row) != true {

@@ -299,11 +299,8 @@ class Client:
             self._recovering.release()
 
     def _resubscribe_all(self) -> None:
-        """Subscribes every live FetchedResults again, from scratch.
-
-        The one place to swap for resumable subscriptions (a subscribe that names the
-        subscription and seq it had, DESIGN.md §9) once the daemon offers them.
-        """
+        """Subscribes every live FetchedResults again on the new session, resumed from the
+        results it holds (DESIGN.md §7, Resuming: only what changed since is sent)."""
         for results in list(self._live_results):
             try:
                 results._resubscribe()

@@ -406,14 +406,12 @@ class FetchedResults:
             track(self)
 
     def _resubscribe(self) -> None:
-        """Subscribes again from scratch (the daemon lost the session): a new subscription
-        whose first answer replaces the state, as a resync does."""
+        """Subscribes again after the daemon lost the session: resumed from the results held
+        (:meth:`resume_subscription`, DESIGN.md §7), read in full where it cannot resume."""
         if self._closed:
             return
-        self._ready = False
         self._buffer.clear()
-        self._client.request("results/subscribe", self._params,
-                             on_response=self._on_subscribed).result(self._timeout)
+        self.resume_subscription(timeout=self._timeout)
         self.resync_count += 1
 
     # -- reading ---------------------------------------------------------------------------
