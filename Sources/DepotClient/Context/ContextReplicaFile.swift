@@ -82,19 +82,11 @@ final class ContextReplicaFile: Sendable {
     // MARK: Plumbing
 
     private func read<T>(_ body: (Database) throws -> T) throws(DepotClientError) -> T {
-        do {
-            return try pool.read(body)
-        } catch {
-            throw .persistentStore("cannot read the persistent store: \(error)")
-        }
+        try pool.readReplica(body)
     }
 
     private func write<T>(_ body: (Database) throws -> T) throws(DepotClientError) -> T {
-        do {
-            return try pool.write(body)
-        } catch {
-            throw .persistentStore("cannot write the persistent store: \(error)")
-        }
+        try pool.writeReplica(body)
     }
 
     static func text(_ json: JSONValue) -> String { String(decoding: JSONWriter.encode(json), as: UTF8.self) }

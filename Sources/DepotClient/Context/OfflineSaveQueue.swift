@@ -92,18 +92,10 @@ final class OfflineSaveQueue: Sendable {
     }
 
     private func read<T>(_ body: (Database) throws -> T) throws(DepotClientError) -> T {
-        do {
-            return try pool.read(body)
-        } catch {
-            throw .persistentStore("cannot read the persistent store: \(error)")
-        }
+        try pool.readReplica(body)
     }
 
     private func write<T>(_ body: (Database) throws -> T) throws(DepotClientError) -> T {
-        do {
-            return try pool.write(body)
-        } catch {
-            throw .persistentStore("cannot write the persistent store: \(error)")
-        }
+        try pool.writeReplica(body)
     }
 }

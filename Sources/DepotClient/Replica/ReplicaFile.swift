@@ -121,3 +121,23 @@ enum ReplicaFile {
         try db.execute(sql: "UPDATE replica_meta SET modelVersion = ?", arguments: [version])
     }
 }
+
+extension DatabasePool {
+    /// `body` in a read of a replica file, a failure thrown as ``DepotClientError/persistentStore(_:)``.
+    func readReplica<T>(_ body: (Database) throws -> T) throws(DepotClientError) -> T {
+        do {
+            return try read(body)
+        } catch {
+            throw .persistentStore("cannot read the persistent store: \(error)")
+        }
+    }
+
+    /// `body` in a write of a replica file, a failure thrown as ``DepotClientError/persistentStore(_:)``.
+    func writeReplica<T>(_ body: (Database) throws -> T) throws(DepotClientError) -> T {
+        do {
+            return try write(body)
+        } catch {
+            throw .persistentStore("cannot write the persistent store: \(error)")
+        }
+    }
+}
