@@ -177,12 +177,14 @@ struct InMemoryFollow: Sendable {
         guard dependencies.isEmpty else { return nil }
         let plainKeys = Set(entity.columnKeys).union(["id", "SELF", "self"])
         guard sort.allSatisfy({ plainKeys.contains($0.key) }) else { return nil }
-        // The request's predicate AND the key's scope: a row leaving the scope leaves the set.
-        guard
-            let node = try? PredicateCompilation.combined(
+        // The request's predicate AND the key's scope: a row leaving the scope leaves the set. No
+        // predicate (`nil`) matches every row: `try?` would flatten it into "cannot follow in memory".
+        do {
+            predicate = try PredicateCompilation.combined(
                 predicate: request.predicate, arguments: request.arguments, scope: request.scope)
-        else { return nil }
-        predicate = node
+        } catch {
+            return nil
+        }
         sortKeys = sort.map(\.key)
         equality = predicate.flatMap { Self.equality(in: $0, entity: entity) }
         var keys = Set<String>()

@@ -15,11 +15,14 @@ import Synchronization
 /// through their ``Reply``, after every notification of the transactions
 /// published before them and before any of the ones after.
 ///
-/// After a commit the lane calls ``publish(_:store:context:)`` with a snapshot
-/// of the store right after it: for each set the transaction can change
-/// (``SetIndex``), ``DeltaComputer`` re-reads the changed rows, ``ResultSet``
-/// applies them and yields the delta, and ``DeltaEncoder`` encodes it once
-/// for every subscriber (``SubscriptionTable`` numbers each one's `seq`).
+/// After a commit the lane calls ``publish(_:store:context:)``: for each set
+/// the transaction can change (``SetIndex``), ``DeltaComputer`` evaluates the
+/// changed rows from the values the commit carries (its row images), reading a
+/// snapshot of the store right after it only where those are not enough
+/// (``ResultSet/readsStore``; the writer takes one only then,
+/// ``needsSnapshot(for:)``), ``ResultSet`` applies them and yields the delta,
+/// and ``DeltaEncoder`` encodes it once for every subscriber
+/// (``SubscriptionTable`` numbers each one's `seq`).
 ///
 /// Guarded:
 /// - `table`, `index`, `publishedThrough`, `failure`: touched only in lane jobs
@@ -39,11 +42,21 @@ final class ResultsEngine: @unchecked Sendable {
     private let liveSubscriptions = Atomic<Int>(0)
     /// Subscribes between their first read and their registration in the lane.
     private let registering = Atomic<Int>(0)
+    /// What the writer reads to tell whether publishing a commit needs a snapshot
+    /// (``needsSnapshot(for:)``): the entities whose live sets read the store, those whose sets
+    /// follow from the commit's row images alone, and whether a failure is injected.
+    private let storeNeeds = Mutex<(reading: Set<String>, imaged: Set<String>, failing: Bool)>(([], [], false))
+    /// Where commits' row images are asked for (``Store/captureRowImages(of:)``).
+    private let imaging: @Sendable (Set<String>) -> Void
 
     /// An engine whose state `lane` owns; every set reflects `publishedThrough` to begin with.
-    init(lane: PublishLane, publishedThrough: Int64) {
+    /// `imaging` asks the store for the row images of the entities the sets follow from them.
+    init(
+        lane: PublishLane, publishedThrough: Int64, imaging: @escaping @Sendable (Set<String>) -> Void = { _ in }
+    ) {
         self.lane = lane
         self.publishedThrough = publishedThrough
+        self.imaging = imaging
     }
 
     /// Checks that the caller is a lane job (debug builds).
@@ -55,6 +68,29 @@ final class ResultsEngine: @unchecked Sendable {
     private func mirror() {
         liveSets.store(index.sets.count, ordering: .relaxed)
         liveSubscriptions.store(table.count, ordering: .relaxed)
+        let reading = Set(index.readingEntities.keys)
+        let imaged = Set(index.imagedEntities.keys)
+        let changed = storeNeeds.withLock { needs in
+            defer { (needs.reading, needs.imaged) = (reading, imaged) }
+            return needs.imaged != imaged
+        }
+        if changed { imaging(imaged) }
+    }
+
+    /// Whether publishing `transactions` needs a snapshot of the store: a live set of an entity
+    /// they change reads the store, or follows from row images they do not carry; or a subscribe
+    /// is on its way to registering (its set's needs are not known to the writer yet).
+    func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool {
+        if registering.load(ordering: .sequentiallyConsistent) > 0 { return true }
+        let (reading, imaged, failing) = storeNeeds.withLock { $0 }
+        if failing { return true }
+        for transaction in transactions {
+            for entity in transaction.changes.keys {
+                if reading.contains(entity) { return true }
+                if imaged.contains(entity), transaction.images[entity] == nil { return true }
+            }
+        }
+        return false
     }
 
     // MARK: Subscribing
@@ -84,7 +120,7 @@ final class ResultsEngine: @unchecked Sendable {
         if !existing {
             let set = Self.emptySet(definition)
             if let name = params.cacheName, let cached = try store.loadResultsCache(name), cached.requestKey == key {
-                set.reset(rows: cached.rows, transaction: cached.transaction)
+                set.restore(rows: cached.rows, transaction: cached.transaction)
                 readFromCache = true
             } else {
                 let progress = context.progress(token: params.workDoneToken)
@@ -428,6 +464,8 @@ final class ResultsEngine: @unchecked Sendable {
     /// Makes computing the deltas of `transaction` fail, to test the failure path in memory.
     func failToFollow(_ transaction: Int64) {
         lane.perform { [self] in failure = transaction }
+        // Its sets are rebuilt from a snapshot: the writer takes one for every commit from now on.
+        storeNeeds.withLock { $0.failing = true }
     }
 
     // MARK: Slow consumers
@@ -469,10 +507,14 @@ final class ResultsEngine: @unchecked Sendable {
         defer { publishedThrough = max(publishedThrough, transaction.number) }
         let (unfiled, filing) = index.affected(by: transaction)
         guard !unfiled.isEmpty || !filing.isEmpty else { return false }
-        let snapshot: Store
+        // What publishing this commit read of the store, by reason (`server/stats`).
+        var reads = ServerStats.StoreReads(commits: 1)
+        defer { context.storeReadsMade(reads) }
+        // No snapshot when the writer found that no set needs one (``needsSnapshot(for:)``).
+        let snapshot: Store?
         do {
-            guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
-            snapshot = try store.get()
+            snapshot = try store?.get()
+            if snapshot != nil { reads.count(.snapshot) }
         } catch {
             // Nothing can be read: every set the transaction may touch resyncs from scratch.
             for set in unfiled + index.sets(in: filing) {
@@ -483,7 +525,8 @@ final class ResultsEngine: @unchecked Sendable {
             }
             return true
         }
-        var computer = DeltaComputer(transaction, store: snapshot)
+        var computer = DeltaComputer(transaction, store: snapshot, schema: context.currentSchema)
+        defer { reads.add(computer.reads) }
         let (filed, unread) = index.narrow(transaction, filing: filing) { computer.rows(of: $0) }
         // Every set's notifications for the transaction go out in one send: a peer with several is woken once.
         var outgoing = Outgoing()
@@ -492,7 +535,7 @@ final class ResultsEngine: @unchecked Sendable {
             do {
                 try follow(
                     set, transaction: transaction.number, only: only, computer: &computer, into: &outgoing,
-                    context: context)
+                    reads: &reads, context: context)
             } catch {
                 // Never a silent desync: the set is rebuilt and its subscribers told to resync.
                 context.logger.error(
@@ -509,7 +552,7 @@ final class ResultsEngine: @unchecked Sendable {
     /// or folds it into the set's coalescing window.
     private func follow(
         _ set: ResultSet, transaction number: Int64, only: Set<Int64>?, computer: inout DeltaComputer,
-        into outgoing: inout Outgoing, context: some ResultsContext
+        into outgoing: inout Outgoing, reads: inout ServerStats.StoreReads, context: some ResultsContext
     ) throws(RPCError) {
         if let failure, failure == number { throw .internalError("injected failure at transaction \(number)") }
         guard index[set.key] === set else { return }
@@ -526,21 +569,30 @@ final class ResultsEngine: @unchecked Sendable {
             touched = computer.touched(set.plan.entity.name)
         }
         guard set.coalesceMilliseconds != nil else {
-            let delta = set.apply(changes, touched: touched)
+            var refilled = false
+            let delta = try set.apply(changes, touched: touched) { () throws(RPCError) -> [KeyedRow] in
+                refilled = true
+                return try set.firstRows(in: try? computer.store)
+            }
+            if refilled { reads.count(.windowRefill) }
             set.transaction = number
             guard !delta.isEmpty else { return }
-            // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them.
-            let read =
-                set.inMemory != nil && set.shape.includesVersion ? try computer.changedRows(of: set.plan.entity) : nil
+            // The changed rows' whole values came with the commit or were read for the evaluation: the objects come from them.
+            let read = set.inMemory != nil ? try computer.changedRows(of: set.plan.entity) : nil
             return try deliver(
-                delta, of: set, transaction: number, transactions: nil, rows: read, store: computer.store,
-                into: &outgoing, context: context)
+                delta, of: set, transaction: number, transactions: nil, rows: read, store: try? computer.store,
+                into: &outgoing, reads: &reads, context: context)
         }
         // Coalescing: fold the change into the open window; the flush announces it.
         let oldSections = set.visibleSections
         var oldKeys: [Int64: SortKey] = [:]
         for id in changes.keys { if let entry = set.index.entry(for: id) { oldKeys[id] = entry.key } }
-        let delta = set.apply(changes, touched: touched)
+        var refilled = false
+        let delta = try set.apply(changes, touched: touched) { () throws(RPCError) -> [KeyedRow] in
+            refilled = true
+            return try set.firstRows(in: try? computer.store)
+        }
+        if refilled { reads.count(.windowRefill) }
         set.transaction = number
         guard !delta.isEmpty else { return }
         let opening = set.coalescing == nil
@@ -570,10 +622,12 @@ final class ResultsEngine: @unchecked Sendable {
         let (first, last) = (window.first, window.last)
         var outgoing = Outgoing()
         defer { outgoing.send(context) }
+        var reads = ServerStats.StoreReads()
+        defer { context.storeReadsMade(reads) }
         do {
             try deliver(
                 delta, of: set, transaction: last, transactions: first == last ? nil : [first, last], rows: nil,
-                store: snapshot.get(), into: &outgoing, context: context)
+                store: snapshot.get(), into: &outgoing, reads: &reads, context: context)
         } catch {
             context.logger.error(
                 "fetched results for \(set.plan.entity.name) could not announce transactions \(first)...\(last): \(error); rebuilding and invalidating"
@@ -605,10 +659,13 @@ final class ResultsEngine: @unchecked Sendable {
     /// Encodes the delta once and queues each subscriber's notification, with its own `subscription` and `seq`.
     private func deliver(
         _ delta: ResultSet.Delta, of set: ResultSet, transaction: Int64, transactions: [Int64]?,
-        rows: [Int64: EvaluationRow]?, store: Store, into outgoing: inout Outgoing, context: some ResultsContext
+        rows: [Int64: EvaluationRow]?, store: Store?, into outgoing: inout Outgoing,
+        reads: inout ServerStats.StoreReads,
+        context: some ResultsContext
     ) throws(RPCError) {
         // One notification carrying more objects than this would be larger than resyncing.
-        let shared = try DeltaEncoder.shared(delta, of: set, transactions: transactions, rows: rows, store: store)
+        let shared = try DeltaEncoder.shared(
+            delta, of: set, transactions: transactions, rows: rows, store: store, reads: &reads)
         for id in set.subscribers.sorted() {
             guard var subscription = table[id] else { continue }
             subscription.seq += 1

@@ -18,6 +18,10 @@ struct SetIndex {
     /// For each filed entity and key: the current value of every row whose value has a filed set,
     /// so that a row leaving a value reaches the sets of its old value without a search.
     private var filedValues: [String: [String: [Int64: JSONValue]]] = [:]
+    /// How many live sets read the store to follow a change of each entity (``ResultSet/readsStore``).
+    private(set) var readingEntities: [String: Int] = [:]
+    /// How many live sets follow each entity's changes from the commit's row images alone.
+    private(set) var imagedEntities: [String: Int] = [:]
 
     /// The sets filed by equality under one entity: key → value → set keys.
     typealias Filing = [String: [JSONValue: Set<String>]]
@@ -27,9 +31,11 @@ struct SetIndex {
 
     /// Installs `set` under `key`, filing it by its equality term or under its entities.
     mutating func install(_ set: ResultSet, key: String) {
+        if let old = sets[key] { countNeeds(of: old, by: -1) }
         sets[key] = set
+        countNeeds(of: set, by: 1)
         let entity = set.plan.entity.name
-        guard let (name, value) = set.inMemory?.equality else {
+        guard let (name, value) = set.filedEquality else {
             for name in Set([entity] + set.dependencies.map(\.entity)) { unfiled[name, default: []].insert(key) }
             return
         }
@@ -43,8 +49,9 @@ struct SetIndex {
     @discardableResult
     mutating func uninstall(_ key: String) -> ResultSet? {
         guard let set = sets.removeValue(forKey: key) else { return nil }
+        countNeeds(of: set, by: -1)
         let entity = set.plan.entity.name
-        guard let (name, value) = set.inMemory?.equality else {
+        guard let (name, value) = set.filedEquality else {
             for name in Set([entity] + set.dependencies.map(\.entity)) {
                 unfiled[name]?.remove(key)
                 if unfiled[name]?.isEmpty == true { unfiled[name] = nil }
@@ -61,6 +68,16 @@ struct SetIndex {
             }
         }
         return set
+    }
+
+    /// Counts what following `set` needs of each commit (``readingEntities``, ``imagedEntities``).
+    private mutating func countNeeds(of set: ResultSet, by step: Int) {
+        func add(_ entity: String, to counts: inout [String: Int]) {
+            let count = counts[entity, default: 0] + step
+            counts[entity] = count > 0 ? count : nil
+        }
+        guard set.readsStore else { return add(set.plan.entity.name, to: &imagedEntities) }
+        for entity in Set([set.plan.entity.name] + set.dependencies.map(\.entity)) { add(entity, to: &readingEntities) }
     }
 
     /// The sets `transaction` can change: the unfiled ones of its entities, and
@@ -127,7 +144,7 @@ struct SetIndex {
         for entity in entities {
             filedValues[entity] = nil
             for setKey in (byEquality[entity] ?? [:]).values.flatMap(\.values).flatMap({ $0 }) {
-                guard let set = sets[setKey], let (name, value) = set.inMemory?.equality else { continue }
+                guard let set = sets[setKey], let (name, value) = set.filedEquality else { continue }
                 for entry in set.index.entries(in: 0..<set.index.count) {
                     filedValues[entity, default: [:]][name, default: [:]][entry.id] = value
                 }
