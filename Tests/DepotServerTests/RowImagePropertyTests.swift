@@ -43,6 +43,21 @@ final class RowImagePropertyTests: XCTestCase {
         let subscription: String
         var sections: [(name: String, rows: [JSONValue])]
         var seq: Int64 = 0
+
+        /// What the answer to subscribing with `params` holds.
+        init(params: String, answer: JSONValue) {
+            let objects = answer["objects"]?.arrayValue ?? []
+            var offset = 0
+            var sections: [(name: String, rows: [JSONValue])] = []
+            for section in answer["sections"]?.arrayValue ?? [] {
+                let count = Int(section["count"]?.intValue ?? 0)
+                sections.append((section["name"]?.stringValue ?? "", Array(objects[offset..<offset + count])))
+                offset += count
+            }
+            self.params = params
+            subscription = answer["subscription"]?.stringValue ?? ""
+            self.sections = sections
+        }
     }
 
     func testDeltasFromRowImagesMatchAFreshFetch() throws {
@@ -114,16 +129,7 @@ final class RowImagePropertyTests: XCTestCase {
             live += result["ids"]?.objectValue?.values.compactMap(\.stringValue) ?? []
         }
         func subscribe(_ params: String) throws -> Held {
-            let answer = try call("results/subscribe", params)
-            let objects = answer["objects"]?.arrayValue ?? []
-            var offset = 0
-            var sections: [(name: String, rows: [JSONValue])] = []
-            for section in answer["sections"]?.arrayValue ?? [] {
-                let count = Int(section["count"]?.intValue ?? 0)
-                sections.append((section["name"]?.stringValue ?? "", Array(objects[offset..<offset + count])))
-                offset += count
-            }
-            return Held(params: params, subscription: answer["subscription"]?.stringValue ?? "", sections: sections)
+            Held(params: params, answer: try call("results/subscribe", params))
         }
         func check(_ held: inout [Held], step: Int) throws {
             let messages = outbox.received(by: peer).filter { $0["method"] == "results/didChange" }
