@@ -65,21 +65,9 @@ final class RowImagePropertyTests: XCTestCase {
     }
 
     private func run(seed: UInt64) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "depot-images-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (service, outbox) = try makeCore(in: directory, model: Self.model)
-        defer { service.stop() }
-        let peer: [UInt8] = [1]
-        var nextID = 1
-        func call(_ method: String, _ params: String) throws -> JSONValue {
-            nextID += 1
-            request(service, peer, id: nextID, method, params)
-            let response = try outbox.response(nextID, of: peer)
-            return try XCTUnwrap(response["result"], "\(method) \(params): \(response)")
-        }
-        _ = try call("initialize", #"{"protocolVersion": "1"}"#)
+        let session = try CoreSession(model: Self.model, name: "images")
+        let (service, outbox, peer) = (session.service, session.outbox, session.peer)
+        func call(_ method: String, _ params: String) throws -> JSONValue { try session.call(method, params) }
         _ = try call(
             "store/save",
             #"{"inserted": [{"entity": "Club", "values": {"name": "c1", "region": "North"}}, {"entity": "Club", "values": {"name": "c2", "region": "South"}}, {"entity": "Club", "values": {"name": "c3"}}]}"#
@@ -230,5 +218,35 @@ final class RowImagePropertyTests: XCTestCase {
             let new = path(object, "newIndexPath")
             sections[new[0]].rows[new[1]] = object["object"] ?? .null
         }
+    }
+}
+
+/// One initialized session of an in-memory core over a new store with a model, numbering its
+/// requests; the core stops and its directory goes when it does.
+final class CoreSession {
+    let service: DepotService
+    let outbox: RecordingOutbox
+    let peer: [UInt8] = [1]
+    private let directory: URL
+    private var nextID = 1
+
+    init(model: String, name: String) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-\(name)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        (service, outbox) = try makeCore(in: directory, model: model)
+        _ = try call("initialize", #"{"protocolVersion": "1"}"#)
+    }
+
+    deinit {
+        service.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Runs request `method` and returns its result (fails the test on an error).
+    func call(_ method: String, _ params: String) throws -> JSONValue {
+        nextID += 1
+        request(service, peer, id: nextID, method, params)
+        let response = try outbox.response(nextID, of: peer)
+        return try XCTUnwrap(response["result"], "\(method) \(params): \(response)")
     }
 }

@@ -30,21 +30,9 @@ final class WindowPrefixTests: XCTestCase {
     }
 
     private func run(seed: UInt64) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "depot-window-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (service, outbox) = try makeCore(in: directory, model: Self.model)
-        defer { service.stop() }
-        let peer: [UInt8] = [1]
-        var nextID = 1
-        func call(_ method: String, _ params: String) throws -> JSONValue {
-            nextID += 1
-            request(service, peer, id: nextID, method, params)
-            let response = try outbox.response(nextID, of: peer)
-            return try XCTUnwrap(response["result"], "\(method) \(params): \(response)")
-        }
-        _ = try call("initialize", #"{"protocolVersion": "1"}"#)
+        let session = try CoreSession(model: Self.model, name: "window")
+        let (service, outbox, peer) = (session.service, session.outbox, session.peer)
+        func call(_ method: String, _ params: String) throws -> JSONValue { try session.call(method, params) }
         var random = SeededGenerator(seed: seed)
         var counter = 0
         func item() -> String {
