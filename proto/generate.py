@@ -376,7 +376,10 @@ METHODS = [
                                   "timestamp": {"type": "string", "format": "date-time"},
                                   "counts": {"type": "object", "additionalProperties": obj(
                                       {"inserted": NONNEG, "updated": NONNEG, "deleted": NONNEG})}},
-                                 {"author": nullable(STRING)}))})})),
+                                 {"author": nullable(STRING)}))})},
+               {"storeReads": nullable(obj({"commits": NONNEG, "snapshot": NONNEG, "changedRows": NONNEG,
+                                            "relationship": NONNEG, "windowRefill": NONNEG,
+                                            "include": NONNEG}))})),
 ]
 
 NOTIFICATIONS: Dict[str, Dict[str, Any]] = {

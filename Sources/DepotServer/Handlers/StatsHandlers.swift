@@ -50,7 +50,7 @@ extension DepotService {
                 endpoints: boundEndpoints),
             sessions: sessionFigures, subscriptions: shared, notificationsSent: stats.notificationsByMethod,
             writer: ServerStats.Writer(queueDepth: stats.writerQueueDepth, commits: stats.commitCount),
-            latency: stats.latency, store: try storeFigures())
+            latency: stats.latency, store: try storeFigures(), storeReads: stats.storeReads)
     }
 
     private func storeFigures() throws(RPCError) -> ServerStats.StoreFigures {
