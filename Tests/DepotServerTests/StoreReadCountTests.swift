@@ -130,4 +130,45 @@ final class StoreReadCountTests: XCTestCase {
         let total = try XCTUnwrap(try service.statistics().storeReads)
         XCTAssertGreaterThanOrEqual(total.commits, 3)
     }
+
+    /// A migration changes no rows, yet sets that follow commits from their row images follow it too:
+    /// its commit is published with a snapshot (the sets move to the new model from it), and the next
+    /// save is evaluated under the new model from its images alone.
+    func testAMigrationReachesSetsFollowedFromRowImages() throws {
+        let (service, outbox) = try makeCore(in: directory, model: Self.model)
+        defer { service.stop() }
+        let peer: [UInt8] = [1]
+        try call(service, outbox, peer, 1, "initialize", #"{"protocolVersion": "1"}"#)
+        try call(
+            service, outbox, peer, 2, "store/save",
+            #"{"inserted": [{"entity": "Play", "values": {"name": "p1", "score": 1}}]}"#)
+        try call(
+            service, outbox, peer, 3, "results/subscribe",
+            #"{"request": {"entity": "Play", "sort": [{"key": "score"}]}, "include": "all"}"#)
+        let migrated = Self.model.replacingOccurrences(
+            of: #"{"name": "score", "type": "integer"}"#,
+            with: #"{"name": "score", "type": "integer"}, {"name": "rank", "type": "integer", "default": 7}"#)
+        var migration: JSONValue = .null
+        var counted = try reads(service) {
+            migration = try call(service, outbox, peer, 4, "model/define", migrated)
+        }
+        let number = try XCTUnwrap(migration["transaction"]?.intValue, "a migration is a transaction")
+        XCTAssertEqual(counted.snapshot, 1, "the migration's commit is published with a snapshot: \(counted)")
+        var changes = outbox.received(by: peer).filter { $0["method"] == "results/didChange" }
+        XCTAssertEqual(changes.last?["params"]?["transaction"]?.intValue, number, "the set followed the migration")
+        let update = changes.last?["params"]?["objects"]?.arrayValue?.first
+        XCTAssertEqual(update?["type"], "update")
+        XCTAssertEqual(update?["object"]?["rank"], 7, "the new attribute's default")
+
+        counted = try reads(service) {
+            try call(
+                service, outbox, peer, 5, "store/save",
+                #"{"inserted": [{"entity": "Play", "values": {"name": "p2", "score": 2, "rank": 3}}]}"#)
+        }
+        XCTAssertEqual(counted, ServerStats.StoreReads(commits: 1), "from the images, under the new model")
+        changes = outbox.received(by: peer).filter { $0["method"] == "results/didChange" }
+        let insert = changes.last?["params"]?["objects"]?.arrayValue?.first
+        XCTAssertEqual(insert?["type"], "insert")
+        XCTAssertEqual(insert?["object"]?["rank"], 3)
+    }
 }

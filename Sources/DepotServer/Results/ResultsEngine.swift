@@ -554,21 +554,23 @@ final class ResultsEngine: @unchecked Sendable {
     ) -> Bool {
         owned()
         defer { publishedThrough = max(publishedThrough, transaction.number) }
+        // What publishing this commit read of the store, by reason (`server/stats`), once it reached a live set.
+        var reads = ServerStats.StoreReads()
+        defer { if reads.commits > 0 { context.storeReadsMade(reads) } }
         // A model change (a migration is a transaction of its own) is followed before the transaction's rows.
         var migrated = false
         if case .success(let current)? = store, current.schema.version != modelVersion {
-            migrated = followModel(current, transaction: transaction.number, context: context)
+            migrated = followModel(current, transaction: transaction.number, reads: &reads, context: context)
+            if migrated { (reads.commits, reads.snapshot) = (1, 1) }
         }
         let (unfiled, filing) = index.affected(by: transaction)
         guard !unfiled.isEmpty || !filing.isEmpty else { return migrated }
-        // What publishing this commit read of the store, by reason (`server/stats`).
-        var reads = ServerStats.StoreReads(commits: 1)
-        defer { context.storeReadsMade(reads) }
+        reads.commits = 1
         // No snapshot when the writer found that no set needs one (``needsSnapshot(for:modelVersion:)``).
         let snapshot: Store?
         do {
             snapshot = try store?.get()
-            if snapshot != nil { reads.count(.snapshot) }
+            if snapshot != nil { reads.snapshot = 1 }
         } catch {
             // Nothing can be read: every set the transaction may touch resyncs from scratch.
             for set in unfiled + index.sets(in: filing) {
@@ -695,13 +697,13 @@ final class ResultsEngine: @unchecked Sendable {
 
     /// Follows the model `store` holds, new since the sets were checked (DESIGN.md §7, Across a
     /// migration), as part of transaction `number`; returns whether any set was affected.
-    private func followModel(_ store: Store, transaction number: Int64, context: some ResultsContext) -> Bool {
+    private func followModel(
+        _ store: Store, transaction number: Int64, reads: inout ServerStats.StoreReads, context: some ResultsContext
+    ) -> Bool {
         let schema = store.schema
         adopt(schema)
         var outgoing = Outgoing()
         defer { outgoing.send(context) }
-        var reads = ServerStats.StoreReads()
-        defer { context.storeReadsMade(reads) }
         let stale = index.sets.values.filter { $0.definition.map { $0.schema.version != schema.version } ?? false }
         for set in stale.sorted(by: { $0.key < $1.key }) {
             do {
