@@ -397,7 +397,10 @@ METHODS = [
                                   "counts": {"type": "object", "additionalProperties": obj(
                                       {"inserted": NONNEG, "updated": NONNEG, "deleted": NONNEG})}},
                                  {"author": nullable(STRING)}))})},
-               {"nextSessionsAfter": nullable(STRING)})),
+               {"nextSessionsAfter": nullable(STRING),
+                "storeReads": nullable(obj({"commits": NONNEG, "snapshot": NONNEG, "changedRows": NONNEG,
+                                            "relationship": NONNEG, "windowRefill": NONNEG,
+                                            "include": NONNEG}))})),
     method("server/backup", "Writes a consistent copy of the embedded store (objects, model, history, save ids) "
            "as of one transaction into a directory on the daemon's host, while the daemon serves; "
            "`depotd --data-dir` on it serves the copy (DESIGN.md §12). Admin. Refused (-32600) on a PostgreSQL "

@@ -25,6 +25,35 @@ final class CommitStreamTests: XCTestCase {
         XCTAssertTrue(store.takeCommittedTransactions().isEmpty, "taken once")
     }
 
+    func testACommitCarriesItsRowsImagesForTheEntitiesAskedFor() throws {
+        let (store, directory) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let france = try store.insertTeam("France", zone: "Europe", wins: 3)
+        XCTAssertEqual(store.takeCommittedTransactions().first?.images.isEmpty, true, "none asked for")
+        store.captureRowImages(of: ["Team"])
+        let japan = try store.insertTeam("Japan", zone: "Asia")
+        _ = try store.save(
+            StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": 4])]), writeScope: .unrestricted)
+        _ = try store.save(StoreSave.Parameters(deleted: [DeletedObject(id: japan)]), writeScope: .unrestricted)
+        try store.writeGroup { group in
+            for wins: Int64 in [5, 6] {
+                _ = try? store.save(
+                    StoreSave.Parameters(updated: [UpdatedObject(id: france, values: ["wins": .int(wins)])]), in: group,
+                    writeScope: .unrestricted)
+            }
+        }
+        let stream = store.takeCommittedTransactions()
+        XCTAssertEqual(stream.count, 5)
+        let images = stream.map { $0.images["Team"] }
+        XCTAssertEqual(images[0]?.count, 1, "the inserted row")
+        XCTAssertEqual(images[0]?.first?.value.object["teamName"], "Japan")
+        XCTAssertEqual(images[1]?[1]?.object["wins"], 4, "the value right after the update")
+        XCTAssertEqual(images[1]?[1]?.sortValues["wins"], .integer(4))
+        XCTAssertEqual(images[2]?.isEmpty, true, "a deleted row has no image")
+        XCTAssertEqual(images[3]?[1]?.object["wins"], 5, "each save of a group, as it left the row")
+        XCTAssertEqual(images[4]?[1]?.object["wins"], 6)
+    }
+
     func testAFailedSaveAndANoOpReportNothing() throws {
         let (store, directory) = try makeStore()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -42,12 +42,16 @@ public enum ServerStats: Method {
         public var latency: Latency
         /// The store on disk.
         public var store: StoreFigures
+        /// What publishing commits read of the store, by reason; `nil` from a daemon that does not count them.
+        public var storeReads: StoreReads?
 
         /// Creates the result.
         public init(
             server: Server, sessions: [Session], nextSessionsAfter: String? = nil, subscriptions: [SharedResults],
-            notificationsSent: [String: Int64], writer: Writer, latency: Latency, store: StoreFigures
+            notificationsSent: [String: Int64], writer: Writer, latency: Latency, store: StoreFigures,
+            storeReads: StoreReads? = nil
         ) {
+            self.storeReads = storeReads
             self.server = server
             self.sessions = sessions
             self.nextSessionsAfter = nextSessionsAfter
@@ -189,6 +193,36 @@ public enum ServerStats: Method {
         public init(queueDepth: Int, commits: Int64) {
             self.queueDepth = queueDepth
             self.commits = commits
+        }
+    }
+
+    /// The store reads publishing commits made since start, by what each read was for (issue 34: the
+    /// deltas come from the commit's own row values; a read shows where those were not enough).
+    public struct StoreReads: Codable, Hashable, Sendable {
+        /// Commits published to at least one live result set.
+        public var commits: Int64
+        /// Commits whose publishing opened a snapshot of the store.
+        public var snapshot: Int64
+        /// Reads of changed rows' values the commit did not hand over.
+        public var changedRows: Int64
+        /// Reads following a relationship (a predicate, sort or dependency through one).
+        public var relationship: Int64
+        /// Reads refilling a window from beyond its edge.
+        public var windowRefill: Int64
+        /// Reads of the values (include columns) that deltas carry.
+        public var include: Int64
+
+        /// Creates the figures.
+        public init(
+            commits: Int64 = 0, snapshot: Int64 = 0, changedRows: Int64 = 0, relationship: Int64 = 0,
+            windowRefill: Int64 = 0, include: Int64 = 0
+        ) {
+            self.commits = commits
+            self.snapshot = snapshot
+            self.changedRows = changedRows
+            self.relationship = relationship
+            self.windowRefill = windowRefill
+            self.include = include
         }
     }
 

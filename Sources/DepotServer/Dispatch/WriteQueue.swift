@@ -8,15 +8,24 @@ protocol CommitSubscriber: AnyObject, Sendable {
     /// Whether publishing a commit now would read the store (it then gets a snapshot).
     var publishingReads: Bool { get }
 
+    /// Whether publishing `transactions` (just committed, not yet published) reads the store, so
+    /// that it needs a snapshot; asked only when ``publishingReads`` says yes.
+    func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool
+
     /// Publishes `transaction` (in the publish lane, in commit order). `store`
     /// reads the state right after the write that committed it (after the
     /// whole group, for a group commit), or says why no snapshot could be
-    /// taken; `nil` when ``publishingReads`` said no.
+    /// taken; `nil` when ``publishingReads`` or ``needsSnapshot(for:)`` said no.
     func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?)
 
     /// Tells every subscriber to resync (in the publish lane, in commit order): the store, a
     /// cluster's replica, rebuilt itself from the cluster's snapshot. `store` reads the rebuilt state.
     func storeWasRebuilt(_ store: Result<Store, RPCError>)
+}
+
+extension CommitSubscriber {
+    /// Every publish that reads takes a snapshot, unless the subscriber tells better.
+    func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool { true }
 }
 
 /// The single writer, in arrival order, with group commit; what follows each
@@ -198,7 +207,8 @@ final class WriteQueue: Sendable {
             for transaction in transactions { subscriber.publish(transaction, store: store) }
             for (send, bytes) in replies { send(bytes) }
         }
-        guard !transactions.isEmpty, subscriber.publishingReads else {
+        // No snapshot when the commits carry every value publishing them needs (their row images).
+        guard !transactions.isEmpty, subscriber.publishingReads, subscriber.needsSnapshot(for: transactions) else {
             return lane.enqueue { publishThenAnswer(nil) }
         }
         // Nothing waits for the writer or the lane: publishing right here costs less than the

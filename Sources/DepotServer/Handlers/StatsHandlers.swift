@@ -98,7 +98,7 @@ extension DepotService {
             sessions: sessionFigures, nextSessionsAfter: next, subscriptions: shared,
             notificationsSent: stats.notificationsByMethod,
             writer: ServerStats.Writer(queueDepth: stats.writerQueueDepth, commits: stats.commitCount),
-            latency: stats.latency, store: try storeFigures())
+            latency: stats.latency, store: try storeFigures(), storeReads: stats.storeReads)
     }
 
     private func storeFigures() throws(RPCError) -> ServerStats.StoreFigures {

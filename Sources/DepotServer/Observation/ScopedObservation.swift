@@ -92,8 +92,9 @@ final class ScopedObservation: Sendable {
         /// Checks of `transaction`'s inserted and updated rows in `store`.
         init(_ transaction: CommittedTransaction, store: Store) {
             rows = InMemoryRows(
-                store: store,
-                changedRows: transaction.changes.mapValues { Set($0.inserted + $0.updated.map(\.row)) })
+                store: store, schema: store.schema,
+                changedRows: transaction.changes.mapValues { Set($0.inserted + $0.updated.map(\.row)) },
+                images: transaction.images)
         }
     }
 

@@ -3,37 +3,63 @@ import DepotStore
 
 /// What a committed transaction changes in one result set: the changed rows
 /// (and rows reached through relationships) re-evaluated against the set's
-/// predicate and sort, read from a snapshot of the store right after the
-/// transaction. Reads the set; never changes it, nor anything else.
+/// predicate and sort. Reads the set; never changes it, nor anything else.
 ///
-/// Nothing re-runs the whole query: candidates are read with
-/// `WHERE id IN (changed)`, or evaluated in memory from the changed rows
-/// (``InMemoryRows``) when the request allows it.
+/// Nothing re-runs the whole query: a set that evaluates in memory
+/// (``InMemoryRows``) takes the changed rows' values from the commit itself
+/// (``CommittedTransaction/images``), and reads them from a snapshot of the
+/// store right after the transaction only when the commit did not carry them;
+/// other sets read their candidates with `WHERE id IN (changed)`. Each read is
+/// counted by reason (``reads``).
 struct DeltaComputer {
-    /// The snapshot right after the transaction.
-    let store: Store
+    /// The snapshot right after the transaction, if one was taken (none when no set needs to read).
+    private let snapshot: Store?
+    /// The model the transaction committed under.
+    let schema: Schema
     /// The transaction's changed rows, by entity.
     let changedRows: [String: Set<Int64>]
     /// The keys each updated row changed, by entity.
     let touchedKeys: [String: [Int64: Set<String>]]
     /// The changed rows, read once for every set that evaluates in memory.
     private(set) var memory: InMemoryRows
+    /// The store reads made so far, by reason (the changed rows' reads are ``memory``'s).
+    private var counted = ServerStats.StoreReads()
 
-    /// A computer for `transaction`, reading `store`.
-    init(_ transaction: CommittedTransaction, store: Store) {
-        self.store = store
+    /// The store reads made so far, by reason.
+    var reads: ServerStats.StoreReads {
+        var reads = counted
+        reads.changedRows += Int64(memory.reads)
+        return reads
+    }
+
+    /// A computer for `transaction`, reading `store` (the snapshot right after it) where its images are not enough.
+    init(_ transaction: CommittedTransaction, store: Store?, schema: Schema) {
+        snapshot = store
+        self.schema = store?.schema ?? schema
         changedRows = transaction.changes.mapValues { Set($0.allRows) }
         touchedKeys = transaction.changes.mapValues { changes in
             Dictionary(changes.updated.map { ($0.row, $0.keys) }, uniquingKeysWith: { $0.union($1) })
         }
-        memory = InMemoryRows(store: store, changedRows: changedRows)
+        memory = InMemoryRows(
+            store: store, schema: self.schema, changedRows: changedRows, images: transaction.images)
+    }
+
+    /// The snapshot to read, or why there is none.
+    var store: Store {
+        get throws(RPCError) {
+            guard let snapshot else { throw RPCError.internalError("no snapshot was taken for the commit") }
+            return snapshot
+        }
     }
 
     /// The changed rows of `entity` that still exist, or `nil` when they cannot be read.
     mutating func rows(of entity: String) -> [Int64: EvaluationRow]? {
-        guard let schema = store.schema.entity(named: entity) else { return nil }
+        guard let schema = schema.entity(named: entity) else { return nil }
         return try? memory.rows(of: schema)
     }
+
+    /// Whether the values of `entity`'s changed rows came with the commit.
+    func hasImages(of entity: String) -> Bool { memory.images[entity] != nil }
 
     /// The rows whose membership or position in `set` may change, each with
     /// its new sort key, or `nil` where it no longer matches; `only` narrows
@@ -45,14 +71,16 @@ struct DeltaComputer {
             candidates = only
         } else {
             candidates = try Self.candidateRows(
-                entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+                entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: snapshot,
+                reads: &counted)
         }
         let touched = touchedKeys[entity.name] ?? [:]
         if let keys = set.inMemory?.predicateKeys {
-            // A row it does not hold, updated in keys its predicate does not read, still does not match.
+            // A row it does not hold, updated in keys its predicate does not read, still does not match
+            // (unless the set holds a prefix of its results: the row may match beyond the held rows).
             candidates = candidates.filter { id in
                 guard let changed = touched[id], !changed.isEmpty, changed.isDisjoint(with: keys) else { return true }
-                return set.index.contains(id)
+                return set.index.contains(id) || set.truncated
             }
             guard !candidates.isEmpty else { return [:] }
         }
@@ -60,20 +88,25 @@ struct DeltaComputer {
         if let inMemory = set.inMemory {
             evaluated = try memory.evaluate(inMemory, entity: entity, rows: candidates)
         } else {
+            counted.count(set.dependencies.isEmpty ? .changedRows : .relationship)
             evaluated = try store.keyedRows(set.plan, among: Array(candidates))
         }
         return Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) })
     }
 
     /// The rows of a grouped set's entity whose group or contribution the transaction may change.
-    func candidates(for set: ResultSet) throws(RPCError) -> Set<Int64> {
+    mutating func candidates(for set: ResultSet) throws(RPCError) -> Set<Int64> {
         try Self.candidateRows(
-            entity: set.plan.entity, dependencies: set.dependencies, changedRows: changedRows, store: store)
+            entity: set.plan.entity, dependencies: set.dependencies, changedRows: changedRows, store: snapshot,
+            reads: &counted)
     }
 
     /// Those of `candidates` that match grouped `set` now, with the values its groups read of them.
-    func groupMembers(_ candidates: Set<Int64>, of grouped: GroupedResults) throws(RPCError) -> [Int64: [SortValue]] {
-        try store.groupMembers(grouped.plan, among: Array(candidates))
+    mutating func groupMembers(_ candidates: Set<Int64>, of grouped: GroupedResults) throws(RPCError)
+        -> [Int64: [SortValue]]
+    {
+        counted.count(.changedRows)
+        return try store.groupMembers(grouped.plan, among: Array(candidates))
     }
 
     /// The changed rows of `entity` that still exist, read once.
@@ -92,30 +125,38 @@ struct DeltaComputer {
             return
         }
         if !changes.rows.isEmpty {
+            // A subscribe's catch-up, not a commit's publishing: its reads are not counted.
+            var uncounted = ServerStats.StoreReads()
             let candidates = try candidateRows(
-                entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store)
+                entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store,
+                reads: &uncounted)
             if let grouped = set.grouped {
                 // Not announced yet: no subscriber saw the set, so what it applies needs no delta.
                 let read = try store.groupMembers(grouped.plan, among: Array(candidates))
                 let (groups, touched) = try grouped.apply(read, candidates: candidates)
-                _ = set.apply(groups, touched: touched)
+                _ = try set.apply(groups, touched: touched)
                 grouped.forgetRetired()
                 set.transaction = changes.latest
                 return
             }
             let evaluated = try store.keyedRows(set.plan, among: Array(candidates))
-            _ = set.apply(Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: [:])
+            _ = try set.apply(
+                Dictionary(uniqueKeysWithValues: candidates.map { ($0, evaluated[$0]) }), touched: [:],
+                refill: { () throws(RPCError) -> [KeyedRow] in try set.firstRows(in: store) })
         }
         set.transaction = changes.latest
     }
 
     /// The rows of `entity` whose membership or position the change may affect.
     static func candidateRows(
-        entity: EntitySchema, dependencies: [ResultSet.Dependency], changedRows: [String: Set<Int64>], store: Store
+        entity: EntitySchema, dependencies: [ResultSet.Dependency], changedRows: [String: Set<Int64>], store: Store?,
+        reads: inout ServerStats.StoreReads
     ) throws(RPCError) -> Set<Int64> {
         var candidates = changedRows[entity.name] ?? []
         for dependency in dependencies {
             guard let changed = changedRows[dependency.entity], !changed.isEmpty else { continue }
+            guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
+            reads.count(.relationship)
             switch dependency {
             case .path(_, let path):
                 candidates.formUnion(try store.rows(of: entity, reaching: Array(changed), through: path))
@@ -136,19 +177,29 @@ struct DeltaComputer {
 /// The changed rows of one transaction, read once per entity for every set
 /// that evaluates in memory (``InMemoryFollow``).
 struct InMemoryRows {
-    let store: Store
+    /// The snapshot to read the rows the commit did not carry from, if one was taken.
+    let store: Store?
+    let schema: Schema
     let changedRows: [String: Set<Int64>]
+    /// The changed rows' values the commit carried, by entity.
+    let images: [String: [Int64: EvaluationRow]]
     private var rows: [String: [Int64: EvaluationRow]] = [:]
     private var evaluator: PredicateEvaluator?
+    /// How many reads of the store it made.
+    private(set) var reads = 0
 
-    init(store: Store, changedRows: [String: Set<Int64>]) {
+    init(store: Store?, schema: Schema, changedRows: [String: Set<Int64>], images: [String: [Int64: EvaluationRow]]) {
         self.store = store
+        self.schema = schema
         self.changedRows = changedRows
+        self.images = images
     }
 
     /// The changed rows of `entity` that still exist, read once.
     mutating func rows(of entity: EntitySchema) throws(RPCError) -> [Int64: EvaluationRow] {
-        if let read = rows[entity.name] { return read }
+        if let read = rows[entity.name] ?? images[entity.name] { return read }
+        guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
+        reads += 1
         let read = try store.evaluationRows(of: entity, ids: Array(changedRows[entity.name] ?? []).sorted())
         rows[entity.name] = read
         return read
@@ -162,7 +213,7 @@ struct InMemoryRows {
         // Relationships are never followed here: such requests are not evaluated in memory.
         let evaluator =
             self.evaluator
-            ?? PredicateEvaluator(model: store.schema.descriptions, object: { _ in nil }, toMany: { _, _ in [] })
+            ?? PredicateEvaluator(model: schema.descriptions, object: { _ in nil }, toMany: { _, _ in [] })
         self.evaluator = evaluator
         var result: [Int64: SortKey] = [:]
         for id in candidates {

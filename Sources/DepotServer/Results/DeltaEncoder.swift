@@ -13,12 +13,12 @@ enum DeltaEncoder {
     static let largestNotification = 10_000
 
     /// The shared part of `delta`'s notification, with the values of the
-    /// objects it inserts, moves or updates (taken from `rows` where they were
-    /// read already, else read from `store`); `nil` when it changes more than
+    /// objects it inserts, moves or updates (taken from `rows`, the changed rows'
+    /// whole values, where the set's shape can be, else read from `store`); `nil` when it changes more than
     /// ``largestNotification`` objects.
     static func shared(
         _ delta: ResultSet.Delta, of set: ResultSet, transactions: [Int64]?, rows: [Int64: EvaluationRow]?,
-        store: Store
+        store: Store?, reads: inout ServerStats.StoreReads
     ) throws(RPCError) -> [UInt8]? {
         guard delta.objects.count <= largestNotification else { return nil }
         if set.grouped != nil {
@@ -34,9 +34,15 @@ enum DeltaEncoder {
         var objects: [Int64: JSONValue] = [:]
         var unread: [Int64] = []
         for change in delta.objects where change.type != .delete {
-            if let row = rows?[change.id] { objects[change.id] = .object(row.object) } else { unread.append(change.id) }
+            if let row = rows?[change.id], let object = set.shape.project(row.object) {
+                objects[change.id] = object
+            } else {
+                unread.append(change.id)
+            }
         }
         if !unread.isEmpty {
+            guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
+            reads.count(.include)
             objects.merge(try store.objects(rows: unread, shape: set.shape)) { read, _ in read }
         }
         let changes = delta.objects.map { change in

@@ -34,9 +34,17 @@ final class ResultSet: @unchecked Sendable {
     /// The cache name it persists under, if any.
     var cacheName: String?
     /// The live window `request.offset ..< offset + limit` subscribers see, or
-    /// `nil` for the whole results. The index still holds every match: what
-    /// leaves or enters the window is known without asking the database.
+    /// `nil` for the whole results.
     let window: Window?
+    /// For a window of objects with a limit: how many of the first rows of the sorted results the
+    /// index holds at most (those before the window, the window and a margin), `nil` when it holds
+    /// every match. Rows beyond are not held: when rows leave and fewer than the window remain,
+    /// the set refills with an indexed read of the first rows (``apply(_:touched:refill:)``).
+    let capacity: Int?
+    /// Whether matches beyond the rows held may exist (the index holds a prefix of the results).
+    private(set) var truncated = false
+    /// The rows a window holds beyond its end, at least.
+    static let windowMargin = 64
     /// Milliseconds of transactions folded into one notification (`coalesceMs`); `nil`: one per transaction.
     let coalesceMilliseconds: Int?
     /// How to evaluate changed rows without a query, when the request allows it.
@@ -50,6 +58,22 @@ final class ResultSet: @unchecked Sendable {
     var definition: ResultsDefinition?
     /// The live relationships of a request with `prefetch` (DESIGN.md §7), `nil` without.
     var related: RelatedGraph?
+
+    /// Whether following a commit makes the set read the store even when the commit carries its
+    /// changed rows' values (``CommittedTransaction/images``): groups read their members, a request
+    /// through a relationship (or one not evaluated in memory) reads its candidates, objects with
+    /// to-many keys read those, a window reads the values of rows a change elsewhere pulls in, and a
+    /// prefetching set (``related``) reads the links of its rows.
+    var readsStore: Bool {
+        grouped != nil || inMemory == nil || !shape.toManyKeys.isEmpty || window != nil || related != nil
+    }
+
+    /// The equality the set is filed under (``SetIndex``): none for a window holding a prefix,
+    /// whose rows pulled in by a refill would have no filed value, nor for a prefetching set, which
+    /// hears of its related entities' changes too.
+    var filedEquality: (key: String, value: JSONValue)? {
+        capacity == nil && related == nil ? inMemory?.equality : nil
+    }
 
     /// A window of the sorted results (DESIGN.md §7: windows).
     struct Window: Sendable {
@@ -95,6 +119,7 @@ final class ResultSet: @unchecked Sendable {
         self.interestingKeys = Self.interestingKeys(shape, grouped: grouped != nil)
         let (limit, offset) = grouped.map { ($0.plan.limit, $0.plan.offset) } ?? (plan.limit, plan.offset)
         window = limit == nil && (offset ?? 0) == 0 ? nil : Window(offset: offset ?? 0, limit: limit)
+        capacity = grouped == nil ? limit.map { (offset ?? 0) + $0 + max(Self.windowMargin, $0) } : nil
         index = OrderedIndex(ascending: grouped?.ascending ?? plan.sortExpressions.map(\.ascending))
         sections = []
         self.transaction = transaction
@@ -119,9 +144,17 @@ final class ResultSet: @unchecked Sendable {
 
     /// Replaces the contents with `rows` (in order) as of `transaction`.
     func reset(rows: [KeyedRow], transaction: Int64) {
-        beginBuilding(expectedCount: rows.count)
-        for row in rows { append(row) }
+        let held = rows.prefix(capacity ?? rows.count)
+        beginBuilding(expectedCount: held.count)
+        for row in held { append(row) }
         finishBuilding(transaction: transaction)
+    }
+
+    /// Replaces the contents with `rows` from a results cache: a window holding a prefix cannot tell
+    /// whether matches lie beyond the cached rows, so it assumes they may (a refill tells).
+    func restore(rows: [KeyedRow], transaction: Int64) {
+        reset(rows: rows, transaction: transaction)
+        if capacity != nil { truncated = true }
     }
 
     /// Empties the set for a build by ``append(_:)`` in order.
@@ -146,6 +179,8 @@ final class ResultSet: @unchecked Sendable {
         index.finishAppending()
         if !sectioned { sections = [(.null, index.count)] }
         self.transaction = transaction
+        // A full read of the first `capacity` rows may have left more behind.
+        truncated = capacity.map { index.count >= $0 } ?? false
     }
 
     /// Reads the set afresh from `store` (its groups, for a grouped set) and
@@ -154,7 +189,7 @@ final class ResultSet: @unchecked Sendable {
     func read(from store: Store, cancellation: Cancellation? = nil) throws(RPCError) -> Int64 {
         guard let grouped else {
             let transaction = try store.keyedRows(
-                plan, cancellation: cancellation, expectedCount: { beginBuilding(expectedCount: $0) }
+                plan, cancellation: cancellation, first: capacity, expectedCount: { beginBuilding(expectedCount: $0) }
             ) { append($0) }
             finishBuilding(transaction: transaction)
             return transaction
@@ -300,12 +335,59 @@ final class ResultSet: @unchecked Sendable {
     /// index paths of the whole results, or of the window.
     ///
     /// - Parameter touched: the keys the transaction changed per row (for updates).
-    func apply(_ candidates: [Int64: SortKey?], touched: [Int64: Set<String>]) -> Delta {
-        guard window != nil else { return applyToAll(candidates, touched: touched) }
+    ///
+    /// A window that holds a prefix of the results (``capacity``) takes in only
+    /// rows that order before its last held row (the others may have matches
+    /// ahead of them that it does not hold), lets go of rows past its capacity,
+    /// and calls `refill` (the first `capacity` rows of the results, read with
+    /// `LIMIT`) when fewer rows than the window's end remain.
+    func apply(
+        _ candidates: [Int64: SortKey?], touched: [Int64: Set<String>],
+        refill: () throws(RPCError) -> [KeyedRow] = { () throws(RPCError) -> [KeyedRow] in
+            throw RPCError.internalError("no store to refill the window")
+        }
+    ) throws(RPCError) -> Delta {
+        guard let window else { return applyToAll(candidates, touched: touched) }
         let before = visibleEntries()
-        let full = applyToAll(candidates, touched: touched)
-        guard !full.isEmpty else { return full }
+        let full = applyToAll(truncated ? heldOnly(candidates) : candidates, touched: touched)
+        trim()
+        // Rows pulled in from beyond the edge are inserts of the window's delta.
+        let refilled = truncated && index.count < window.offset + (window.limit ?? 0)
+        if refilled { reset(rows: try refill(), transaction: transaction) }
+        guard !full.isEmpty || refilled else { return full }
         return windowDelta(from: before, to: visibleEntries(), full: full)
+    }
+
+    /// The first ``capacity`` rows of the results in `store` (a window's refill: an indexed read).
+    func firstRows(in store: Store?) throws(RPCError) -> [KeyedRow] {
+        guard let store else { throw RPCError.internalError("no snapshot was taken to refill the window") }
+        var rows: [KeyedRow] = []
+        _ = try store.keyedRows(plan, first: capacity, expectedCount: { _ in }) { rows.append($0) }
+        return rows
+    }
+
+    /// `candidates` as a window holding a prefix sees them: a row whose new key orders after the
+    /// last row held leaves (or does not enter) the held rows.
+    private func heldOnly(_ candidates: [Int64: SortKey?]) -> [Int64: SortKey?] {
+        guard let edge = index.count > 0 ? index.entries(in: index.count - 1..<index.count).first : nil else {
+            return candidates.mapValues { _ in nil }
+        }
+        var held = candidates
+        for case (let id, let key?) in candidates where index.less(edge, OrderedIndex.Entry(key: key, id: id)) {
+            held.updateValue(nil, forKey: id)
+        }
+        return held
+    }
+
+    /// Lets go of the rows past ``capacity``.
+    private func trim() {
+        guard let capacity, index.count > capacity else { return }
+        for entry in index.entries(in: capacity..<index.count) {
+            index.remove(entry.id)
+            adjustSection(entry.key.first, by: -1)
+        }
+        if sectioned { sections.removeAll { $0.count == 0 } }
+        truncated = true
     }
 
     /// The window's delta: what left the window is a delete, what entered an
@@ -338,7 +420,8 @@ final class ResultSet: @unchecked Sendable {
             guard let old = oldPaths[entry.id] else { continue }
             if let new = newPaths[entry.id] {
                 switch kinds[entry.id] {
-                case .move?: delta.objects.append((.move, entry.id, old, new))
+                // A row that moved past the held edge and came back with a refill moved.
+                case .move?, .delete?: delta.objects.append((.move, entry.id, old, new))
                 case .update?: delta.objects.append((.update, entry.id, old, new))
                 default: break
                 }

@@ -13,6 +13,8 @@ protocol ResultsContext: Sendable {
     var maxSubscriptionsPerSession: Int { get }
     /// Whether the daemon is shutting down (scheduled flushes are dropped).
     var isStopping: Bool { get }
+    /// The store's model now (what a commit without a snapshot is evaluated under).
+    var currentSchema: Schema { get }
 
     /// Queues a notification for `routingID`, counted in the statistics.
     func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters, to routingID: [UInt8])
@@ -22,6 +24,8 @@ protocol ResultsContext: Sendable {
     func isOverflowing(_ peer: [UInt8]) -> Bool
     /// Counts the `results/didChange` notifications just sent, one to each of `subscriptions`.
     func didChangeSent(to subscriptions: [String])
+    /// Counts what publishing one commit (or flushing one window) read of the store.
+    func storeReadsMade(_ reads: ServerStats.StoreReads)
     /// Writes a named results cache, on the writer, after the writes queued so far; a failure is logged.
     func persistCache(_ name: String, _ entry: ResultsCacheEntry)
     /// Runs `job` in the publish lane after every commit so far, with a store reading exactly that state.
@@ -33,9 +37,13 @@ protocol ResultsContext: Sendable {
 extension DepotService: ResultsContext {
     var maxSubscriptionsPerSession: Int { configuration.maxSubscriptionsPerSession }
 
+    var currentSchema: Schema { store.schema }
+
     func send(_ messages: [(bytes: [UInt8], peer: [UInt8])]) { outbox.send(contentsOf: messages) }
 
     func didChangeSent(to subscriptions: [String]) { stats.didChangeSent(to: subscriptions) }
+
+    func storeReadsMade(_ reads: ServerStats.StoreReads) { stats.storeReadsMade(reads) }
 
     func persistCache(_ name: String, _ entry: ResultsCacheEntry) {
         writes.async { [self] in

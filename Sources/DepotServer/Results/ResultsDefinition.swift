@@ -121,7 +121,9 @@ struct ResultsDefinition: Sendable {
                 // With prefetch, the related entities' read scopes decide what the set delivers too.
                 "prefetchScopes": params.request.prefetch == nil
                     ? .null
-                    : .string(String(reflecting: readScope.rules.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) })),
+                    : .string(
+                        String(
+                            reflecting: readScope.rules.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) })),
             ]),
             as: UTF8.self)
         return ByteString(text)
@@ -228,12 +230,14 @@ struct InMemoryFollow: Sendable {
         guard dependencies.isEmpty else { return nil }
         let plainKeys = Set(entity.columnKeys).union(["id", "SELF", "self"])
         guard sort.allSatisfy({ plainKeys.contains($0.key) }) else { return nil }
-        // The request's predicate AND the key's scope: a row leaving the scope leaves the set.
-        guard
-            let node = try? PredicateCompilation.combined(
+        // The request's predicate AND the key's scope: a row leaving the scope leaves the set. No
+        // predicate (`nil`) matches every row: `try?` would flatten it into "cannot follow in memory".
+        do {
+            predicate = try PredicateCompilation.combined(
                 predicate: request.predicate, arguments: request.arguments, scope: scope)
-        else { return nil }
-        predicate = node
+        } catch {
+            return nil
+        }
         sortKeys = sort.map(\.key)
         equality = predicate.flatMap { Self.equality(in: $0, entity: entity) }
         var keys = Set<String>()

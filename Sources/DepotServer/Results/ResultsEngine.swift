@@ -15,11 +15,14 @@ import Synchronization
 /// through their ``Reply``, after every notification of the transactions
 /// published before them and before any of the ones after.
 ///
-/// After a commit the lane calls ``publish(_:store:context:)`` with a snapshot
-/// of the store right after it: for each set the transaction can change
-/// (``SetIndex``), ``DeltaComputer`` re-reads the changed rows, ``ResultSet``
-/// applies them and yields the delta, and ``DeltaEncoder`` encodes it once
-/// for every subscriber (``SubscriptionTable`` numbers each one's `seq`).
+/// After a commit the lane calls ``publish(_:store:context:)``: for each set
+/// the transaction can change (``SetIndex``), ``DeltaComputer`` evaluates the
+/// changed rows from the values the commit carries (its row images), reading a
+/// snapshot of the store right after it only where those are not enough
+/// (``ResultSet/readsStore``; the writer takes one only then,
+/// ``needsSnapshot(for:modelVersion:)``), ``ResultSet`` applies them and yields the delta,
+/// and ``DeltaEncoder`` encodes it once for every subscriber
+/// (``SubscriptionTable`` numbers each one's `seq`).
 ///
 /// Guarded:
 /// - `table`, `index`, `publishedThrough`, `failure`: touched only in lane jobs
@@ -41,11 +44,26 @@ final class ResultsEngine: @unchecked Sendable {
     private let registering = Atomic<Int>(0)
     /// The model version the installed sets were last checked against (lane jobs only).
     private var modelVersion: Int64?
+    /// The model of ``modelVersion``: what a commit published without a snapshot committed under.
+    private var modelSchema: Schema?
+    /// ``modelVersion`` for the writer (-1 before the first): a commit under another model is
+    /// published with a snapshot, which the sets follow the model change with (``needsSnapshot(for:modelVersion:)``).
+    private let followedModel = Atomic<Int64>(-1)
+    /// What the writer reads to tell whether publishing a commit needs a snapshot
+    /// (``needsSnapshot(for:modelVersion:)``): the entities whose live sets read the store, those whose sets
+    /// follow from the commit's row images alone, and whether a failure is injected.
+    private let storeNeeds = Mutex<(reading: Set<String>, imaged: Set<String>, failing: Bool)>(([], [], false))
+    /// Where commits' row images are asked for (``Store/captureRowImages(of:)``).
+    private let imaging: @Sendable (Set<String>) -> Void
 
     /// An engine whose state `lane` owns; every set reflects `publishedThrough` to begin with.
-    init(lane: PublishLane, publishedThrough: Int64) {
+    /// `imaging` asks the store for the row images of the entities the sets follow from them.
+    init(
+        lane: PublishLane, publishedThrough: Int64, imaging: @escaping @Sendable (Set<String>) -> Void = { _ in }
+    ) {
         self.lane = lane
         self.publishedThrough = publishedThrough
+        self.imaging = imaging
     }
 
     /// Checks that the caller is a lane job (debug builds).
@@ -57,6 +75,33 @@ final class ResultsEngine: @unchecked Sendable {
     private func mirror() {
         liveSets.store(index.sets.count, ordering: .relaxed)
         liveSubscriptions.store(table.count, ordering: .relaxed)
+        let reading = Set(index.readingEntities.keys)
+        let imaged = Set(index.imagedEntities.keys)
+        let changed = storeNeeds.withLock { needs in
+            defer { (needs.reading, needs.imaged) = (reading, imaged) }
+            return needs.imaged != imaged
+        }
+        if changed { imaging(imaged) }
+    }
+
+    /// Whether publishing `transactions` needs a snapshot of the store: a live set of an entity
+    /// they change reads the store, or follows from row images they do not carry; or a subscribe
+    /// is on its way to registering (its set's needs are not known to the writer yet); or the store's
+    /// model (`modelVersion`, as of the commits) is not the one the sets follow: a migration (a
+    /// transaction of its own, changing no rows) or a commit after one is published with a snapshot,
+    /// which the sets move to the new model with before they follow the commit's rows.
+    func needsSnapshot(for transactions: [CommittedTransaction], modelVersion: Int64) -> Bool {
+        if registering.load(ordering: .sequentiallyConsistent) > 0 { return true }
+        if followedModel.load(ordering: .sequentiallyConsistent) != modelVersion { return true }
+        let (reading, imaged, failing) = storeNeeds.withLock { $0 }
+        if failing { return true }
+        for transaction in transactions {
+            for entity in transaction.changes.keys {
+                if reading.contains(entity) { return true }
+                if imaged.contains(entity), transaction.images[entity] == nil { return true }
+            }
+        }
+        return false
     }
 
     // MARK: Subscribing
@@ -96,7 +141,7 @@ final class ResultsEngine: @unchecked Sendable {
             if let name = params.cacheName, let cached = try store.loadResultsCache(name),
                 cached.requestKey.bytesEqual(key.string)
             {
-                set.reset(rows: cached.rows, transaction: cached.transaction)
+                set.restore(rows: cached.rows, transaction: cached.transaction)
                 readFromCache = true
             } else {
                 let progress = context.progress(token: params.workDoneToken)
@@ -137,7 +182,8 @@ final class ResultsEngine: @unchecked Sendable {
                         // migration came between): read it here, against the model as it is now.
                         set = Self.emptySet(
                             definition.schema.version == store.schema.version
-                                ? definition : try ResultsDefinition(params, scope: definition.scope, schema: store.schema))
+                                ? definition
+                                : try ResultsDefinition(params, scope: definition.scope, schema: store.schema))
                         try set.read(from: store)
                     }
                     if let graph = set.related, !graph.isBuilt {
@@ -146,6 +192,8 @@ final class ResultsEngine: @unchecked Sendable {
                     if let name = params.cacheName { set.cacheName = name }
                     let subscription = table.add(routingID: routingID, setKey: key)
                     set.subscribers.insert(subscription.id)
+                    // The first set follows the model it was read in: no set holds an older one.
+                    if index.sets.isEmpty, modelVersion != store.schema.version { adopt(store.schema) }
                     if index[key] !== set { index.install(set, key: key) }
                     mirror()
                     if let name = params.cacheName, !fromCache || set.transaction != builtTransaction {
@@ -272,7 +320,8 @@ final class ResultsEngine: @unchecked Sendable {
             if case .missing = pick { throw Self.missing(id) }
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
-        let bytes = try Self.answer(ids, shape: shape, prefetch: nil, seq: seq, at: transaction, in: context.service.store)
+        let bytes = try Self.answer(
+            ids, shape: shape, prefetch: nil, seq: seq, at: transaction, in: context.service.store)
         guard let bytes else {
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
@@ -484,6 +533,8 @@ final class ResultsEngine: @unchecked Sendable {
     /// Makes computing the deltas of `transaction` fail, to test the failure path in memory.
     func failToFollow(_ transaction: Int64) {
         lane.perform { [self] in failure = transaction }
+        // Its sets are rebuilt from a snapshot: the writer takes one for every commit from now on.
+        storeNeeds.withLock { $0.failing = true }
     }
 
     // MARK: Slow consumers
@@ -523,17 +574,23 @@ final class ResultsEngine: @unchecked Sendable {
     ) -> Bool {
         owned()
         defer { publishedThrough = max(publishedThrough, transaction.number) }
+        // What publishing this commit read of the store, by reason (`server/stats`), once it reached a live set.
+        var reads = ServerStats.StoreReads()
+        defer { if reads.commits > 0 { context.storeReadsMade(reads) } }
         // A model change (a migration is a transaction of its own) is followed before the transaction's rows.
         var migrated = false
         if case .success(let current)? = store, current.schema.version != modelVersion {
-            migrated = followModel(current, transaction: transaction.number, context: context)
+            migrated = followModel(current, transaction: transaction.number, reads: &reads, context: context)
+            if migrated { (reads.commits, reads.snapshot) = (1, 1) }
         }
         let (unfiled, filing) = index.affected(by: transaction)
         guard !unfiled.isEmpty || !filing.isEmpty else { return migrated }
-        let snapshot: Store
+        reads.commits = 1
+        // No snapshot when the writer found that no set needs one (``needsSnapshot(for:modelVersion:)``).
+        let snapshot: Store?
         do {
-            guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
-            snapshot = try store.get()
+            snapshot = try store?.get()
+            if snapshot != nil { reads.snapshot = 1 }
         } catch {
             // Nothing can be read: every set the transaction may touch resyncs from scratch.
             for set in unfiled + index.sets(in: filing) {
@@ -544,7 +601,8 @@ final class ResultsEngine: @unchecked Sendable {
             }
             return true
         }
-        var computer = DeltaComputer(transaction, store: snapshot)
+        var computer = DeltaComputer(transaction, store: snapshot, schema: modelSchema ?? context.currentSchema)
+        defer { reads.add(computer.reads) }
         let (filed, unread) = index.narrow(transaction, filing: filing) { computer.rows(of: $0) }
         // Every set's notifications for the transaction go out in one send: a peer with several is woken once.
         var outgoing = Outgoing()
@@ -553,7 +611,7 @@ final class ResultsEngine: @unchecked Sendable {
             do {
                 try follow(
                     set, transaction: transaction.number, only: only, computer: &computer, into: &outgoing,
-                    context: context)
+                    reads: &reads, context: context)
             } catch {
                 // Never a silent desync: the set is rebuilt and its subscribers told to resync.
                 context.logger.error(
@@ -570,7 +628,7 @@ final class ResultsEngine: @unchecked Sendable {
     /// or folds it into the set's coalescing window.
     private func follow(
         _ set: ResultSet, transaction number: Int64, only: Set<Int64>?, computer: inout DeltaComputer,
-        into outgoing: inout Outgoing, context: some ResultsContext
+        into outgoing: inout Outgoing, reads: inout ServerStats.StoreReads, context: some ResultsContext
     ) throws(RPCError) {
         if let failure, failure == number { throw .internalError("injected failure at transaction \(number)") }
         guard index[set.key] === set else { return }
@@ -595,14 +653,13 @@ final class ResultsEngine: @unchecked Sendable {
             }
         }
         try announce(
-            changes, touched: touched, of: set, transaction: number, store: computer.store, into: &outgoing,
-            context: context
+            changes, touched: touched, of: set, transaction: number, store: try? computer.store, into: &outgoing,
+            reads: &reads, context: context
         ) {
             () throws(RPCError) in
-            // The changed rows were read whole for the evaluation: a set of whole objects takes its values from them
-            // (not when they also carry to-many keys, a prefetch's: those rows were read without them).
-            set.inMemory != nil && set.shape.includesVersion && set.shape.toManyKeys.isEmpty
-                ? try computer.changedRows(of: set.plan.entity) : nil
+            // The changed rows' whole values came with the commit or were read for the evaluation: the objects
+            // come from them where the set's shape can (``ObjectShape/project(_:)``: not with to-many keys).
+            set.inMemory != nil ? try computer.changedRows(of: set.plan.entity) : nil
         }
     }
 
@@ -612,26 +669,36 @@ final class ResultsEngine: @unchecked Sendable {
     /// - Parameter rows: the changed rows' values where they were read already.
     private func announce(
         _ changes: [Int64: SortKey?], touched: [Int64: Set<String>], of set: ResultSet, transaction number: Int64,
-        store: Store, into outgoing: inout Outgoing, context: some ResultsContext,
+        store: Store?, into outgoing: inout Outgoing, reads: inout ServerStats.StoreReads, context: some ResultsContext,
         rows: () throws(RPCError) -> [Int64: EvaluationRow]?
     ) throws(RPCError) {
         guard set.coalesceMilliseconds != nil else {
-            let delta = set.apply(changes, touched: touched)
+            var refilled = false
+            let delta = try set.apply(changes, touched: touched) { () throws(RPCError) -> [KeyedRow] in
+                refilled = true
+                return try set.firstRows(in: store)
+            }
+            if refilled { reads.count(.windowRefill) }
             set.transaction = number
             guard !delta.isEmpty else { return }
-            try set.related?.follow(delta, store: store)
+            if let graph = set.related { try graph.follow(delta, store: try Self.required(store)) }
             return try deliver(
                 delta, of: set, transaction: number, transactions: nil, rows: try rows(), store: store,
-                into: &outgoing, context: context)
+                into: &outgoing, reads: &reads, context: context)
         }
         // Coalescing: fold the change into the open window; the flush announces it.
         let oldSections = set.visibleSections
         var oldKeys: [Int64: SortKey] = [:]
         for id in changes.keys { if let entry = set.index.entry(for: id) { oldKeys[id] = entry.key } }
-        let delta = set.apply(changes, touched: touched)
+        var refilled = false
+        let delta = try set.apply(changes, touched: touched) { () throws(RPCError) -> [KeyedRow] in
+            refilled = true
+            return try set.firstRows(in: store)
+        }
+        if refilled { reads.count(.windowRefill) }
         set.transaction = number
         guard !delta.isEmpty else { return }
-        try set.related?.follow(delta, store: store)
+        if let graph = set.related { try graph.follow(delta, store: try Self.required(store)) }
         let opening = set.coalescing == nil
         var window = set.coalescing ?? CoalescingWindow(opening: number, sections: oldSections)
         window.fold(
@@ -650,15 +717,17 @@ final class ResultsEngine: @unchecked Sendable {
 
     /// Follows the model `store` holds, new since the sets were checked (DESIGN.md §7, Across a
     /// migration), as part of transaction `number`; returns whether any set was affected.
-    private func followModel(_ store: Store, transaction number: Int64, context: some ResultsContext) -> Bool {
+    private func followModel(
+        _ store: Store, transaction number: Int64, reads: inout ServerStats.StoreReads, context: some ResultsContext
+    ) -> Bool {
         let schema = store.schema
-        modelVersion = schema.version
+        adopt(schema)
         var outgoing = Outgoing()
         defer { outgoing.send(context) }
         let stale = index.sets.values.filter { $0.definition.map { $0.schema.version != schema.version } ?? false }
         for set in stale.sorted(by: { $0.key < $1.key }) {
             do {
-                try migrate(set, to: store, transaction: number, into: &outgoing, context: context)
+                try migrate(set, to: store, transaction: number, into: &outgoing, reads: &reads, context: context)
             } catch {
                 context.logger.error(
                     "fetched results for \(set.plan.entity.name) could not follow model version \(schema.version): \(error); invalidating"
@@ -669,6 +738,13 @@ final class ResultsEngine: @unchecked Sendable {
         return !stale.isEmpty
     }
 
+    /// Takes `schema` as the model the sets follow (lane jobs only).
+    private func adopt(_ schema: Schema) {
+        modelVersion = schema.version
+        modelSchema = schema
+        followedModel.store(schema.version, ordering: .sequentiallyConsistent)
+    }
+
     /// Moves `set` to the model `store` holds: a request that names a key or entity the migration
     /// renamed, or that no longer fits the model, ends its subscriptions with
     /// `results/didInvalidate {reason: "model"}`; otherwise the set keeps its rows and order in the
@@ -677,12 +753,13 @@ final class ResultsEngine: @unchecked Sendable {
     /// `update`s of transaction `number`.
     private func migrate(
         _ set: ResultSet, to store: Store, transaction number: Int64, into outgoing: inout Outgoing,
-        context: some ResultsContext
+        reads: inout ServerStats.StoreReads, context: some ResultsContext
     ) throws(RPCError) {
         guard let old = set.definition else { return }
         let migration = ModelMigration(from: old.schema, to: store.schema)
         let definition =
-            old.names(renamedIn: migration) ? nil : try? ResultsDefinition(old.params, scope: old.scope, schema: store.schema)
+            old.names(renamedIn: migration)
+            ? nil : try? ResultsDefinition(old.params, scope: old.scope, schema: store.schema)
         guard let definition else {
             for id in set.subscribers.sorted() {
                 guard let routingID = table[id]?.routingID else { continue }
@@ -696,6 +773,8 @@ final class ResultsEngine: @unchecked Sendable {
         index.uninstall(set.key)
         set.redefine(definition)
         index.install(set, key: set.key)
+        // The new plan may read the store where the old one did not (or the other way round).
+        mirror()
         let changed = migration.changedKeys(of: set.plan.entity)
         guard set.grouped == nil, !changed.isDisjoint(with: set.shape.keys + set.shape.toManyKeys) else { return }
         // A window's rows out of sight need no update: they come with their values when they enter it.
@@ -721,8 +800,15 @@ final class ResultsEngine: @unchecked Sendable {
             touched[entry.id] = changed
         }
         try announce(
-            changes, touched: touched, of: set, transaction: number, store: store, into: &outgoing, context: context
+            changes, touched: touched, of: set, transaction: number, store: store, into: &outgoing, reads: &reads,
+            context: context
         ) { () throws(RPCError) in nil }
+    }
+
+    /// `store`, or the error of a commit published without a snapshot where one is needed.
+    private static func required(_ store: Store?) throws(RPCError) -> Store {
+        guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
+        return store
     }
 
     /// Announces a coalescing set's open window as one `results/didChange`
@@ -738,10 +824,12 @@ final class ResultsEngine: @unchecked Sendable {
         let (first, last) = (window.first, window.last)
         var outgoing = Outgoing()
         defer { outgoing.send(context) }
+        var reads = ServerStats.StoreReads()
+        defer { context.storeReadsMade(reads) }
         do {
             try deliver(
                 delta, of: set, transaction: last, transactions: first == last ? nil : [first, last], rows: nil,
-                store: snapshot.get(), into: &outgoing, context: context)
+                store: snapshot.get(), into: &outgoing, reads: &reads, context: context)
         } catch {
             context.logger.error(
                 "fetched results for \(set.plan.entity.name) could not announce transactions \(first)...\(last): \(error); rebuilding and invalidating"
@@ -773,12 +861,15 @@ final class ResultsEngine: @unchecked Sendable {
     /// Encodes the delta once and queues each subscriber's notification, with its own `subscription` and `seq`.
     private func deliver(
         _ delta: ResultSet.Delta, of set: ResultSet, transaction: Int64, transactions: [Int64]?,
-        rows: [Int64: EvaluationRow]?, store: Store, into outgoing: inout Outgoing, context: some ResultsContext
+        rows: [Int64: EvaluationRow]?, store: Store?, into outgoing: inout Outgoing,
+        reads: inout ServerStats.StoreReads,
+        context: some ResultsContext
     ) throws(RPCError) {
         // One notification carrying more objects than this would be larger than resyncing.
-        var shared = try DeltaEncoder.shared(delta, of: set, transactions: transactions, rows: rows, store: store)
+        var shared = try DeltaEncoder.shared(
+            delta, of: set, transactions: transactions, rows: rows, store: store, reads: &reads)
         if let graph = set.related, let bytes = shared {
-            shared = try graph.decorate(bytes, delta: delta, store: store)
+            shared = try graph.decorate(bytes, delta: delta, store: try Self.required(store))
         }
         for id in set.subscribers.sorted() {
             guard var subscription = table[id] else { continue }

@@ -18,6 +18,10 @@ struct SetIndex {
     /// For each filed entity and key: the current value of every row whose value has a filed set,
     /// so that a row leaving a value reaches the sets of its old value without a search.
     private var filedValues: [String: [String: [Int64: JSONValue]]] = [:]
+    /// How many live sets read the store to follow a change of each entity (``ResultSet/readsStore``).
+    private(set) var readingEntities: [String: Int] = [:]
+    /// How many live sets follow each entity's changes from the commit's row images alone.
+    private(set) var imagedEntities: [String: Int] = [:]
 
     /// The sets filed by equality under one entity: key → value → set keys.
     typealias Filing = [String: [JSONValue: Set<ByteString>]]
@@ -27,10 +31,12 @@ struct SetIndex {
 
     /// Installs `set` under `key`, filing it by its equality term or under its entities.
     mutating func install(_ set: ResultSet, key: ByteString) {
+        if let old = sets[key] { countNeeds(of: old, by: -1) }
         sets[key] = set
+        countNeeds(of: set, by: 1)
         let entity = set.plan.entity.name
         // A prefetching set hears of its related entities too; their changes find rows through its graph.
-        guard let (name, value) = set.inMemory?.equality, set.related == nil else {
+        guard let (name, value) = set.filedEquality else {
             for name in Self.entities(of: set) { unfiled[name, default: []].insert(key) }
             return
         }
@@ -44,8 +50,9 @@ struct SetIndex {
     @discardableResult
     mutating func uninstall(_ key: ByteString) -> ResultSet? {
         guard let set = sets.removeValue(forKey: key) else { return nil }
+        countNeeds(of: set, by: -1)
         let entity = set.plan.entity.name
-        guard let (name, value) = set.inMemory?.equality, set.related == nil else {
+        guard let (name, value) = set.filedEquality else {
             for name in Self.entities(of: set) {
                 unfiled[name]?.remove(key)
                 if unfiled[name]?.isEmpty == true { unfiled[name] = nil }
@@ -67,6 +74,16 @@ struct SetIndex {
     /// The entities whose changes an unfiled set hears of: its own, its dependencies' and its related ones'.
     private static func entities(of set: ResultSet) -> Set<String> {
         Set([set.plan.entity.name] + set.dependencies.map(\.entity)).union(set.related?.plan.destinations ?? [])
+    }
+
+    /// Counts what following `set` needs of each commit (``readingEntities``, ``imagedEntities``).
+    private mutating func countNeeds(of set: ResultSet, by step: Int) {
+        func add(_ entity: String, to counts: inout [String: Int]) {
+            let count = counts[entity, default: 0] + step
+            counts[entity] = count > 0 ? count : nil
+        }
+        guard set.readsStore else { return add(set.plan.entity.name, to: &imagedEntities) }
+        for entity in Self.entities(of: set) { add(entity, to: &readingEntities) }
     }
 
     /// The sets `transaction` can change: the unfiled ones of its entities, and
@@ -133,7 +150,7 @@ struct SetIndex {
         for entity in entities {
             filedValues[entity] = nil
             for setKey in (byEquality[entity] ?? [:]).values.flatMap(\.values).flatMap({ $0 }) {
-                guard let set = sets[setKey], let (name, value) = set.inMemory?.equality else { continue }
+                guard let set = sets[setKey], let (name, value) = set.filedEquality else { continue }
                 for entry in set.index.entries(in: 0..<set.index.count) {
                     filedValues[entity, default: [:]][name, default: [:]][entry.id] = value
                 }

@@ -101,7 +101,9 @@ public final class DepotService: Sendable {
         self.outbox = outbox
         self.keys = keys
         self.logger = logger
-        results = ResultsEngine(lane: writes.lane, publishedThrough: try store.latestTransaction())
+        results = ResultsEngine(
+            lane: writes.lane, publishedThrough: try store.latestTransaction(),
+            imaging: { [store] in store.captureRowImages(of: $0) })
         var handlers = HandlerRegistry()
         Self.registerLifecycleHandlers(&handlers)
         Self.registerModelHandlers(&handlers)
@@ -250,6 +252,10 @@ extension DepotService {
 
 extension DepotService: CommitSubscriber {
     var publishingReads: Bool { results.mayHaveSets || sessions.mayHaveObservers }
+
+    func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool {
+        sessions.mayHaveObservers || results.needsSnapshot(for: transactions, modelVersion: store.schema.version)
+    }
 
     func storeWasRebuilt(_ store: Result<Store, RPCError>) {
         logger.warning("the replica rebuilt itself from the cluster's snapshot: every subscription resyncs")

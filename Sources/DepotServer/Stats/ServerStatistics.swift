@@ -17,6 +17,7 @@ final class ServerStatistics: Sendable {
     private let deltaLatency = Mutex(LatencyHistogram())
     private let sentByMethod = Mutex<[String: Int64]>([:])
     private let sentBySubscription = Mutex<[String: Int64]>([:])
+    private let storeReadCounts = Mutex(ServerStats.StoreReads())
 
     // MARK: The writer
 
@@ -57,6 +58,14 @@ final class ServerStatistics: Sendable {
         ServerStats.Latency(
             commit: commitLatency.withLock { $0.percentiles }, delta: deltaLatency.withLock { $0.percentiles })
     }
+
+    /// Adds what publishing one commit (or flushing one window) read of the store.
+    func storeReadsMade(_ reads: ServerStats.StoreReads) {
+        storeReadCounts.withLock { $0.add(reads) }
+    }
+
+    /// The store reads publishing made since start, by reason.
+    var storeReads: ServerStats.StoreReads { storeReadCounts.withLock { $0 } }
 
     // MARK: Notifications
 

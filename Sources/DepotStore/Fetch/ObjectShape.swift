@@ -63,6 +63,17 @@ public struct ObjectShape: Sendable {
         (columnWriters, columnBytes) = Self.columnWriters(entity: entity, keys: keys, toManyKeys: toManyKeys)
     }
 
+    /// This shape's wire object taken from `whole`, an object read with every attribute and to-one key
+    /// (``init(entity:properties:field:)`` with `nil`); `nil` when the shape has to-many keys, which
+    /// such an object lacks.
+    public func project(_ whole: [String: JSONValue]) -> JSONValue? {
+        guard toManyKeys.isEmpty else { return nil }
+        if includesVersion { return .object(whole) }
+        var object: [String: JSONValue] = [:]
+        for key in ["id", "entity"] + keys { object[key] = whole[key] ?? .null }
+        return .object(object)
+    }
+
     /// The SELECT list over alias `t0`: id, version, the keys, then the to-many id lists.
     public func selectList(schema: Schema) -> String {
         var columns = ["t0.id", "t0._version"]

@@ -16,18 +16,21 @@ public struct KeyedRow: Sendable {
 }
 
 extension Store {
-    /// Streams every match of `plan` as (id, sort key), in order, to `body`,
-    /// after telling `expectedCount` how many there are; returns the
-    /// transaction the read saw. Nothing but the caller's structure grows with
-    /// the result's size.
+    /// Streams every match of `plan` (only the `first` ones, when given) as
+    /// (id, sort key), in order, to `body`, after telling `expectedCount` how
+    /// many there are (at most `first`); returns the transaction the read saw.
+    /// Nothing but the caller's structure grows with the result's size.
     public func keyedRows(
-        _ plan: FetchPlan, cancellation: Cancellation? = nil, expectedCount: (Int) -> Void, _ body: (KeyedRow) -> Void
+        _ plan: FetchPlan, cancellation: Cancellation? = nil, first: Int? = nil, expectedCount: (Int) -> Void,
+        _ body: (KeyedRow) -> Void
     ) throws(RPCError) -> Int64 {
         try read { db in
             let transaction = try Self.latestTransaction(db)
-            expectedCount(try Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0)
+            // The first rows of an indexed order cost what they are, not what the table is: no count.
+            expectedCount(try first ?? Int.fetchOne(db, sql: plan.countSQL, arguments: plan.arguments) ?? 0)
             let sql =
                 "SELECT t0.id\(keyColumns(plan)) FROM \(plan.entity.table) AS t0 WHERE \(plan.condition.sql) ORDER BY \(plan.ordering)"
+                + (first.map { " LIMIT \($0)" } ?? "")
             let cursor = try Row.fetchCursor(db, sql: sql, arguments: plan.arguments)
             var count = 0
             let watchdog = watchdog(of: db)
@@ -236,20 +239,25 @@ extension Store {
         guard !ids.isEmpty else { return [:] }
         let shape = try ObjectShape(entity: entity, properties: nil)
         let schema = schema
-        return try read { db in
-            let sql =
-                "SELECT \(shape.selectList(schema: schema)) FROM \(entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
-            var result: [Int64: EvaluationRow] = [:]
-            for row in try Row.fetchAll(db, sql: sql, arguments: [Self.jsonArray(ids)]) {
-                guard case .object(let object) = shape.object(from: row) else { continue }
-                var sortValues: [String: SortValue] = [:]
-                for (index, key) in shape.keys.enumerated() {
-                    sortValues[key] = SortValue(row[index + 2] as DatabaseValue)
-                }
-                result[row[0]] = EvaluationRow(object: object, sortValues: sortValues)
+        return try read { db in try Self.evaluationRows(db, shape: shape, schema: schema, ids: ids) }
+    }
+
+    /// The rows among `ids` of `shape`'s entity (whole objects) that exist in `db`, with their sort values.
+    static func evaluationRows(_ db: Database, shape: ObjectShape, schema: Schema, ids: [Int64]) throws
+        -> [Int64: EvaluationRow]
+    {
+        let sql =
+            "SELECT \(shape.selectList(schema: schema)) FROM \(shape.entity.table) AS t0 WHERE t0.id IN (SELECT value FROM json_each(?))"
+        var result: [Int64: EvaluationRow] = [:]
+        for row in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [jsonArray(ids)]) {
+            guard case .object(let object) = shape.object(from: row) else { continue }
+            var sortValues: [String: SortValue] = [:]
+            for (index, key) in shape.keys.enumerated() {
+                sortValues[key] = SortValue(row[index + 2] as DatabaseValue)
             }
-            return result
+            result[row[0]] = EvaluationRow(object: object, sortValues: sortValues)
         }
+        return result
     }
 }
 

@@ -12,6 +12,10 @@ public struct CommittedTransaction: Sendable {
     public var timestamp: Double
     /// The changes, by entity name.
     public var changes: [String: EntityChangeSet]
+    /// The values right after the transaction of its changed rows, by entity, for the entities the
+    /// store was asked to capture (``Store/captureRowImages(of:)``): an entity absent here was not
+    /// captured; a changed row absent from its entity's images no longer exists (deleted).
+    public var images: [String: [Int64: EvaluationRow]] = [:]
 
     /// The wire form of the changes.
     public var wireChanges: [String: EntityChanges] { changes.mapValues { $0.wire } }

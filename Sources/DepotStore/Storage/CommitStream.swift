@@ -25,6 +25,8 @@ final class CommitStream: TransactionObserver, Sendable {
     private let committed = Mutex<[CommittedTransaction]>([])
     /// How many transactions were ever expected: a write that raised it recorded one.
     private let expectedCount = Atomic<Int>(0)
+    /// The entities whose changed rows' values a transaction carries (``Store/captureRowImages(of:)``).
+    let imagedEntities = Mutex<Set<String>>([])
 
     /// Adds `transaction` to the stream if `db`'s current SQLite transaction commits.
     ///
@@ -78,6 +80,17 @@ extension Store {
     /// it committed one, unless its SQLite transaction then rolled back.
     public var recordedTransactions: Int { commits.expectations }
 
+    /// Makes every transaction this store's writes commit from now on carry the values, right after
+    /// it, of its changed rows of `entities` (``CommittedTransaction/images``): the fetched-results
+    /// engine computes deltas from them without reading the store again (issue 34).
+    public func captureRowImages(of entities: Set<String>) {
+        commits.imagedEntities.withLock { $0 = entities }
+    }
+
+    /// The most changed rows whose images a transaction carries: a larger one (a big batch) carries
+    /// none, and publishing it reads the store as before.
+    public static let largestImagedTransaction = 10_000
+
     /// Runs `body` as a write (in `group`'s savepoint, or in a transaction of
     /// its own) whose recorded transaction joins the commit stream once it commits.
     func reportingWrite<R>(
@@ -85,14 +98,42 @@ extension Store {
     ) throws(RPCError) -> (R, CommittedTransaction?) {
         guard let group else {
             return try write { db in
-                let outcome = try body(db)
-                if let transaction = outcome.1 { commits.expect(transaction, in: db) }
+                var outcome = try body(db)
+                if let transaction = outcome.1 {
+                    outcome.1 = try withImages(transaction, db)
+                    commits.expect(outcome.1!, in: db)
+                }
                 return outcome
             }
         }
         // Expected only once the savepoint is released: a savepoint rolled back reports nothing.
-        let outcome = try write(in: group, body)
-        if let transaction = outcome.1 { commits.expect(transaction, in: group.db) }
+        var outcome = try write(in: group, body)
+        if let transaction = outcome.1 {
+            // The state right after this save, before the group's next one changes it.
+            outcome.1 = try Self.mapErrors { try withImages(transaction, group.db) }
+            commits.expect(outcome.1!, in: group.db)
+        }
         return outcome
+    }
+
+    /// `transaction` with the images of its changed rows of the entities ``captureRowImages(of:)``
+    /// named, read on the writer's connection `db` (the pages it just wrote).
+    private func withImages(_ transaction: CommittedTransaction, _ db: Database) throws -> CommittedTransaction {
+        let entities = commits.imagedEntities.withLock { $0 }
+        guard !entities.isEmpty else { return transaction }
+        let wanted = transaction.changes.filter { entities.contains($0.key) }
+        guard !wanted.isEmpty,
+            wanted.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count }) <= Self.largestImagedTransaction
+        else { return transaction }
+        let schema = schema
+        var transaction = transaction
+        for (name, changes) in wanted {
+            guard let entity = schema.entity(named: name) else { continue }
+            let shape = try ObjectShape(entity: entity, properties: nil)
+            let ids = changes.inserted + changes.updated.map(\.row)
+            transaction.images[name] =
+                ids.isEmpty ? [:] : try Self.evaluationRows(db, shape: shape, schema: schema, ids: ids)
+        }
+        return transaction
     }
 }

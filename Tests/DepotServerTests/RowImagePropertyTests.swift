@@ -1,0 +1,252 @@
+import DepotProtocol
+import DepotStore
+import DepotTestSupport
+import Foundation
+import XCTest
+
+@testable import DepotServer
+
+/// Deltas from the commit itself (issue 34), in memory: random transactions
+/// over plain, some-properties, filtered (own keys, an equality, through a
+/// relationship), sectioned, windowed and grouped subscriptions. After every transaction each subscription's results
+/// (its first answer with every `results/didChange` applied) equal a fresh
+/// fetch (the delta oracle). The sets evaluated in memory follow from the
+/// commits' row images with no store read at all; the test reports how many
+/// reads, by reason, the other sets needed.
+final class RowImagePropertyTests: XCTestCase {
+    static let model = #"""
+        {"entities": [
+          {"name": "Club", "attributes": [{"name": "name", "type": "string"}, {"name": "region", "type": "string", "optional": true}],
+           "relationships": [{"name": "plays", "destination": "Play", "toMany": true, "inverse": "club"}]},
+          {"name": "Play", "attributes": [{"name": "name", "type": "string"}, {"name": "score", "type": "integer"},
+            {"name": "zone", "type": "string", "optional": true}],
+           "relationships": [{"name": "club", "destination": "Club", "inverse": "plays", "optional": true}]}]}
+        """#
+
+    /// Subscribe params, and whether the set follows from row images alone.
+    static let evaluatedInMemory = [
+        #"{"request": {"entity": "Play", "sort": [{"key": "score"}, {"key": "name"}]}, "include": "all"}"#,
+        #"{"request": {"entity": "Play", "properties": ["name", "score"], "sort": [{"key": "name"}]}, "include": "all"}"#,
+        #"{"request": {"entity": "Play", "predicate": "score >= 3 AND zone != nil", "sort": [{"key": "name"}]}, "include": "all"}"#,
+        #"{"request": {"entity": "Play", "predicate": "zone == 'A'", "sort": [{"key": "score"}, {"key": "name"}]}, "include": "all"}"#,
+        #"{"request": {"entity": "Play", "sort": [{"key": "zone"}, {"key": "name"}]}, "sectionKeyPath": "zone", "include": "all"}"#,
+    ]
+    static let readingTheStore = [
+        #"{"request": {"entity": "Play", "sort": [{"key": "score", "ascending": false}, {"key": "name"}], "limit": 3, "offset": 1}, "include": "all"}"#,
+        #"{"request": {"entity": "Play", "predicate": "club.region == 'North'", "sort": [{"key": "name"}]}, "include": "all"}"#,
+        #"{"request": {"entity": "Play", "groupBy": ["zone"], "aggregates": [{"name": "n", "function": "count"}, {"name": "top", "function": "max", "key": "score"}], "sort": [{"key": "zone"}]}, "include": "all"}"#,
+    ]
+
+    /// What a client holds of one subscription.
+    struct Held {
+        let params: String
+        let subscription: String
+        var sections: [(name: String, rows: [JSONValue])]
+        var seq: Int64 = 0
+
+        /// What the answer to subscribing with `params` holds.
+        init(params: String, answer: JSONValue) {
+            let objects = answer["objects"]?.arrayValue ?? []
+            var offset = 0
+            var sections: [(name: String, rows: [JSONValue])] = []
+            for section in answer["sections"]?.arrayValue ?? [] {
+                let count = Int(section["count"]?.intValue ?? 0)
+                sections.append((section["name"]?.stringValue ?? "", Array(objects[offset..<offset + count])))
+                offset += count
+            }
+            self.params = params
+            subscription = answer["subscription"]?.stringValue ?? ""
+            self.sections = sections
+        }
+    }
+
+    func testDeltasFromRowImagesMatchAFreshFetch() throws {
+        for seed in 1...3 { try run(seed: UInt64(seed)) }
+    }
+
+    private func run(seed: UInt64) throws {
+        let session = try CoreSession(model: Self.model, name: "images")
+        let (service, outbox, peer) = (session.service, session.outbox, session.peer)
+        func call(_ method: String, _ params: String) throws -> JSONValue { try session.call(method, params) }
+        _ = try call(
+            "store/save",
+            #"{"inserted": [{"entity": "Club", "values": {"name": "c1", "region": "North"}}, {"entity": "Club", "values": {"name": "c2", "region": "South"}}, {"entity": "Club", "values": {"name": "c3"}}]}"#
+        )
+        var random = SeededGenerator(seed: seed)
+        var live: [String] = []
+        var counter = 0
+        func values() -> String {
+            counter += 1
+            let zone = [#""A""#, #""B""#, #""C""#, "null"].randomElement(using: &random)!
+            let club = [#""Club/1""#, #""Club/2""#, #""Club/3""#, "null"].randomElement(using: &random)!
+            return
+                #"{"name": "p\#(counter)", "score": \#(Int.random(in: 0..<6, using: &random)), "zone": \#(zone), "club": \#(club)}"#
+        }
+        func randomSave() throws {
+            var inserted: [String] = []
+            var updated: [String] = []
+            var deleted: [String] = []
+            var used = Set<String>()
+            for _ in 0..<Int.random(in: 1...3, using: &random) {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<3:
+                    inserted.append(#"{"entity": "Play", "tempId": "t\#(inserted.count)", "values": \#(values())}"#)
+                case 3..<7:
+                    guard let id = live.randomElement(using: &random), used.insert(id).inserted else { continue }
+                    // Some of the keys: each set sees moves, updates and changes it ignores.
+                    let all = try JSONParser.parse(Array(values().utf8)).objectValue ?? [:]
+                    let some = all.filter { _ in Bool.random(using: &random) }
+                    updated.append(
+                        #"{"id": "\#(id)", "values": \#(String(decoding: JSONWriter.encode(.object(some)), as: UTF8.self))}"#
+                    )
+                case 7..<9:
+                    guard let id = live.randomElement(using: &random), used.insert(id).inserted else { continue }
+                    deleted.append(#"{"id": "\#(id)"}"#)
+                    live.removeAll { $0 == id }
+                default:
+                    let club = Int.random(in: 1...3, using: &random)
+                    let region = [#""North""#, #""South""#, "null"].randomElement(using: &random)!
+                    guard used.insert("Club/\(club)").inserted else { continue }
+                    updated.append(#"{"id": "Club/\#(club)", "values": {"region": \#(region)}}"#)
+                }
+            }
+            let result = try call(
+                "store/save",
+                #"{"inserted": [\#(inserted.joined(separator: ","))], "updated": [\#(updated.joined(separator: ","))], "deleted": [\#(deleted.joined(separator: ","))]}"#
+            )
+            live += result["ids"]?.objectValue?.values.compactMap(\.stringValue) ?? []
+        }
+        func subscribe(_ params: String) throws -> Held {
+            Held(params: params, answer: try call("results/subscribe", params))
+        }
+        func check(_ held: inout [Held], step: Int) throws {
+            let messages = outbox.received(by: peer).filter { $0["method"] == "results/didChange" }
+            for index in held.indices {
+                var state = held[index]
+                let mine = messages.compactMap(\.["params"]).filter {
+                    $0["subscription"]?.stringValue == state.subscription
+                }
+                for change in mine.dropFirst(Int(state.seq)) {
+                    state.seq += 1
+                    XCTAssertEqual(change["seq"]?.intValue, state.seq, "seed \(seed) step \(step): seq")
+                    Self.apply(change, to: &state.sections)
+                }
+                held[index] = state
+                let params = try JSONParser.parse(Array(state.params.utf8))
+                let fresh =
+                    try call("store/fetch", String(decoding: JSONWriter.encode(params["request"]!), as: UTF8.self))[
+                        "objects"]?.arrayValue ?? []
+                let rows = state.sections.flatMap(\.rows).map(Self.withoutGroupID)
+                XCTAssertEqual(rows, fresh, "seed \(seed) step \(step): \(state.params)")
+                if params["sectionKeyPath"] != nil {
+                    var names: [String] = []
+                    for row in fresh where names.last != (row["zone"]?.stringValue ?? "") {
+                        names.append(row["zone"]?.stringValue ?? "")
+                    }
+                    XCTAssertEqual(state.sections.map(\.name), names, "seed \(seed) step \(step): sections")
+                }
+            }
+        }
+        func reads() throws -> ServerStats.StoreReads { try XCTUnwrap(try service.statistics().storeReads) }
+
+        for _ in 0..<6 { try randomSave() }
+        // Phase one: only sets evaluated in memory. No snapshot, no read, whatever the transaction.
+        var held = try Self.evaluatedInMemory.map(subscribe)
+        let start = try reads()
+        for step in 0..<40 {
+            try randomSave()
+            try check(&held, step: step)
+        }
+        let inMemory = try reads()
+        XCTAssertGreaterThan(inMemory.commits - start.commits, 20, "seed \(seed): saves reached the sets")
+        XCTAssertEqual(inMemory.reads, start.reads, "seed \(seed): sets evaluated in memory read nothing: \(inMemory)")
+
+        // Phase two: a window, a set through a relationship and groups join; they read, and say why.
+        held += try Self.readingTheStore.map(subscribe)
+        for step in 40..<80 {
+            try randomSave()
+            try check(&held, step: step)
+        }
+        let all = try reads()
+        let relationship = all.relationship - inMemory.relationship
+        let changedRows = all.changedRows - inMemory.changedRows
+        XCTAssertGreaterThan(relationship, 0, "seed \(seed): the relationship set read its candidates")
+        XCTAssertGreaterThan(changedRows, 0, "seed \(seed): the groups read their members")
+        print(
+            "row images, seed \(seed): \(inMemory.commits - start.commits) commits to in-memory sets, \(inMemory.reads - start.reads) store reads; "
+                + "\(all.commits - inMemory.commits) more with relationship and grouped sets: \(all.snapshot - inMemory.snapshot) snapshots, "
+                + "\(relationship) relationship reads, \(changedRows) changed-row reads, "
+                + "\(all.windowRefill - inMemory.windowRefill) window refills, \(all.include - inMemory.include) include reads"
+        )
+    }
+
+    /// A held group row without its `id` (a fetch's groups carry none).
+    static func withoutGroupID(_ row: JSONValue) -> JSONValue {
+        guard case .object(var object) = row, object["id"]?.stringValue?.hasPrefix("group:") == true else { return row }
+        object["id"] = nil
+        return .object(object)
+    }
+
+    /// DESIGN.md §7's apply rule over sections.
+    static func apply(_ change: JSONValue, to sections: inout [(name: String, rows: [JSONValue])]) {
+        let objects = change["objects"]?.arrayValue ?? []
+        func path(_ object: JSONValue, _ key: String) -> [Int] {
+            (object[key]?.arrayValue ?? []).map { Int($0.intValue ?? 0) }
+        }
+        let removed = objects.filter { $0["type"] == "delete" || $0["type"] == "move" }.map { path($0, "indexPath") }
+        for old in removed.sorted(by: { $0.lexicographicallyPrecedes($1) }).reversed() {
+            sections[old[0]].rows.remove(at: old[1])
+        }
+        let sectionChanges = change["sections"]?.arrayValue ?? []
+        for index in sectionChanges.filter({ $0["type"] == "delete" }).compactMap({ $0["index"]?.intValue }).sorted(
+            by: >)
+        {
+            sections.remove(at: Int(index))
+        }
+        for inserted in sectionChanges.filter({ $0["type"] == "insert" }).sorted(by: {
+            ($0["index"]?.intValue ?? 0) < ($1["index"]?.intValue ?? 0)
+        }) {
+            sections.insert((inserted["name"]?.stringValue ?? "", []), at: Int(inserted["index"]?.intValue ?? 0))
+        }
+        let added = objects.filter { $0["type"] == "insert" || $0["type"] == "move" }
+        for object in added.sorted(by: { path($0, "newIndexPath").lexicographicallyPrecedes(path($1, "newIndexPath")) })
+        {
+            let new = path(object, "newIndexPath")
+            sections[new[0]].rows.insert(object["object"] ?? .null, at: new[1])
+        }
+        for object in objects where object["type"] == "update" {
+            let new = path(object, "newIndexPath")
+            sections[new[0]].rows[new[1]] = object["object"] ?? .null
+        }
+    }
+}
+
+/// One initialized session of an in-memory core over a new store with a model, numbering its
+/// requests; the core stops and its directory goes when it does.
+final class CoreSession {
+    let service: DepotService
+    let outbox: RecordingOutbox
+    let peer: [UInt8] = [1]
+    private let directory: URL
+    private var nextID = 1
+
+    init(model: String, name: String) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-\(name)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        (service, outbox) = try makeCore(in: directory, model: model)
+        _ = try call("initialize", #"{"protocolVersion": "1"}"#)
+    }
+
+    deinit {
+        service.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Runs request `method` and returns its result (fails the test on an error).
+    func call(_ method: String, _ params: String) throws -> JSONValue {
+        nextID += 1
+        request(service, peer, id: nextID, method, params)
+        let response = try outbox.response(nextID, of: peer)
+        return try XCTUnwrap(response["result"], "\(method) \(params): \(response)")
+    }
+}
