@@ -11,6 +11,15 @@ import XCTest
 final class MigrationLiveResultsTests: XCTestCase {
     static let request = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "name")])
 
+    /// A daemon of a PostgreSQL cluster numbers only data transactions: its `model/define` is no
+    /// transaction yet, and live sets follow the new model with the next save (docs/decisions.md,
+    /// "Across a migration"). These tests state the embedded store's contract; the cluster's is open.
+    override func setUpWithError() throws {
+        try XCTSkipIf(
+            !(ProcessInfo.processInfo.environment["DEPOT_TEST_STORE"] ?? "").isEmpty,
+            "a cluster's model/define is not yet a transaction (issue 33, left open)")
+    }
+
     /// Item with `extra` attributes added to ``WorldCup/item``'s.
     static func item(_ extra: [AttributeDescription]) -> EntityDescription {
         var item = WorldCup.item
