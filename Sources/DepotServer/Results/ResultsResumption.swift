@@ -29,8 +29,11 @@ enum ResultsResumption {
             guard let groups = try touchedGroups(grouped, set: set, changes: changes) else { return nil }
             named = groups
         } else {
+            // A resume's reads, not a commit's publishing: not counted in server/stats.
+            var uncounted = ServerStats.StoreReads()
             named = try DeltaComputer.candidateRows(
-                entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store)
+                entity: set.plan.entity, dependencies: set.dependencies, changedRows: changes.rows, store: store,
+                reads: &uncounted)
         }
         if let window = set.window, !named.isEmpty {
             named.formUnion(edges(of: set, window: window, changed: named.count))
