@@ -24,6 +24,26 @@ final class ByteStringTests: XCTestCase {
         XCTAssertEqual(ByteString(decomposed).escaped, #""jose\u0301""#)
     }
 
+    /// Equality and order agree with the UTF-8 bytes' for every pair of a mixed sample: empty,
+    /// small (inline) and long (heap) strings, prefixes, strings decoded from bytes, and
+    /// look-alikes (the comparisons take a memcmp fast path on contiguous storage).
+    func testEqualityAndOrderAreTheBytesForEveryLengthAndStorage() {
+        let long = String(repeating: "x", count: 300)
+        let sample = [
+            "", "a", "ab", "b", composed, decomposed, long, long + "a", long + composed, long + decomposed,
+            String(decoding: Array((long + "a").utf8), as: UTF8.self), "\u{FFFF}", "\u{10000}", "a\u{0}b", "a\u{0}",
+        ]
+        for a in sample {
+            for b in sample {
+                let (bytesA, bytesB) = (Array(a.utf8), Array(b.utf8))
+                XCTAssertEqual(a.bytesEqual(b), bytesA == bytesB, "\(bytesA) == \(bytesB)")
+                XCTAssertEqual(ByteString(a) == ByteString(b), bytesA == bytesB)
+                XCTAssertEqual(a.bytesPrecede(b), bytesA.lexicographicallyPrecedes(bytesB), "\(bytesA) < \(bytesB)")
+                if bytesA == bytesB { XCTAssertEqual(ByteString(a).hashValue, ByteString(b).hashValue) }
+            }
+        }
+    }
+
     func testJSONValuesCompareAndHashStringsByBytes() {
         XCTAssertNotEqual(JSONValue.string(composed), .string(decomposed))
         XCTAssertEqual(JSONValue.string(composed), .string("jos\u{E9}"))

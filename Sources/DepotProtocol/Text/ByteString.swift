@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// User text compared as Depot and SQLite compare it: by its UTF-8 bytes
 /// (DESIGN.md §4, "Text is its UTF-8 bytes").
 ///
@@ -56,15 +62,31 @@ public struct ByteString: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// Whether `a` and `b` have the same UTF-8 bytes (Swift's `==` on `String`
     /// also holds for canonically equivalent spellings).
-    @inlinable
     public static func equal(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+        let count = a.utf8.count
+        guard count == b.utf8.count else { return false }
+        // Native strings are contiguous UTF-8: one memcmp, not a walk of two UTF8Views.
+        return compareContiguous(a, b) { pa, pb in
+            pa.baseAddress == pb.baseAddress || memcmp(pa.baseAddress!, pb.baseAddress!, count) == 0
+        } ?? a.utf8.elementsEqual(b.utf8)
     }
 
     /// Whether `a` sorts before `b` by UTF-8 bytes (which is code point order).
-    @inlinable
     public static func precedes(_ a: String, _ b: String) -> Bool {
-        a.utf8.lexicographicallyPrecedes(b.utf8)
+        compareContiguous(a, b) { pa, pb in
+            let order = memcmp(pa.baseAddress!, pb.baseAddress!, min(pa.count, pb.count))
+            return order < 0 || (order == 0 && pa.count < pb.count)
+        } ?? a.utf8.lexicographicallyPrecedes(b.utf8)
+    }
+
+    /// `body` on both strings' UTF-8 storage, when both are contiguous and non-empty.
+    private static func compareContiguous(
+        _ a: String, _ b: String, _ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>) -> Bool
+    ) -> Bool? {
+        guard !a.utf8.isEmpty, !b.utf8.isEmpty else { return nil }
+        return a.utf8.withContiguousStorageIfAvailable { pa in
+            b.utf8.withContiguousStorageIfAvailable { pb in body(pa, pb) }
+        } ?? nil
     }
 
     /// Feeds `text`'s UTF-8 bytes, and their count, to `hasher`.

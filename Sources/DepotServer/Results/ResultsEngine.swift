@@ -631,7 +631,7 @@ final class ResultsEngine: @unchecked Sendable {
         into outgoing: inout Outgoing, reads: inout ServerStats.StoreReads, context: some ResultsContext
     ) throws(RPCError) {
         if let failure, failure == number { throw .internalError("injected failure at transaction \(number)") }
-        guard index[set.key] === set else { return }
+        guard index.contains(set) else { return }
         var changes: [Int64: SortKey?]
         var touched: [Int64: Set<String>]
         if let grouped = set.grouped {
@@ -815,7 +815,7 @@ final class ResultsEngine: @unchecked Sendable {
     /// (a lane job: `snapshot` holds exactly the state the set reflects).
     private func flush(_ set: ResultSet, snapshot: Result<Store, RPCError>, context: some ResultsContext) {
         owned()
-        guard index[set.key] === set, let window = set.coalescing else { return }
+        guard index.contains(set), let window = set.coalescing else { return }
         set.coalescing = nil
         let delta = window.composed(
             sections: set.visibleSections, position: { set.visiblePosition(of: $0) },
@@ -899,7 +899,7 @@ final class ResultsEngine: @unchecked Sendable {
     /// stale results and subscribes again.
     private func invalidate(_ set: ResultSet, reason: String, store: Store?, context: some ResultsContext) {
         owned()
-        guard index[set.key] === set else { return }
+        guard index.contains(set) else { return }
         set.coalescing = nil
         let rebuilt: Void? = try? store.map { store throws(RPCError) in
             try set.read(from: store)

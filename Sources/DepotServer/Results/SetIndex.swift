@@ -11,10 +11,13 @@ import DepotStore
 struct SetIndex {
     /// The sets by sharing key.
     private(set) var sets: [ByteString: ResultSet] = [:]
-    /// Filed sets: entity → key → value → set keys.
-    private var byEquality: [String: [String: [JSONValue: Set<ByteString>]]] = [:]
+    /// The installed sets by identity: a commit's filing and lookups go by `ObjectIdentifier`, never
+    /// by hashing and comparing the sharing keys' text (hundreds of bytes each, per set, per commit).
+    private var installed: Set<ObjectIdentifier> = []
+    /// Filed sets: entity → key → value → sets.
+    private var byEquality: [String: [String: [JSONValue: Members]]] = [:]
     /// The other sets, under every entity whose changes can affect them.
-    private var unfiled: [String: Set<ByteString>] = [:]
+    private var unfiled: [String: Members] = [:]
     /// For each filed entity and key: the current value of every row whose value has a filed set,
     /// so that a row leaving a value reaches the sets of its old value without a search.
     private var filedValues: [String: [String: [Int64: JSONValue]]] = [:]
@@ -23,24 +26,31 @@ struct SetIndex {
     /// How many live sets follow each entity's changes from the commit's row images alone.
     private(set) var imagedEntities: [String: Int] = [:]
 
-    /// The sets filed by equality under one entity: key → value → set keys.
-    typealias Filing = [String: [JSONValue: Set<ByteString>]]
+    /// Sets by identity.
+    typealias Members = [ObjectIdentifier: ResultSet]
+
+    /// The sets filed by equality under one entity: key → value → sets.
+    typealias Filing = [String: [JSONValue: Members]]
 
     /// The set under `key`.
     subscript(key: ByteString) -> ResultSet? { sets[key] }
 
+    /// Whether `set` itself (not another set under its key) is installed.
+    func contains(_ set: ResultSet) -> Bool { installed.contains(ObjectIdentifier(set)) }
+
     /// Installs `set` under `key`, filing it by its equality term or under its entities.
     mutating func install(_ set: ResultSet, key: ByteString) {
-        if let old = sets[key] { countNeeds(of: old, by: -1) }
+        if sets[key] != nil { uninstall(key) }
         sets[key] = set
+        installed.insert(ObjectIdentifier(set))
         countNeeds(of: set, by: 1)
         let entity = set.plan.entity.name
         // A prefetching set hears of its related entities too; their changes find rows through its graph.
         guard let (name, value) = set.filedEquality else {
-            for name in Self.entities(of: set) { unfiled[name, default: []].insert(key) }
+            for name in Self.entities(of: set) { unfiled[name, default: [:]][ObjectIdentifier(set)] = set }
             return
         }
-        byEquality[entity, default: [:]][name, default: [:]][value, default: []].insert(key)
+        byEquality[entity, default: [:]][name, default: [:]][value, default: [:]][ObjectIdentifier(set)] = set
         var values = filedValues[entity]?[name] ?? [:]
         for entry in set.index.entries(in: 0..<set.index.count) { values[entry.id] = value }
         filedValues[entity, default: [:]][name] = values
@@ -50,16 +60,18 @@ struct SetIndex {
     @discardableResult
     mutating func uninstall(_ key: ByteString) -> ResultSet? {
         guard let set = sets.removeValue(forKey: key) else { return nil }
+        let identity = ObjectIdentifier(set)
+        installed.remove(identity)
         countNeeds(of: set, by: -1)
         let entity = set.plan.entity.name
         guard let (name, value) = set.filedEquality else {
             for name in Self.entities(of: set) {
-                unfiled[name]?.remove(key)
+                unfiled[name]?[identity] = nil
                 if unfiled[name]?.isEmpty == true { unfiled[name] = nil }
             }
             return set
         }
-        byEquality[entity]?[name]?[value]?.remove(key)
+        byEquality[entity]?[name]?[value]?[identity] = nil
         if byEquality[entity]?[name]?[value]?.isEmpty == true {
             byEquality[entity]?[name]?[value] = nil
             // No set of this value is left: its rows need no filing.
@@ -89,18 +101,18 @@ struct SetIndex {
     /// The sets `transaction` can change: the unfiled ones of its entities, and
     /// the filing of the filed ones (narrowed by ``narrow(_:filing:rows:)``).
     func affected(by transaction: CommittedTransaction) -> (unfiled: [ResultSet], filing: [String: Filing]) {
-        var keys = Set<ByteString>()
+        var found = Members()
         var filing: [String: Filing] = [:]
         for entity in transaction.changes.keys {
-            if let sets = unfiled[entity] { keys.formUnion(sets) }
+            if let sets = unfiled[entity] { found.merge(sets) { first, _ in first } }
             if let filed = byEquality[entity] { filing[entity] = filed }
         }
-        return (keys.compactMap { sets[$0] }, filing)
+        return (Array(found.values), filing)
     }
 
     /// Every filed set of `filing`.
     func sets(in filing: [String: Filing]) -> [ResultSet] {
-        filing.values.flatMap(\.values).flatMap(\.values).flatMap { $0 }.compactMap { sets[$0] }
+        filing.values.flatMap(\.values).flatMap(\.values).flatMap(\.values)
     }
 
     /// The filed sets that `transaction` can change, each with the changed rows
@@ -113,28 +125,25 @@ struct SetIndex {
         _ transaction: CommittedTransaction, filing: [String: Filing],
         rows: (String) -> [Int64: EvaluationRow]?
     ) -> (sets: [(ResultSet, Set<Int64>)], unread: [String]) {
-        var perSet: [ByteString: Set<Int64>] = [:]
+        var perSet: [ObjectIdentifier: (set: ResultSet, rows: Set<Int64>)] = [:]
+        func send(_ ids: some Sequence<Int64>, to sets: Members) {
+            for (identity, set) in sets { perSet[identity, default: (set, [])].rows.formUnion(ids) }
+        }
         var unread: [String] = []
         for (entityName, keys) in filing {
             guard let changes = transaction.changes[entityName] else { continue }
             let changed = Set(changes.allRows)
             guard let read = rows(entityName) else {
                 unread.append(entityName)
-                for setKeys in keys.values.flatMap(\.values) {
-                    for key in setKeys { perSet[key, default: []].formUnion(changed) }
-                }
+                for sets in keys.values.flatMap(\.values) { send(changed, to: sets) }
                 continue
             }
             for (key, byValue) in keys {
                 for id in changed {
                     let new = read[id]?.object[key]
                     let old = filedValues[entityName]?[key]?[id]
-                    if let new, let sets = byValue[new] {
-                        for set in sets { perSet[set, default: []].insert(id) }
-                    }
-                    if let old, old != new, let sets = byValue[old] {
-                        for set in sets { perSet[set, default: []].insert(id) }
-                    }
+                    if let new, let sets = byValue[new] { send(CollectionOfOne(id), to: sets) }
+                    if let old, old != new, let sets = byValue[old] { send(CollectionOfOne(id), to: sets) }
                     if old != new {
                         let filed = new.map { byEquality[entityName]?[key]?[$0] != nil } ?? false
                         filedValues[entityName, default: [:]][key, default: [:]][id] = filed ? new : nil
@@ -142,15 +151,15 @@ struct SetIndex {
                 }
             }
         }
-        return (perSet.compactMap { key, rows in sets[key].map { ($0, rows) } }, unread)
+        return (perSet.values.map { ($0.set, $0.rows) }, unread)
     }
 
     /// Files anew the rows of the filed sets of `entities` (after their rows could not be read).
     mutating func refile(_ entities: [String]) {
         for entity in entities {
             filedValues[entity] = nil
-            for setKey in (byEquality[entity] ?? [:]).values.flatMap(\.values).flatMap({ $0 }) {
-                guard let set = sets[setKey], let (name, value) = set.filedEquality else { continue }
+            for set in (byEquality[entity] ?? [:]).values.flatMap(\.values).flatMap(\.values) {
+                guard let (name, value) = set.filedEquality else { continue }
                 for entry in set.index.entries(in: 0..<set.index.count) {
                     filedValues[entity, default: [:]][name, default: [:]][entry.id] = value
                 }
