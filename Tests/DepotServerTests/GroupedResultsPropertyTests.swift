@@ -156,16 +156,6 @@ final class GroupedResultsPropertyTests: XCTestCase {
         }
     }
 
-    /// What a session holds of one subscription: its sections' names and groups.
-    private struct Held {
-        var subscription: String
-        var seq: Int64 = 0
-        var names: [String]
-        var sections: [[(id: String, object: JSONValue)]]
-        /// How many of the session's messages were read already.
-        var read = 0
-    }
-
     private func run(seed: UInt64, kinds: inout [String: Int]) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "depot-grouped-\(UUID().uuidString)")
@@ -209,7 +199,7 @@ final class GroupedResultsPropertyTests: XCTestCase {
         inserted(try call(writer, "store/save", #"{"inserted": [\#(first.joined(separator: ","))]}"#))
 
         /// Applies each session's new notifications and compares with a fresh grouped fetch.
-        func check(_ held: inout [[UInt8]: [Held]], seed: UInt64, step: Int, final: Bool) throws {
+        func check(_ held: inout [[UInt8]: [HeldResults]], seed: UInt64, step: Int, final: Bool) throws {
             for (peer, choices) in Self.sessions {
                 for (slot, choice) in choices.enumerated() {
                     if Self.subscriptions[choice].coalescing {
@@ -225,9 +215,7 @@ final class GroupedResultsPropertyTests: XCTestCase {
                         && message["params"]?["subscription"]?.stringValue == state.subscription
                     {
                         let change = message["params"]!
-                        state.seq += 1
-                        XCTAssertEqual(change["seq"]?.intValue, state.seq, "seed \(seed) step \(step): seq")
-                        Self.apply(change, names: &state.names, sections: &state.sections)
+                        if let problem = state.apply(change) { XCTFail("seed \(seed) step \(step): \(problem)") }
                         let objects = change["objects"]?.arrayValue ?? []
                         for object in objects { kinds[object["type"]?.stringValue ?? "", default: 0] += 1 }
                         // A group that vanished and came back within one coalescing window keeps its row.
@@ -281,24 +269,13 @@ final class GroupedResultsPropertyTests: XCTestCase {
             return try call(writer, "store/fetch", request)["objects"]?.arrayValue ?? []
         }
 
-        var held: [[UInt8]: [Held]] = [:]
+        var held: [[UInt8]: [HeldResults]] = [:]
         for (peer, choices) in Self.sessions.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             _ = try call(peer, "initialize", #"{"protocolVersion": "1"}"#)
             for choice in choices {
-                let answer = try call(peer, "results/subscribe", Self.subscriptions[choice].params)
-                var offset = 0
-                var sections: [[(id: String, object: JSONValue)]] = []
-                let objects = answer["objects"]?.arrayValue ?? []
-                for section in answer["sections"]?.arrayValue ?? [] {
-                    let count = Int(section["count"]?.intValue ?? 0)
-                    sections.append(objects[offset..<offset + count].map { ($0["id"]?.stringValue ?? "", $0) })
-                    offset += count
-                }
-                held[peer, default: []].append(
-                    Held(
-                        subscription: answer["subscription"]?.stringValue ?? "", seq: 0,
-                        names: answer["sections"]?.arrayValue?.map { $0["name"]?.stringValue ?? "" } ?? [],
-                        sections: sections, read: outbox.received(by: peer).count))
+                var state = HeldResults(answer: try call(peer, "results/subscribe", Self.subscriptions[choice].params))
+                state.read = outbox.received(by: peer).count
+                held[peer, default: []].append(state)
             }
         }
 
@@ -363,39 +340,5 @@ final class GroupedResultsPropertyTests: XCTestCase {
     private func id(of group: JSONValue, _ choice: Int) -> String {
         let values = Self.subscriptions[choice].groupBy.map { group[$0] ?? .null }
         return "group:" + String(decoding: JSONWriter.encode(.array(values)), as: UTF8.self)
-    }
-
-    /// DESIGN.md §7's apply rule over sections (named `names`) of (id, object) rows.
-    static func apply(
-        _ change: JSONValue, names: inout [String], sections heldSections: inout [[(id: String, object: JSONValue)]]
-    ) {
-        let objects = change["objects"]?.arrayValue ?? []
-        let sections = change["sections"]?.arrayValue ?? []
-        func path(_ object: JSONValue, _ key: String) -> (Int, Int) {
-            let path = object[key]?.arrayValue?.compactMap(\.intValue).map(Int.init) ?? [0, 0]
-            return (path[0], path[1])
-        }
-        let removed = objects.filter { $0["type"] == "delete" || $0["type"] == "move" }.map { path($0, "indexPath") }
-        for (section, row) in removed.sorted(by: { $0 > $1 }) { heldSections[section].remove(at: row) }
-        for section in sections.filter({ $0["type"] == "delete" }).compactMap({ $0["index"]?.intValue }).sorted(by: >) {
-            heldSections.remove(at: Int(section))
-            names.remove(at: Int(section))
-        }
-        for section in sections.filter({ $0["type"] == "insert" }).sorted(by: {
-            ($0["index"]?.intValue ?? 0) < ($1["index"]?.intValue ?? 0)
-        }) {
-            let index = Int(section["index"]?.intValue ?? 0)
-            heldSections.insert([], at: index)
-            names.insert(section["name"]?.stringValue ?? "", at: index)
-        }
-        let inserted = objects.filter { $0["type"] == "insert" || $0["type"] == "move" }
-        for object in inserted.sorted(by: { path($0, "newIndexPath") < path($1, "newIndexPath") }) {
-            let (section, row) = path(object, "newIndexPath")
-            heldSections[section].insert((object["id"]?.stringValue ?? "", object["object"] ?? .null), at: row)
-        }
-        for object in objects where object["type"] == "update" {
-            let (section, row) = path(object, "newIndexPath")
-            heldSections[section][row] = (object["id"]?.stringValue ?? "", object["object"] ?? .null)
-        }
     }
 }

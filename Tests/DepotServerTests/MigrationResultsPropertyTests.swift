@@ -53,10 +53,7 @@ final class MigrationResultsPropertyTests: XCTestCase {
 
     /// One subscription as a session holds it.
     private struct Held {
-        var subscription: String
-        var seq: Int64 = 0
-        var names: [String]
-        var sections: [[(id: String, object: JSONValue)]]
+        var results: HeldResults
         var ended = false
     }
 
@@ -145,20 +142,7 @@ final class MigrationResultsPropertyTests: XCTestCase {
 
         var held: [Held] = []
         for choice in Self.subscriptions.map(\.params) + [Self.renamedOne] {
-            let answer = try call(reader, "results/subscribe", choice)
-            var offset = 0
-            var sections: [[(id: String, object: JSONValue)]] = []
-            let objects = answer["objects"]?.arrayValue ?? []
-            for section in answer["sections"]?.arrayValue ?? [] {
-                let count = Int(section["count"]?.intValue ?? 0)
-                sections.append(objects[offset..<offset + count].map { ($0["id"]?.stringValue ?? "", $0) })
-                offset += count
-            }
-            held.append(
-                Held(
-                    subscription: answer["subscription"]?.stringValue ?? "",
-                    names: answer["sections"]?.arrayValue?.map { $0["name"]?.stringValue ?? "" } ?? [],
-                    sections: sections))
+            held.append(Held(results: HeldResults(answer: try call(reader, "results/subscribe", choice))))
         }
         var read = outbox.received(by: reader).count
         let renamedSlot = held.count - 1
@@ -170,12 +154,14 @@ final class MigrationResultsPropertyTests: XCTestCase {
             // The coalescing subscription's open window is announced before a snapshot's answer.
             for slot in Self.subscriptions.indices
             where !held[slot].ended && Self.subscriptions[slot].params.contains("coalesceMs") {
-                _ = try call(reader, "results/snapshot", #"{"subscription": "\#(held[slot].subscription)"}"#)
+                _ = try call(reader, "results/snapshot", #"{"subscription": "\#(held[slot].results.subscription)"}"#)
             }
             let messages = outbox.received(by: reader)
             for message in messages[read...] {
                 let params = message["params"] ?? .null
-                guard let slot = held.firstIndex(where: { $0.subscription == params["subscription"]?.stringValue })
+                guard
+                    let slot = held.firstIndex(where: { $0.results.subscription == params["subscription"]?.stringValue }
+                    )
                 else { continue }
                 if message["method"] == "results/didInvalidate" {
                     XCTAssertEqual(params["reason"], "model", "\(context): \(message)")
@@ -187,8 +173,6 @@ final class MigrationResultsPropertyTests: XCTestCase {
                 }
                 guard message["method"] == "results/didChange" else { continue }
                 XCTAssertFalse(held[slot].ended, "\(context): a change after the invalidation")
-                held[slot].seq += 1
-                XCTAssertEqual(params["seq"]?.intValue, held[slot].seq, "\(context): seq")
                 let objects = params["objects"]?.arrayValue ?? []
                 for object in objects { kinds[object["type"]?.stringValue ?? "", default: 0] += 1 }
                 if let migration, params["transaction"] == migration["transaction"] {
@@ -197,9 +181,7 @@ final class MigrationResultsPropertyTests: XCTestCase {
                         Set(objects.compactMap { $0["type"]?.stringValue }), ["update"], "\(context): \(params)")
                     kinds["migration update", default: 0] += objects.count
                 }
-                var state = held[slot]
-                GroupedResultsPropertyTests.apply(params, names: &state.names, sections: &state.sections)
-                held[slot] = state
+                if let problem = held[slot].results.apply(params) { XCTFail("\(context): \(problem)") }
             }
             read = outbox.received(by: reader).count
             for (slot, state) in held.enumerated() where !state.ended {
@@ -209,7 +191,7 @@ final class MigrationResultsPropertyTests: XCTestCase {
                     try call(
                         writer, "store/fetch", String(decoding: JSONWriter.encode(params["request"]!), as: UTF8.self))[
                         "objects"]?.arrayValue ?? []
-                let rows = state.sections.flatMap { $0 }
+                let rows = state.results.sections.flatMap { $0 }
                 for row in rows {
                     XCTAssertEqual(row.object["id"]?.stringValue, row.id, "\(context): row \(slot) carries its id")
                 }
@@ -226,7 +208,7 @@ final class MigrationResultsPropertyTests: XCTestCase {
                         let name = object["zone"]?.stringValue ?? ""
                         if names.last != name { names.append(name) }
                     }
-                    XCTAssertEqual(state.names, names, "\(context): sections of \(slot)")
+                    XCTAssertEqual(state.results.names, names, "\(context): sections of \(slot)")
                 }
             }
         }

@@ -40,15 +40,6 @@ final class PrefetchLivePropertyTests: XCTestCase {
     /// Which subscriptions each session holds (the first twice: one shared set).
     static let sessions: [[UInt8]: [Int]] = [[1]: [0, 1], [2]: [0, 2, 3], [3]: [1, 3]]
 
-    /// What a session holds of one subscription.
-    struct Held {
-        var subscription: String
-        var seq: Int64 = 0
-        var read = 0
-        var sections: [[(id: String, object: JSONValue)]] = []
-        var related: [String: JSONValue] = [:]
-    }
-
     func testRowsAndRelatedObjectsReproduceAFreshFetchAfterEveryTransaction() throws {
         var kinds: [String: Int] = [:]
         for seed in 1...4 { try run(seed: UInt64(seed), kinds: &kinds) }
@@ -102,7 +93,7 @@ final class PrefetchLivePropertyTests: XCTestCase {
         }
         _ = try call(writer, "store/save", #"{"inserted": [\#(inserted.joined(separator: ","))]}"#)
 
-        var held: [[UInt8]: [Held]] = [:]
+        var held: [[UInt8]: [HeldResults]] = [:]
         for (peer, choices) in Self.sessions.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             _ = try call(peer, "initialize", #"{"protocolVersion": "1"}"#)
             for choice in choices {
@@ -110,15 +101,7 @@ final class PrefetchLivePropertyTests: XCTestCase {
                 let result = try call(
                     peer, "results/subscribe",
                     #"{"request": \#(subscription.request), "include": "all"\#(subscription.extra)}"#)
-                var state = Held(subscription: result["subscription"]?.stringValue ?? "")
-                var offset = 0
-                let objects = result["objects"]?.arrayValue ?? []
-                for section in result["sections"]?.arrayValue ?? [] {
-                    let count = Int(section["count"]?.intValue ?? 0)
-                    state.sections.append(objects[offset..<offset + count].map { ($0["id"]?.stringValue ?? "", $0) })
-                    offset += count
-                }
-                state.related = result["related"]?.objectValue ?? [:]
+                var state = HeldResults(answer: result)
                 XCTAssertNotNil(result["related"], "seed \(seed): subscribe answers related")
                 state.read = outbox.received(by: peer).count
                 held[peer, default: []].append(state)
@@ -145,9 +128,7 @@ final class PrefetchLivePropertyTests: XCTestCase {
                         && message["params"]?["subscription"]?.stringValue == state.subscription
                     {
                         let change = message["params"]!
-                        state.seq += 1
-                        XCTAssertEqual(change["seq"]?.intValue, state.seq, "seed \(seed) step \(step): seq")
-                        Self.apply(change, to: &state)
+                        if let problem = state.apply(change) { XCTFail("seed \(seed) step \(step): \(problem)") }
                         for object in change["objects"]?.arrayValue ?? [] {
                             kinds[object["type"]?.stringValue ?? "", default: 0] += 1
                         }
@@ -337,39 +318,5 @@ final class PrefetchLivePropertyTests: XCTestCase {
         }
         XCTAssertGreaterThan(quiet, 5)
         XCTAssertGreaterThan(heard, 2)
-    }
-
-    /// DESIGN.md §7's apply rule, then the related objects: `related` merged, `relatedRemoved` dropped.
-    static func apply(_ change: JSONValue, to held: inout Held) {
-        let objects = change["objects"]?.arrayValue ?? []
-        let sections = change["sections"]?.arrayValue ?? []
-        func path(_ object: JSONValue, _ key: String) -> [Int] {
-            object[key]?.arrayValue?.compactMap(\.intValue).map(Int.init) ?? [0, 0]
-        }
-        let removed = objects.filter { $0["type"] == "delete" || $0["type"] == "move" }.map { path($0, "indexPath") }
-        for index in removed.sorted(by: { $0.lexicographicallyPrecedes($1) }).reversed() {
-            held.sections[index[0]].remove(at: index[1])
-        }
-        for section in sections.filter({ $0["type"] == "delete" }).compactMap({ $0["index"]?.intValue }).sorted(by: >) {
-            held.sections.remove(at: Int(section))
-        }
-        for section in sections.filter({ $0["type"] == "insert" }).compactMap({ $0["index"]?.intValue }).sorted() {
-            held.sections.insert([], at: Int(section))
-        }
-        let inserted = objects.filter { $0["type"] == "insert" || $0["type"] == "move" }
-        for object in inserted.sorted(by: {
-            path($0, "newIndexPath").lexicographicallyPrecedes(path($1, "newIndexPath"))
-        }) {
-            let index = path(object, "newIndexPath")
-            held.sections[index[0]].insert((object["id"]?.stringValue ?? "", object["object"] ?? .null), at: index[1])
-        }
-        for object in objects where object["type"] == "update" {
-            let index = path(object, "newIndexPath")
-            held.sections[index[0]][index[1]] = (object["id"]?.stringValue ?? "", object["object"] ?? .null)
-        }
-        for (id, object) in change["related"]?.objectValue ?? [:] { held.related[id] = object }
-        for id in change["relatedRemoved"]?.arrayValue ?? [] {
-            if let id = id.stringValue { held.related[id] = nil }
-        }
     }
 }

@@ -210,8 +210,7 @@ final class ResultsOrderPropertyTests: XCTestCase {
     /// What a client holds of one subscription.
     private struct Held {
         let choice: Int
-        var results: [JSONValue]
-        var seq: Int64 = 0
+        var results: HeldResults
         /// Told to resync: its results are known again only from a snapshot's ids.
         var invalidated = false
         var resyncedIDs: [JSONValue]?
@@ -231,10 +230,13 @@ final class ResultsOrderPropertyTests: XCTestCase {
                     state.invalidated = true
                 } else if method == "results/didChange" {
                     let seq = params["seq"]?.intValue ?? -1
-                    XCTAssertEqual(seq, state.seq + 1, "\(context): \(subscription)'s seq has a gap")
-                    state.seq = seq
+                    XCTAssertEqual(seq, state.results.seq + 1, "\(context): \(subscription)'s seq has a gap")
                     // An invalidated subscription's results are known again only from a snapshot.
-                    if !state.invalidated { ServiceCoreTests.apply(params, to: &state.results) }
+                    if state.invalidated {
+                        state.results.seq = seq
+                    } else if let problem = state.results.apply(params) {
+                        XCTFail("\(context): \(subscription): \(problem)")
+                    }
                 }
                 held[subscription] = state
                 continue
@@ -246,26 +248,30 @@ final class ResultsOrderPropertyTests: XCTestCase {
             case .subscribe(let choice):
                 guard let subscription = result["subscription"]?.stringValue else { continue }
                 XCTAssertEqual(result["seq"], 0)
-                held[subscription] = Held(choice: choice, results: result["objects"]?.arrayValue ?? [])
+                held[subscription] = Held(
+                    choice: choice,
+                    results: HeldResults(subscription: subscription, objects: result["objects"]?.arrayValue ?? []))
             case .objects(let subscription, let offset, let length):
                 guard let state = held[subscription] else { continue }
-                XCTAssertEqual(result["seq"]?.intValue, state.seq, "\(context): objects \(id) out of place")
+                XCTAssertEqual(result["seq"]?.intValue, state.results.seq, "\(context): objects \(id) out of place")
                 guard !state.invalidated else { continue }
-                let lower = min(offset, state.results.count)
-                let upper = min(offset + length, state.results.count)
+                let held = state.results.objects
+                let lower = min(offset, held.count)
+                let upper = min(offset + length, held.count)
                 XCTAssertEqual(
-                    result["objects"]?.arrayValue ?? [], Array(state.results[lower..<upper]),
-                    "\(context): objects \(id) of \(subscription) is not what the session holds at seq \(state.seq)")
+                    result["objects"]?.arrayValue ?? [], Array(held[lower..<upper]),
+                    "\(context): objects \(id) of \(subscription) is not what the session holds at seq \(state.results.seq)"
+                )
             case .snapshot(let subscription):
                 guard var state = held[subscription] else { continue }
-                XCTAssertEqual(result["seq"]?.intValue, state.seq, "\(context): snapshot \(id) out of place")
+                XCTAssertEqual(result["seq"]?.intValue, state.results.seq, "\(context): snapshot \(id) out of place")
                 let ids = result["ids"]?.arrayValue ?? []
                 if state.invalidated {
                     state.resyncedIDs = ids
                     held[subscription] = state
                 } else {
                     XCTAssertEqual(
-                        ids, state.results.map { rowID($0, choice: state.choice) },
+                        ids, state.results.objects.map { rowID($0, choice: state.choice) },
                         "\(context): snapshot \(id) of \(subscription) is not what the session holds")
                 }
             case .unsubscribe(let subscription):
@@ -280,18 +286,18 @@ final class ResultsOrderPropertyTests: XCTestCase {
                     "\(context): \(subscription) resynced to something else than a fresh fetch")
             } else {
                 XCTAssertEqual(
-                    state.results.map { rowID($0, choice: state.choice) },
+                    state.results.objects.map { rowID($0, choice: state.choice) },
                     expected.map { rowID($0, choice: state.choice) },
                     "\(context): \(subscription)'s deltas applied to its first results hold other ids than a fresh fetch"
                 )
                 if Self.requests[state.choice].fetch.contains("groupBy") {
                     // Every live group row carries its id (DESIGN.md §7), the one the deltas name.
-                    for row in state.results {
+                    for row in state.results.objects {
                         XCTAssertEqual(row["id"], rowID(row, choice: state.choice), "\(context): a group row's id")
                     }
                 }
                 XCTAssertTrue(
-                    state.results.map { Self.withoutGroupID($0, choice: state.choice) } == expected,
+                    state.results.objects.map { Self.withoutGroupID($0, choice: state.choice) } == expected,
                     "\(context): \(subscription)'s deltas applied to its first results hold other values than a fresh fetch"
                 )
             }

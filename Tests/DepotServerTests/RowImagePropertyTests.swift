@@ -37,26 +37,15 @@ final class RowImagePropertyTests: XCTestCase {
         #"{"request": {"entity": "Play", "groupBy": ["zone"], "aggregates": [{"name": "n", "function": "count"}, {"name": "top", "function": "max", "key": "score"}], "sort": [{"key": "zone"}]}, "include": "all"}"#,
     ]
 
-    /// What a client holds of one subscription.
+    /// What a client holds of one subscription, and the params it subscribed with.
     struct Held {
         let params: String
-        let subscription: String
-        var sections: [(name: String, rows: [JSONValue])]
-        var seq: Int64 = 0
+        var results: HeldResults
 
         /// What the answer to subscribing with `params` holds.
         init(params: String, answer: JSONValue) {
-            let objects = answer["objects"]?.arrayValue ?? []
-            var offset = 0
-            var sections: [(name: String, rows: [JSONValue])] = []
-            for section in answer["sections"]?.arrayValue ?? [] {
-                let count = Int(section["count"]?.intValue ?? 0)
-                sections.append((section["name"]?.stringValue ?? "", Array(objects[offset..<offset + count])))
-                offset += count
-            }
             self.params = params
-            subscription = answer["subscription"]?.stringValue ?? ""
-            self.sections = sections
+            results = HeldResults(answer: answer)
         }
     }
 
@@ -122,28 +111,22 @@ final class RowImagePropertyTests: XCTestCase {
         func check(_ held: inout [Held], step: Int) throws {
             let messages = outbox.received(by: peer).filter { $0["method"] == "results/didChange" }
             for index in held.indices {
-                var state = held[index]
-                let mine = messages.compactMap(\.["params"]).filter {
-                    $0["subscription"]?.stringValue == state.subscription
+                if let problem = held[index].results.catchUp(with: messages) {
+                    XCTFail("seed \(seed) step \(step): \(problem)")
                 }
-                for change in mine.dropFirst(Int(state.seq)) {
-                    state.seq += 1
-                    XCTAssertEqual(change["seq"]?.intValue, state.seq, "seed \(seed) step \(step): seq")
-                    Self.apply(change, to: &state.sections)
-                }
-                held[index] = state
+                let state = held[index]
                 let params = try JSONParser.parse(Array(state.params.utf8))
                 let fresh =
                     try call("store/fetch", String(decoding: JSONWriter.encode(params["request"]!), as: UTF8.self))[
                         "objects"]?.arrayValue ?? []
-                let rows = state.sections.flatMap(\.rows).map(Self.withoutGroupID)
+                let rows = state.results.objects.map(Self.withoutGroupID)
                 XCTAssertEqual(rows, fresh, "seed \(seed) step \(step): \(state.params)")
                 if params["sectionKeyPath"] != nil {
                     var names: [String] = []
                     for row in fresh where names.last != (row["zone"]?.stringValue ?? "") {
                         names.append(row["zone"]?.stringValue ?? "")
                     }
-                    XCTAssertEqual(state.sections.map(\.name), names, "seed \(seed) step \(step): sections")
+                    XCTAssertEqual(state.results.names, names, "seed \(seed) step \(step): sections")
                 }
             }
         }
@@ -185,39 +168,6 @@ final class RowImagePropertyTests: XCTestCase {
         guard case .object(var object) = row, object["id"]?.stringValue?.hasPrefix("group:") == true else { return row }
         object["id"] = nil
         return .object(object)
-    }
-
-    /// DESIGN.md §7's apply rule over sections.
-    static func apply(_ change: JSONValue, to sections: inout [(name: String, rows: [JSONValue])]) {
-        let objects = change["objects"]?.arrayValue ?? []
-        func path(_ object: JSONValue, _ key: String) -> [Int] {
-            (object[key]?.arrayValue ?? []).map { Int($0.intValue ?? 0) }
-        }
-        let removed = objects.filter { $0["type"] == "delete" || $0["type"] == "move" }.map { path($0, "indexPath") }
-        for old in removed.sorted(by: { $0.lexicographicallyPrecedes($1) }).reversed() {
-            sections[old[0]].rows.remove(at: old[1])
-        }
-        let sectionChanges = change["sections"]?.arrayValue ?? []
-        for index in sectionChanges.filter({ $0["type"] == "delete" }).compactMap({ $0["index"]?.intValue }).sorted(
-            by: >)
-        {
-            sections.remove(at: Int(index))
-        }
-        for inserted in sectionChanges.filter({ $0["type"] == "insert" }).sorted(by: {
-            ($0["index"]?.intValue ?? 0) < ($1["index"]?.intValue ?? 0)
-        }) {
-            sections.insert((inserted["name"]?.stringValue ?? "", []), at: Int(inserted["index"]?.intValue ?? 0))
-        }
-        let added = objects.filter { $0["type"] == "insert" || $0["type"] == "move" }
-        for object in added.sorted(by: { path($0, "newIndexPath").lexicographicallyPrecedes(path($1, "newIndexPath")) })
-        {
-            let new = path(object, "newIndexPath")
-            sections[new[0]].rows.insert(object["object"] ?? .null, at: new[1])
-        }
-        for object in objects where object["type"] == "update" {
-            let new = path(object, "newIndexPath")
-            sections[new[0]].rows[new[1]] = object["object"] ?? .null
-        }
     }
 }
 

@@ -173,24 +173,12 @@ final class ServiceCoreTests: XCTestCase {
             }
             let changes = messages.filter { $0["method"] == "results/didChange" }.compactMap(\.["params"])
             XCTAssertEqual(changes.compactMap { $0["seq"]?.intValue }, Array(1...Int64(changes.count)))
-            var results = initial[peer] ?? []
-            for change in changes { Self.apply(change, to: &results) }
-            XCTAssertEqual(results, fresh, "peer \(peer): the deltas applied to the first results give a fresh fetch")
-        }
-    }
-
-    /// DESIGN.md §7's apply rule on one unsectioned list.
-    static func apply(_ change: JSONValue, to results: inout [JSONValue]) {
-        let objects = change["objects"]?.arrayValue ?? []
-        func row(_ object: JSONValue, _ key: String) -> Int { Int(object[key]?.arrayValue?.last?.intValue ?? 0) }
-        let removed = objects.filter { $0["type"] == "delete" || $0["type"] == "move" }.map { row($0, "indexPath") }
-        for index in removed.sorted(by: >) { results.remove(at: index) }
-        let inserted = objects.filter { $0["type"] == "insert" || $0["type"] == "move" }
-        for object in inserted.sorted(by: { row($0, "newIndexPath") < row($1, "newIndexPath") }) {
-            results.insert(object["object"] ?? .null, at: row(object, "newIndexPath"))
-        }
-        for object in objects where object["type"] == "update" {
-            results[row(object, "newIndexPath")] = object["object"] ?? .null
+            var held = HeldResults(objects: initial[peer] ?? [])
+            for change in changes {
+                if let problem = held.apply(change) { XCTFail("peer \(peer): \(problem)") }
+            }
+            XCTAssertEqual(
+                held.objects, fresh, "peer \(peer): the deltas applied to the first results give a fresh fetch")
         }
     }
 

@@ -83,23 +83,17 @@ final class WindowPrefixTests: XCTestCase {
             for index in held.indices {
                 if held[index].params.contains("coalesceMs") {
                     // A snapshot announces the open window first.
-                    _ = try call("results/snapshot", #"{"subscription": "\#(held[index].subscription)"}"#)
+                    _ = try call("results/snapshot", #"{"subscription": "\#(held[index].results.subscription)"}"#)
                 }
-                let messages = outbox.received(by: peer).filter {
-                    $0["method"] == "results/didChange"
-                        && $0["params"]?["subscription"]?.stringValue == held[index].subscription
-                }
-                for change in messages.compactMap(\.["params"]).dropFirst(Int(held[index].seq)) {
-                    held[index].seq += 1
-                    XCTAssertEqual(change["seq"]?.intValue, held[index].seq, "seed \(seed) step \(step): seq")
-                    RowImagePropertyTests.apply(change, to: &held[index].sections)
+                if let problem = held[index].results.catchUp(with: outbox.received(by: peer)) {
+                    XCTFail("seed \(seed) step \(step): \(problem)")
                 }
                 let params = try JSONParser.parse(Array(held[index].params.utf8))
                 let fresh =
                     try call("store/fetch", String(decoding: JSONWriter.encode(params["request"]!), as: UTF8.self))[
                         "objects"]?.arrayValue ?? []
                 XCTAssertEqual(
-                    held[index].sections.flatMap(\.rows), fresh, "seed \(seed) step \(step): \(held[index].params)")
+                    held[index].results.objects, fresh, "seed \(seed) step \(step): \(held[index].params)")
             }
             for set in try service.statistics().subscriptions {
                 XCTAssertLessThanOrEqual(set.rows, 10 + 64, "seed \(seed) step \(step): held rows")
