@@ -11,6 +11,7 @@ enum BenchmarkRegistry {
         FetchedResultsLatencyBenchmark.self,
         ResultsReadsBenchmark.self,
         BatchInsertBenchmark.self,
+        BackupBenchmark.self,
         HistoryBenchmark.self,
         SaveBehindBatchBenchmark.self,
         SubscriptionCostBenchmark.self,
