@@ -89,8 +89,10 @@ final class BackupTests: XCTestCase {
         defer { daemon.removeData() }
         let admin = try await daemon.connect(name: "admin")
         _ = try await admin.call(ModelDefine.self, .init(entities: Self.model))
-        try await loadItems(30_000, into: admin)
-        let writerCount = 3
+        // Issue 36's size: 1M rows under 4 writers (DEPOT_BACKUP_TEST_ROWS for a quicker local run).
+        let rows = Int(ProcessInfo.processInfo.environment["DEPOT_BACKUP_TEST_ROWS"] ?? "") ?? 1_000_000
+        try await loadItems(rows, into: admin)
+        let writerCount = 4
         let counters = try await admin.call(
             StoreSave.self,
             .init(
@@ -116,7 +118,7 @@ final class BackupTests: XCTestCase {
                 if let change = notification.decode(ResultsDidChange.self) {
                     last = max(last, change.transaction)
                     changes += 1
-                    if changes >= 3 * 1000 { break }
+                    if changes >= writerCount * 1000 { break }
                 }
                 if Task.isCancelled { break }
             }
@@ -228,7 +230,7 @@ final class BackupTests: XCTestCase {
             ).objects ?? []
         XCTAssertEqual(Set(written.compactMap { $0["name"]?.stringValue }), expectedNames)
         let items = try await reader.call(StoreCount.self, FetchRequest(entity: "Item")).count
-        XCTAssertEqual(items, 30_000 + 1 + expectedNames.count)
+        XCTAssertEqual(items, rows + 1 + expectedNames.count)
 
         // The save ids came along: the sentinel save replayed on the copy is answered, not applied again.
         let replayed = try await reader.call(StoreSave.self, sentinel)
