@@ -289,10 +289,17 @@ final class BackupTests: XCTestCase {
         XCTAssertEqual(value2, transaction)
         let value3 = try await reader.call(StoreCount.self, FetchRequest(entity: "Item")).count
         XCTAssertEqual(value3, rows)
-        // And a backup into the same destination now completes.
+        // And a backup into the same destination now completes, removing the dead backup's partial copy
+        // (aged here past the minute after which a partial copy counts as abandoned).
+        for name in left {
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date().addingTimeInterval(-120)],
+                ofItemAtPath: destination.appendingPathComponent(name).path)
+        }
         let backup = try await reader.call(
             ServerBackup.self, .init(destination: destination.path), timeout: .seconds(120))
         XCTAssertEqual(backup.transaction, transaction)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path), ["depot.sqlite"])
         await reader.close()
         XCTAssertEqual(again.stop(), 0)
     }

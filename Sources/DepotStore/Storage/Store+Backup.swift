@@ -26,7 +26,9 @@ extension Store {
     /// copied, pages in all) can stop it between steps by throwing. The pages
     /// go to a hidden file in `destination` that is renamed to `depot.sqlite`
     /// only once complete and synced: a copy cut short (an error, a cancel, a
-    /// killed daemon) is never a store a daemon would open.
+    /// killed daemon) is never a store a daemon would open. A partial copy
+    /// left by a killed daemon (not written for a minute) is removed by the
+    /// next backup into the same directory.
     ///
     /// - Throws: -32602 naming `destination` when it is not an absolute path,
     ///   is not a directory or already holds a store; -32600 on a store that
@@ -44,8 +46,9 @@ extension Store {
             )
         }
         let directory = try Self.backupDirectory(destination)
+        Self.removeAbandonedPartials(in: directory)
         let finalPath = directory.appendingPathComponent(Self.fileName).path
-        let partialPath = directory.appendingPathComponent(".\(Self.fileName).partial-\(UUID().uuidString)").path
+        let partialPath = directory.appendingPathComponent(Self.partialPrefix + UUID().uuidString).path
         defer {
             for suffix in ["", "-journal", "-wal", "-shm"] {
                 try? FileManager.default.removeItem(atPath: partialPath + suffix)
@@ -84,6 +87,23 @@ extension Store {
         }
         let size = ((try? FileManager.default.attributesOfItem(atPath: finalPath))?[.size] as? NSNumber)?.int64Value
         return StoreBackup(transaction: transaction, path: finalPath, sizeBytes: size ?? 0)
+    }
+
+    /// How a backup's hidden partial copy is named, before a unique suffix.
+    private static let partialPrefix = ".\(fileName).partial-"
+
+    /// Removes the partial copies in `directory` that no backup has written to for a minute: those
+    /// of a backup whose daemon died (a running backup writes its copy step after step).
+    private static func removeAbandonedPartials(in directory: URL) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        let abandoned = Date().addingTimeInterval(-60)
+        for name in names where name.hasPrefix(partialPrefix) {
+            let path = directory.appendingPathComponent(name).path
+            guard let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date,
+                modified < abandoned
+            else { continue }
+            try? FileManager.default.removeItem(atPath: path)
+        }
     }
 
     /// `destination` as a directory to write a backup into: made if missing, refused if it holds a store.
