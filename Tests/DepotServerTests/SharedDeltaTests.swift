@@ -33,7 +33,13 @@ final class SharedDeltaTests: XCTestCase {
             }
             let transactions: [Int64]? = Bool.random(using: &generator) ? nil : [3, 9]
             let direct = try JSONParser.parse(
-                DeltaEncoder.sharedDelta(transactions: transactions, sections: sections, objects: objects))
+                DeltaEncoder.sharedDelta(
+                    transactions: transactions, sections: sections,
+                    objects: objects.map {
+                        DeltaEncoder.EncodedChange(
+                            type: $0.type, indexPath: $0.indexPath, newIndexPath: $0.newIndexPath, id: $0.id,
+                            object: $0.object.map(DeltaEncoder.bytes))
+                    }))
             var expected: [String: JSONValue] = [
                 "sections": try JSONCoding.encode(sections), "objects": try JSONCoding.encode(objects),
             ]

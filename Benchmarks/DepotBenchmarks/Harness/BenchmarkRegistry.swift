@@ -19,6 +19,7 @@ enum BenchmarkRegistry {
         FanOutBenchmark.self,
         CurveBenchmark.self,
         ScopeCostBenchmark.self,
+        PrefetchBenchmark.self,
         ClusterBenchmark.self,
         ClusterJoinBenchmark.self,
         ClusterLogSizeBenchmark.self,

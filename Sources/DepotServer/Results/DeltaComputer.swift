@@ -114,6 +114,21 @@ struct DeltaComputer {
         try memory.rows(of: entity)
     }
 
+    /// Whether the transaction may have changed which objects links reach through `entities`: it
+    /// inserted or deleted one of their rows, or updated a key of one that is not an attribute
+    /// (a relationship, or keys not recorded).
+    func mayChangeLinks(among entities: Set<String>) -> Bool {
+        entities.contains { name in
+            guard let rows = changedRows[name], !rows.isEmpty else { return false }
+            guard let entity = schema.entity(named: name) else { return true }
+            let updated = touchedKeys[name] ?? [:]
+            return rows.contains { row in
+                guard let keys = updated[row], !keys.isEmpty else { return true }
+                return keys.contains { entity.attributes[$0] == nil }
+            }
+        }
+    }
+
     /// The keys each updated row of `entity` changed.
     func touched(_ entity: String) -> [Int64: Set<String>] { touchedKeys[entity] ?? [:] }
 

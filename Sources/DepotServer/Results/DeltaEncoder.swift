@@ -18,45 +18,50 @@ enum DeltaEncoder {
     /// ``largestNotification`` objects.
     static func shared(
         _ delta: ResultSet.Delta, of set: ResultSet, transactions: [Int64]?, rows: [Int64: EvaluationRow]?,
-        store: Store?, reads: inout ServerStats.StoreReads
+        store: Store?, encoded: inout EncodedObjects, reads: inout ServerStats.StoreReads
     ) throws(RPCError) -> [UInt8]? {
         guard delta.objects.count <= largestNotification else { return nil }
         if set.grouped != nil {
             // A group's dictionary is in memory; its id names its groupBy values.
             let changes = delta.objects.map { change in
-                ObjectChange(
+                EncodedChange(
                     type: change.type, indexPath: change.old, newIndexPath: change.new, id: set.wireID(of: change.id),
-                    object: change.type == .delete ? nil : set.grouped?.dictionary(of: change.id))
+                    object: change.type == .delete ? nil : set.grouped.map { Self.bytes($0.dictionary(of: change.id)) })
             }
             return sharedDelta(transactions: transactions, sections: delta.sections, objects: changes)
         }
         let entity = set.plan.entity
-        var objects: [Int64: JSONValue] = [:]
-        var unread: [Int64] = []
-        for change in delta.objects where change.type != .delete {
-            if let row = rows?[change.id], let object = set.shape.project(row.object) {
-                objects[change.id] = object
-            } else {
-                unread.append(change.id)
-            }
-        }
-        if !unread.isEmpty {
-            guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
-            reads.count(.include)
-            objects.merge(try store.objects(rows: unread, shape: set.shape)) { read, _ in read }
-        }
+        let objects = try encoded.objects(
+            delta.objects.filter { $0.type != .delete }.map(\.id), shape: set.shape, rows: rows, store: store,
+            reads: &reads)
         let changes = delta.objects.map { change in
-            ObjectChange(
+            EncodedChange(
                 type: change.type, indexPath: change.old, newIndexPath: change.new,
                 id: "\(entity.name)/\(change.id)", object: change.type == .delete ? nil : objects[change.id])
         }
         return sharedDelta(transactions: transactions, sections: delta.sections, objects: changes)
     }
 
+    /// One object change as a notification writes it: the object's JSON already encoded.
+    struct EncodedChange {
+        var type: ObjectChange.Kind
+        var indexPath: [Int]?
+        var newIndexPath: [Int]?
+        var id: String
+        var object: [UInt8]?
+    }
+
+    /// `value`'s JSON text.
+    static func bytes(_ value: JSONValue) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.write(value)
+        return writer.bytes
+    }
+
     /// The part of a `results/didChange` every subscriber of a set shares, as a
     /// JSON object: written directly, since it is on every commit's path (the
     /// generic encoder costs several times as much).
-    static func sharedDelta(transactions: [Int64]?, sections: [SectionChange], objects: [ObjectChange]) -> [UInt8] {
+    static func sharedDelta(transactions: [Int64]?, sections: [SectionChange], objects: [EncodedChange]) -> [UInt8] {
         var writer = JSONWriter()
         func write(_ numbers: [Int]) {
             writer.writeRaw("[")
@@ -98,7 +103,7 @@ enum DeltaEncoder {
             writer.write(change.id)
             if let object = change.object {
                 writer.writeRaw(",\"object\":")
-                writer.write(object)
+                writer.writeRaw(object)
             }
             writer.writeRaw("}")
         }
@@ -120,5 +125,60 @@ enum DeltaEncoder {
         writer.writeRaw(",")
         writer.writeRaw(shared.dropFirst())
         return MessageEncoder.notification(method: ResultsDidChange.name, paramsJSON: writer.bytes)
+    }
+}
+
+/// The objects one lane job's notifications carry, encoded once per shape and row: sets that show
+/// the same rows in the same shape (distinct requests over one table, each with its own set) share
+/// one read and one encoding of each object instead of one per set.
+///
+/// Lives for one lane job (``ResultsEngine/Outgoing``), within which every set reads one state.
+struct EncodedObjects {
+    /// What makes two sets' objects the same JSON: the entity, the keys read, and `version`.
+    private struct ShapeKey: Hashable {
+        var entity: ByteString
+        var keys: [ByteString]
+        var toManyKeys: [ByteString]
+        var includesVersion: Bool
+
+        init(_ shape: ObjectShape) {
+            entity = ByteString(shape.entity.name)
+            keys = shape.keys.map { ByteString($0) }
+            toManyKeys = shape.toManyKeys.map { ByteString($0) }
+            includesVersion = shape.includesVersion
+        }
+    }
+
+    private var byShape: [ShapeKey: [Int64: [UInt8]]] = [:]
+
+    /// The JSON of the objects `ids` in `shape`: encoded for an earlier set, else taken from `rows`
+    /// (the changed rows' whole values) where the shape can project them, else read from `store`.
+    /// An id the store no longer has is left out.
+    mutating func objects(
+        _ ids: [Int64], shape: ObjectShape, rows: [Int64: EvaluationRow]?, store: Store?,
+        reads: inout ServerStats.StoreReads
+    ) throws(RPCError) -> [Int64: [UInt8]] {
+        let key = ShapeKey(shape)
+        var known = byShape[key] ?? [:]
+        var unread: [Int64] = []
+        for id in ids where known[id] == nil {
+            if let row = rows?[id], let object = shape.project(row.object) {
+                known[id] = DeltaEncoder.bytes(object)
+            } else {
+                unread.append(id)
+            }
+        }
+        if !unread.isEmpty {
+            guard let store else { throw RPCError.internalError("no snapshot was taken for the commit") }
+            reads.count(.include)
+            for (id, object) in try store.objects(rows: unread, shape: shape) {
+                known[id] = DeltaEncoder.bytes(object)
+            }
+        }
+        byShape[key] = known
+        var found: [Int64: [UInt8]] = [:]
+        found.reserveCapacity(ids.count)
+        for id in ids { found[id] = known[id] }
+        return found
     }
 }

@@ -65,12 +65,17 @@ final class RelatedGraph: @unchecked Sendable {
     }
 
     /// After a delta: the rows it deletes (from what subscribers see) drop their
-    /// links; the rows it inserts, moves or updates have theirs read again.
-    func follow(_ delta: ResultSet.Delta, store: Store) throws(RPCError) {
+    /// links; the rows it inserts, moves or updates have theirs read again, but for
+    /// the rows it moves or updates in `kept` (whose links the transaction cannot have changed).
+    func follow(_ delta: ResultSet.Delta, store: Store, keeping kept: Set<Int64> = []) throws(RPCError) {
         var dropped: [Int64] = []
         var reread: [Int64] = []
         for change in delta.objects {
-            if change.type == .delete { dropped.append(change.id) } else { reread.append(change.id) }
+            if change.type == .delete {
+                dropped.append(change.id)
+            } else if change.type == .insert || !kept.contains(change.id) || links[change.id] == nil {
+                reread.append(change.id)
+            }
         }
         for row in dropped { unlink(row) }
         try refresh(reread, store: store)

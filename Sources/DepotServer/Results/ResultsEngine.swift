@@ -634,6 +634,7 @@ final class ResultsEngine: @unchecked Sendable {
         guard index.contains(set) else { return }
         var changes: [Int64: SortKey?]
         var touched: [Int64: Set<String>]
+        var keptLinks: Set<Int64> = []
         if let grouped = set.grouped {
             // Vanished groups' ids are kept only until their deletes are announced.
             if set.coalescing == nil { grouped.forgetRetired() }
@@ -644,17 +645,22 @@ final class ResultsEngine: @unchecked Sendable {
             changes = try computer.changes(for: set, only: only)
             touched = computer.touched(set.plan.entity.name)
             if let graph = set.related {
+                // Values alone changed along the paths (no scope to re-check): rows the transaction did not
+                // change themselves keep their links, and are not read again.
+                let linksHold = graph.scopes == nil && !computer.mayChangeLinks(among: graph.plan.destinations)
+                let own = computer.changedRows[set.plan.entity.name] ?? []
                 // A row linking to an object the transaction changed is an update: its graph changed.
                 for row in graph.rowsReaching(computer.changedRows) {
                     guard let entry = set.index.entry(for: row) else { continue }
                     if changes.index(forKey: row) == nil { changes[row] = entry.key }
                     touched[row, default: []].insert(graph.rowKey)
+                    if linksHold, !own.contains(row) { keptLinks.insert(row) }
                 }
             }
         }
         try announce(
-            changes, touched: touched, of: set, transaction: number, store: try? computer.store, into: &outgoing,
-            reads: &reads, context: context
+            changes, touched: touched, of: set, transaction: number, store: try? computer.store, keptLinks: keptLinks,
+            into: &outgoing, reads: &reads, context: context
         ) {
             () throws(RPCError) in
             // The changed rows' whole values came with the commit or were read for the evaluation: the objects
@@ -669,7 +675,8 @@ final class ResultsEngine: @unchecked Sendable {
     /// - Parameter rows: the changed rows' values where they were read already.
     private func announce(
         _ changes: [Int64: SortKey?], touched: [Int64: Set<String>], of set: ResultSet, transaction number: Int64,
-        store: Store?, into outgoing: inout Outgoing, reads: inout ServerStats.StoreReads, context: some ResultsContext,
+        store: Store?, keptLinks: Set<Int64> = [], into outgoing: inout Outgoing, reads: inout ServerStats.StoreReads,
+        context: some ResultsContext,
         rows: () throws(RPCError) -> [Int64: EvaluationRow]?
     ) throws(RPCError) {
         guard set.coalesceMilliseconds != nil else {
@@ -681,7 +688,7 @@ final class ResultsEngine: @unchecked Sendable {
             if refilled { reads.count(.windowRefill) }
             set.transaction = number
             guard !delta.isEmpty else { return }
-            if let graph = set.related { try graph.follow(delta, store: try Self.required(store)) }
+            if let graph = set.related { try graph.follow(delta, store: try Self.required(store), keeping: keptLinks) }
             return try deliver(
                 delta, of: set, transaction: number, transactions: nil, rows: try rows(), store: store,
                 into: &outgoing, reads: &reads, context: context)
@@ -698,7 +705,7 @@ final class ResultsEngine: @unchecked Sendable {
         if refilled { reads.count(.windowRefill) }
         set.transaction = number
         guard !delta.isEmpty else { return }
-        if let graph = set.related { try graph.follow(delta, store: try Self.required(store)) }
+        if let graph = set.related { try graph.follow(delta, store: try Self.required(store), keeping: keptLinks) }
         let opening = set.coalescing == nil
         var window = set.coalescing ?? CoalescingWindow(opening: number, sections: oldSections)
         window.fold(
@@ -850,6 +857,8 @@ final class ResultsEngine: @unchecked Sendable {
         var messages: [(bytes: [UInt8], peer: [UInt8])] = []
         /// The subscriptions that got a `results/didChange`, for the statistics.
         var notified: [String] = []
+        /// The objects the job's notifications carry, encoded once for every set showing them.
+        var encoded = EncodedObjects()
 
         func send(_ context: some ResultsContext) {
             guard !messages.isEmpty else { return }
@@ -867,7 +876,8 @@ final class ResultsEngine: @unchecked Sendable {
     ) throws(RPCError) {
         // One notification carrying more objects than this would be larger than resyncing.
         var shared = try DeltaEncoder.shared(
-            delta, of: set, transactions: transactions, rows: rows, store: store, reads: &reads)
+            delta, of: set, transactions: transactions, rows: rows, store: store, encoded: &outgoing.encoded,
+            reads: &reads)
         if let graph = set.related, let bytes = shared {
             shared = try graph.decorate(bytes, delta: delta, store: try Self.required(store))
         }
