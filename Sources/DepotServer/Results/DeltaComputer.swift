@@ -78,11 +78,15 @@ struct DeltaComputer {
         if let keys = set.inMemory?.predicateKeys {
             // A row it does not hold, updated in keys its predicate does not read, still does not match
             // (unless the set holds a prefix of its results: the row may match beyond the held rows).
-            candidates = candidates.filter { id in
+            func mayChange(_ id: Int64) -> Bool {
                 guard let changed = touched[id], !changed.isEmpty, changed.isDisjoint(with: keys) else { return true }
                 return set.index.contains(id) || set.truncated
             }
-            guard !candidates.isEmpty else { return [:] }
+            // Most sets a commit reaches keep none or all of its rows: no new set for those.
+            if !candidates.allSatisfy(mayChange) {
+                guard candidates.contains(where: mayChange) else { return [:] }
+                candidates = candidates.filter(mayChange)
+            }
         }
         let evaluated: [Int64: SortKey]
         if let inMemory = set.inMemory {

@@ -101,13 +101,16 @@ struct SetIndex {
     /// The sets `transaction` can change: the unfiled ones of its entities, and
     /// the filing of the filed ones (narrowed by ``narrow(_:filing:rows:)``).
     func affected(by transaction: CommittedTransaction) -> (unfiled: [ResultSet], filing: [String: Filing]) {
-        var found = Members()
+        var found: Members?
         var filing: [String: Filing] = [:]
         for entity in transaction.changes.keys {
-            if let sets = unfiled[entity] { found.merge(sets) { first, _ in first } }
+            if let sets = unfiled[entity] {
+                // One entity's sets need no merge (the common commit changes one entity).
+                if found == nil { found = sets } else { found!.merge(sets) { first, _ in first } }
+            }
             if let filed = byEquality[entity] { filing[entity] = filed }
         }
-        return (Array(found.values), filing)
+        return (found.map { Array($0.values) } ?? [], filing)
     }
 
     /// Every filed set of `filing`.
