@@ -105,56 +105,38 @@ extension ObjectContext {
     private func replay() async {
         defer { state.withLock { $0.replay = nil } }
         guard let replica else { return }
-        var queue: [OfflineSaveQueue.Pending]
-        do {
-            queue = try replica.queue.pending()
-        } catch {
-            state.withLock { $0.persistentStoreError = error }
-            return
+        let outcome = await replica.queue.replay(on: connection) { params, result in
+            adopt(result, of: params)
+        } refused: { failure in
+            failureBroadcaster.yield(failure)
         }
-        guard !queue.isEmpty else { return }
-        // What the replayed saves touched, for the file to hold the store's copies afterwards.
-        var touched = ReplayedObjects()
-        var index = 0
-        while index < queue.count {
-            guard connection.state == .connected else { return }
-            let pending = queue[index]
-            index += 1
-            let result: StoreSave.Result
-            do throws(DepotClientError) {
-                result = try await connection.call(StoreSave.self, pending.params)
-            } catch .server(let error) where !Self.transientCodes.contains(error.code) {
-                // Refused (conflict, constraint, validation, scope): reported, kept until dismissed.
-                record { () throws(DepotClientError) in try replica.queue.fail(pending, error: error) }
-                touched.add(pending.params, result: nil)
-                failureBroadcaster.yield(FailedSave(number: pending.number, change: pending.params, error: error))
-                continue
-            } catch {
-                // Out of reach, a transient error, or an answer that could not be read: it stays
-                // queued, resent with the same saveId (so it applies at most once) at the next session,
-                // or, the session still open, in a second.
-                if case .server = error { retryLater() }
-                return
+        if let write = outcome.lastWrite {
+            state.withLock { state in
+                if case .failure(let error) = write {
+                    state.persistentStoreError = error
+                } else {
+                    state.persistentStoreError = nil
+                }
             }
-            let rest = queue[index...].map { Self.rebase($0, after: pending.params, result: result) }
-            queue.replaceSubrange(index..., with: rest)
-            guard record({ () throws(DepotClientError) in try replica.queue.complete(pending.number, rewriting: rest) })
-            else { return }
-            adopt(result, of: pending.params)
-            touched.add(pending.params, result: result)
+        }
+        switch outcome.end {
+        case .nothingQueued, .stopped: return
+        case .retryLater:
+            retryLater()
+            return
+        case .replayed: break
         }
         // The context shows what the store kept: objects whose insert was refused go, the rest are re-read.
-        let stillQueued = Set(queue[index...].flatMap { $0.params.inserted.compactMap(\.tempId) })
         let refused = state.withLock { state in
             let refused = state.registered.keys.filter {
-                $0.hasPrefix("temp-") && state.permanentIDs[$0] == nil && !stillQueued.contains($0)
+                $0.hasPrefix("temp-") && state.permanentIDs[$0] == nil && !outcome.stillQueued.contains($0)
             }
             for id in refused { state.registered[id] = nil }
             return refused
         }
         persistObjects(ids: [], removing: refused)
         try? await refreshAllObjects()
-        await storeReplayed(touched, in: replica)
+        await storeReplayed(outcome.touched, in: replica)
     }
 
     /// Writes to the file the store's copies of what replayed saves touched, and drops their
@@ -187,12 +169,6 @@ extension ObjectContext {
         }
     }
 
-    /// Errors that say nothing of the save itself (a session lost, a daemon busy or failing, a
-    /// cancellation): the save stays queued and replays at the next session.
-    static let transientCodes: Set<ErrorCode> = [
-        .serverNotInitialized, .requestCancelled, .serverCancelled, .overloaded, .internalError,
-    ]
-
     /// Moves the objects a replayed save inserted to their permanent ids, with the new versions.
     private func adopt(_ result: StoreSave.Result, of params: StoreSave.Parameters) {
         var moved: [String] = []
@@ -213,52 +189,6 @@ extension ObjectContext {
             }
         }
         persistObjects(ids: Array(result.ids.values) + params.updated.map(\.id), removing: moved)
-    }
-
-    /// `pending` rewritten for after `params` committed with `result`: temporary ids that save
-    /// inserted become permanent, and versions it moved on are the new ones.
-    static func rebase(
-        _ pending: OfflineSaveQueue.Pending, after params: StoreSave.Parameters, result: StoreSave.Result
-    ) -> OfflineSaveQueue.Pending {
-        var versions: [String: (from: Int64?, to: Int64)] = [:]
-        for update in params.updated {
-            if let version = result.versions[update.id] { versions[update.id] = (update.version, version) }
-        }
-        for id in result.ids.values {
-            if let version = result.versions[id] { versions[id] = (nil, version) }
-        }
-        func resolve(_ value: JSONValue) -> JSONValue {
-            switch value {
-            case .string(let text): .string(result.ids[text] ?? text)
-            case .array(let elements): .array(elements.map(resolve))
-            case .object(let members): .object(members.mapValues(resolve))
-            default: value
-            }
-        }
-        func rebased(_ id: String, _ version: Int64?) -> (String, Int64?) {
-            let id = result.ids[id] ?? id
-            guard let moved = versions[id], moved.from == version else { return (id, version) }
-            return (id, moved.to)
-        }
-        var next = pending
-        next.params.inserted = pending.params.inserted.map { insert in
-            var insert = insert
-            insert.values = insert.values.mapValues(resolve)
-            return insert
-        }
-        next.params.updated = pending.params.updated.map { update in
-            var update = update
-            (update.id, update.version) = rebased(update.id, update.version)
-            update.values = update.values.mapValues(resolve)
-            update.original = update.original?.mapValues(resolve)
-            return update
-        }
-        next.params.deleted = pending.params.deleted.map { delete in
-            var delete = delete
-            (delete.id, delete.version) = rebased(delete.id, delete.version)
-            return delete
-        }
-        return next
     }
 
     // MARK: The file
@@ -405,25 +335,5 @@ extension DepotObject {
         var object = values
         object["id"] = .string(id)
         return object
-    }
-}
-
-/// The objects replayed saves touched (``ObjectContext``'s replay): permanent ids to read back from
-/// the store, and the temporary ids their inserts were queued under.
-struct ReplayedObjects {
-    /// Permanent ids: inserted (as the store numbered them), updated, deleted.
-    private(set) var ids: Set<String> = []
-    /// Temporary ids of inserts, replayed or refused.
-    private(set) var temporary: Set<String> = []
-
-    /// Adds a save's objects: `result` is the store's answer, `nil` when it refused the save.
-    mutating func add(_ params: StoreSave.Parameters, result: StoreSave.Result?) {
-        for insert in params.inserted {
-            guard let tempID = insert.tempId else { continue }
-            temporary.insert(tempID)
-            if let id = result?.ids[tempID] { ids.insert(id) }
-        }
-        for update in params.updated where !update.id.hasPrefix("temp-") { ids.insert(update.id) }
-        for delete in params.deleted where !delete.id.hasPrefix("temp-") { ids.insert(delete.id) }
     }
 }
