@@ -2,6 +2,7 @@ import DepotClient
 import DepotProtocol
 import DepotTestSupport
 import Foundation
+import Observation
 import XCTest
 
 /// `relationshipKeyPathsForPrefetching` from the Swift client (DESIGN.md §5, §7):
@@ -53,5 +54,51 @@ final class ClientPrefetchTests: XCTestCase {
         XCTAssertTrue(change?.objectChanges.allSatisfy { $0.type == .update } == true)
         XCTAssertEqual(controller.relatedObject("homeTeam", of: first)?.string("teamName"), "Renamed")
         await controller.unsubscribe()
+    }
+
+    /// `ObservableResults` holds the related objects as observable values: a view reading a
+    /// match's home team through it is told when the team is renamed.
+    @MainActor
+    func testObservableResultsFollowPrefetchedRelationships() async throws {
+        let daemon = try Daemon()
+        defer { XCTAssertEqual(daemon.stop(), 0) }
+        let connection = try await daemon.connect(name: "app")
+        defer { connection.abort() }
+        _ = try await connection.call(ModelDefine.self, .init(entities: PrefetchFixture.entities))
+        let saved = try await connection.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(entity: "Team", tempId: "a", values: ["teamName": "A", "zone": "Z"]),
+                InsertedObject(entity: "Player", values: ["name": "P", "team": "a"]),
+                InsertedObject(entity: "Match", values: ["round": "R", "score": 0, "homeTeam": "a"]),
+            ]))
+        var request = FetchRequest(entity: "Match", sortDescriptors: [SortDescriptor(key: "score")])
+        request.relationshipKeyPathsForPrefetching = ["homeTeam.players"]
+        let results = ObservableResults<DepotObject>(fetchRequest: request, connection: connection)
+        try await results.performFetch()
+        let match = try XCTUnwrap(results.objects.first)
+        let home = try XCTUnwrap(results.relatedObject("homeTeam", of: match))
+        XCTAssertEqual(home.string("teamName"), "A")
+        XCTAssertEqual(results.relatedObjects("players", of: home)?.map { $0.string("name") }, ["P"])
+
+        let (changed, signal) = AsyncStream.makeStream(of: Void.self)
+        withObservationTracking {
+            _ = results.relatedObject("homeTeam", of: match)
+        } onChange: {
+            signal.yield()
+        }
+        _ = try await connection.call(
+            StoreSave.self, .init(updated: [UpdatedObject(id: saved.ids["a"]!, values: ["teamName": "Renamed"])]))
+        let heard = await ClientSupport.first(changed, timeout: .seconds(20))
+        XCTAssertNotNil(heard, "the rename was observed")
+        // The change is published once the controller applied it.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while results.relatedObject("homeTeam", of: match)?.string("teamName") != "Renamed",
+            ContinuousClock.now < deadline
+        {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        XCTAssertEqual(results.relatedObject("homeTeam", of: match)?.string("teamName"), "Renamed")
+        await results.controller.unsubscribe()
     }
 }

@@ -275,6 +275,9 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         return objects
     }
 
+    /// Every related object the rows reach, by id (a prefetched relationship's, kept live).
+    func relatedObjects() -> [String: DepotObject] { state.withLock { $0.related } }
+
     /// A related object the rows reach (a prefetched relationship, kept live), by id: no round trip.
     public func relatedObject(withID id: String) -> DepotObject? {
         state.withLock { $0.related[id] }

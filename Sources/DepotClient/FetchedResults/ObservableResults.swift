@@ -52,6 +52,10 @@ public final class ObservableResults<Object: Decodable & Sendable> {
     public private(set) var sections: [Section] = []
     /// Every object, in order (the sections' objects one after the other).
     public private(set) var objects: [Object] = []
+    /// The related objects the rows reach, by id, for a request with
+    /// `relationshipKeyPathsForPrefetching` (DESIGN.md §7, Live relationships): kept live, so a
+    /// view reading a related object through ``relatedObject(_:of:)`` is told when it changes.
+    public private(set) var related: [String: DepotObject] = [:]
     /// Whether results are shown: the daemon's, or, before it answers, a persistent store's.
     public private(set) var isFetched = false
     /// Why the latest change could not be shown (loading its objects failed), if it could not;
@@ -130,8 +134,21 @@ public final class ObservableResults<Object: Decodable & Sendable> {
         }
         self.sections = sections
         objects = sections.flatMap(\.objects)
+        related = controller.relatedObjects()
         error = nil
         isFetched = true
+    }
+
+    /// The object a prefetched to-one relationship `key` of `object` (a row or a related object)
+    /// points to, as the results hold it: no round trip; `nil` when it points nowhere or the
+    /// object is not held (outside the key's scope).
+    public func relatedObject(_ key: String, of object: DepotObject) -> DepotObject? {
+        object.objectID(key).flatMap { related[$0] }
+    }
+
+    /// The objects a prefetched to-many relationship `key` of `object` holds, as the results hold them.
+    public func relatedObjects(_ key: String, of object: DepotObject) -> [DepotObject]? {
+        object.objectIDs(key).map { ids in ids.compactMap { related[$0] } }
     }
 }
 
