@@ -241,3 +241,41 @@ def test_banner_when_the_daemon_stops_and_recovery_when_it_returns() -> None:
         if studio:
             studio.close()
         daemon.close()
+
+
+def test_live_view_shows_columns_through_relationships(daemon: Daemon, studio: Studio, browser: Any) -> None:
+    """A dotted column prefetches its path: each match row shows its home team's name, and a rename of the
+    team (a save of another entity) updates the rows that show it."""
+    daemon.call("model/define", {"entities": [
+        {"name": "Match", "attributes": [{"name": "round", "type": "string"}, {"name": "score", "type": "integer"}],
+         "relationships": [{"name": "homeTeam", "destination": "Team"}]}]})
+    ids: Dict[str, str] = daemon.ids
+    daemon.call("store/save", {"inserted": [
+        {"entity": "Match", "values": {"round": "Final", "score": score, "homeTeam": ids[team]}}
+        for score, team in enumerate(["Spain", "Japan", "Spain"])]})
+
+    def shown() -> Dict[str, Any]:
+        return browser.execute_script("""
+            const status = document.getElementById('live-status');
+            return {
+              homes: [...document.querySelectorAll('#live-table tr[data-id] td[data-key="homeTeam.teamName"]')]
+                .map(c => c.textContent),
+              transaction: status ? Number(status.dataset.transaction) : -1,
+            };""")
+
+    def fresh() -> List[str]:
+        matches = daemon.call("store/fetch", {"entity": "Match", "sort": [{"key": "score"}], "prefetch": ["homeTeam"]})
+        return [matches["related"][match["homeTeam"]]["teamName"] for match in matches["objects"]]
+
+    browser.get(studio.url + "#/live?entity=Match&sort=score&columns=score,homeTeam.teamName")
+    wait_for(browser, lambda: shown()["homes"], message="the live view shows the home teams")
+    assert shown()["homes"] == fresh() == ["Spain", "Japan", "Spain"]
+    try:
+        result = daemon.call("store/save", {"updated": [{"id": ids["Spain"], "values": {"teamName": "España"}}]})
+        wait_for(browser, lambda: shown()["transaction"] == result["transaction"],
+                 message="the rename reaches the match rows")
+        assert shown()["homes"] == fresh() == ["España", "Japan", "España"]
+        screenshot(browser, "live-related-columns")
+        assert console_errors(browser) == []
+    finally:
+        daemon.call("store/save", {"updated": [{"id": ids["Spain"], "values": {"teamName": "Spain"}}]})

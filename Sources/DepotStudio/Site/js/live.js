@@ -10,6 +10,8 @@ export function mount(root, bridge) {
   // Live grouped results (DESIGN.md §7): groupBy keys and aggregates as `depot watch` names them.
   const groupBy = h('input', { id: 'live-group-by', placeholder: 'groupBy keys (optional)' });
   const aggregates = h('input', { id: 'live-aggregates', placeholder: 'count, sum:wins, max:wins' });
+  // Columns, through relationships too (`homeTeam.teamName`): a dotted column prefetches its path (DESIGN.md §5, §7).
+  const columnsInput = h('input', { id: 'live-columns', placeholder: 'columns: score, homeTeam.teamName' });
   const subscribeButton = h('button', { id: 'live-subscribe', type: 'submit' }, 'Subscribe');
   const error = h('div', { id: 'live-error-box' });
   const status = h('div.status', { id: 'live-status' }, 'not subscribed');
@@ -19,7 +21,7 @@ export function mount(root, bridge) {
     h('form.controls', { onsubmit: (event) => { event.preventDefault(); subscribe(); } },
       h('label', {}, 'Entity', entitySelect), h('label', {}, 'Predicate', predicate), h('label', {}, 'Sort', sort),
       h('label', {}, 'Section key path', section), h('label', {}, 'Group by', groupBy),
-      h('label', {}, 'Aggregates', aggregates), subscribeButton),
+      h('label', {}, 'Aggregates', aggregates), h('label', {}, 'Columns', columnsInput), subscribeButton),
     error,
     h('div.live-layout', {}, h('div', {}, status, output), h('div', {}, h('h3', {}, 'Changes as they arrive'), log)));
 
@@ -50,6 +52,7 @@ export function mount(root, bridge) {
     predicate.value = params.get('predicate') ?? '';
     groupBy.value = params.get('groupBy') ?? '';
     aggregates.value = params.get('aggregates') ?? '';
+    columnsInput.value = params.get('columns') ?? '';
     if (entities.length) subscribe();
   }).catch((e) => error.replaceChildren(errorBox(e, 'live-error')));
 
@@ -62,7 +65,11 @@ export function mount(root, bridge) {
     request = { entity: entity.name, sort: parseSort(sort.value) };
     if (predicate.value.trim()) request.predicate = predicate.value.trim();
     sectioned = Boolean(section.value.trim());
-    columns = ['id', ...entity.attributes.map((a) => a.name)];
+    const chosen = columnsInput.value.split(',').map((c) => c.trim()).filter(Boolean);
+    columns = ['id', ...(chosen.length ? chosen : entity.attributes.map((a) => a.name))];
+    // The relationship paths the dotted columns go through, each once: the related objects come live with the rows.
+    const prefetch = [...new Set(chosen.filter((c) => c.includes('.')).map((c) => c.split('.').slice(0, -1).join('.')))];
+    if (prefetch.length) request.prefetch = prefetch;
     const grouping = parseGrouping(groupBy.value, aggregates.value);
     if (grouping) {
       // The rows are the groups: their ids, groupBy keys and aggregates.
@@ -140,6 +147,22 @@ export function mount(root, bridge) {
     if (link.state === 'disconnected' || link.state === 'studio-down') note('depotd is gone; waiting for it');
   });
 
+  /** The value of column `path` for a row: a key of the row, or a dotted path through its related
+   *  objects (to-one hops, and a to-many's members), read from the ones the subscription keeps live. */
+  function valueAt(object, path) {
+    const keys = path.split('.');
+    let values = [object];
+    keys.forEach((key, index) => {
+      const last = index === keys.length - 1;
+      values = values.flatMap((value) => {
+        const next = value?.[key];
+        if (last) return Array.isArray(next) ? next : [next];
+        return (Array.isArray(next) ? next : [next]).map((id) => state.related.get(id)).filter(Boolean);
+      });
+    });
+    return values.length === 1 ? values[0] : values.map(show).join(', ');
+  }
+
   /** Redraws the table; rows of `kinds` (id → change type) flash, moved rows slide from where they were. */
   function render(kinds) {
     const oldBody = output.querySelector('tbody');
@@ -152,7 +175,7 @@ export function mount(root, bridge) {
       s.ids.forEach((id, row) => {
         const object = state.values.get(id) ?? {};
         body.append(h('tr', { dataset: { id, indexPath: `${index},${row}` } },
-          columns.map((key) => h('td', { dataset: { key } }, show(key === 'id' ? id : object[key])))));
+          columns.map((key) => h('td', { dataset: { key } }, show(key === 'id' ? id : valueAt(object, key))))));
       });
     });
     output.replaceChildren(h('table', { id: 'live-table' },

@@ -6,9 +6,10 @@
 export class InconsistentDelta extends Error {}
 
 export class ResultsState {
-  constructor(sections, values, seq = 0, transaction = 0) {
+  constructor(sections, values, seq = 0, transaction = 0, related = new Map()) {
     this.sections = sections; // [{name, indexTitle, ids: [...]}]
     this.values = values;     // Map id -> object
+    this.related = related;   // Map id -> related object (a prefetching request's)
     this.seq = seq;
     this.transaction = transaction;
   }
@@ -32,7 +33,7 @@ export class ResultsState {
       return section;
     });
     if (offset !== ids.length) throw new InconsistentDelta(`sections count ${offset} objects, ${ids.length} arrived`);
-    return new ResultsState(sections, values, result.seq, result.transaction);
+    return new ResultsState(sections, values, result.seq, result.transaction, new Map(Object.entries(result.related ?? {})));
   }
 
   get ids() { return this.sections.flatMap((section) => section.ids); }
@@ -79,6 +80,10 @@ export class ResultsState {
         if (!sections[s] || sections[s].ids[r] !== c.id) throw new InconsistentDelta(`updated ${c.id} is not at [${s}, ${r}]`);
       }
     }
-    return new ResultsState(sections, values, change.seq, change.transaction);
+    // 6. The related objects: those the change carries replace what was held; those no row reaches any more go.
+    const related = new Map(this.related);
+    for (const [id, object] of Object.entries(change.related ?? {})) related.set(id, object);
+    for (const id of change.relatedRemoved ?? []) related.delete(id);
+    return new ResultsState(sections, values, change.seq, change.transaction, related);
   }
 }
