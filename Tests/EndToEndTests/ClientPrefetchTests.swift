@@ -56,6 +56,58 @@ final class ClientPrefetchTests: XCTestCase {
         await controller.unsubscribe()
     }
 
+    /// A controller with a persistent store keeps the related objects in its file beside the rows,
+    /// as the deltas leave them: with the daemon stopped, a new controller on the file answers a
+    /// prefetched relationship (the renamed team) without a round trip.
+    func testThePersistentStoreKeepsTheRelatedObjects() async throws {
+        let daemon = try Daemon()
+        let connection = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(2))
+        defer { connection.abort() }
+        _ = try await connection.call(ModelDefine.self, .init(entities: PrefetchFixture.entities))
+        let saved = try await connection.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(entity: "Coach", tempId: "c", values: ["name": "Ana"]),
+                InsertedObject(entity: "Team", tempId: "a", values: ["teamName": "A", "zone": "Z", "coach": "c"]),
+                InsertedObject(entity: "Team", tempId: "b", values: ["teamName": "B", "zone": "Z"]),
+                InsertedObject(entity: "Match", tempId: "m0", values: ["round": "R", "score": 0, "homeTeam": "a"]),
+                InsertedObject(entity: "Match", tempId: "m1", values: ["round": "R", "score": 1, "homeTeam": "b"]),
+            ]))
+        var request = FetchRequest(entity: "Match", sortDescriptors: [SortDescriptor(key: "score")])
+        request.relationshipKeyPathsForPrefetching = ["homeTeam.coach"]
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("depot-related-\(UUID()).sqlite")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let live = FetchedResultsController<DepotObject>(
+            fetchRequest: request, connection: connection, persistentStore: file)
+        let changes = live.changes()
+        try await live.performFetch()
+        // A rename (the related object changes) and a re-point (m1 now shows team a; b is no longer reached).
+        _ = try await connection.call(
+            StoreSave.self,
+            .init(updated: [
+                UpdatedObject(id: saved.ids["a"]!, values: ["teamName": "Renamed"]),
+                UpdatedObject(id: saved.ids["m1"]!, values: ["homeTeam": .string(saved.ids["a"]!)]),
+            ]))
+        _ = await ClientSupport.first(changes)
+        XCTAssertNil(live.relatedObject(withID: saved.ids["b"]!), "team b is no longer reached")
+        await live.waitForPersistentStore()
+        await live.unsubscribe()
+        XCTAssertEqual(daemon.stop(), 0)
+
+        let offline = FetchedResultsController<DepotObject>(
+            fetchRequest: request, connection: connection, persistentStore: file)
+        try await offline.performFetch()
+        XCTAssertNil(offline.subscription, "the daemon is away")
+        let rows = try XCTUnwrap(offline.fetchedObjects)
+        XCTAssertEqual(rows.map(\.id), [saved.ids["m0"]!, saved.ids["m1"]!])
+        for row in rows {
+            let home = offline.relatedObject("homeTeam", of: row)
+            XCTAssertEqual(home?.string("teamName"), "Renamed", "from the file, as the deltas left it")
+            XCTAssertEqual(home.flatMap { offline.relatedObject("coach", of: $0) }?.string("name"), "Ana")
+        }
+        XCTAssertNil(offline.relatedObject(withID: saved.ids["b"]!), "what left the graph left the file")
+    }
+
     /// `ObservableResults` holds the related objects as observable values: a view reading a
     /// match's home team through it is told when the team is renamed.
     @MainActor

@@ -93,8 +93,12 @@ extension FetchedResultsController {
             state.transaction = change.transaction
             state.indexPaths = nil
             // The related objects first: the delegate, told of a row's update, reads its relationships.
-            state.related.merge(Self.relatedObjects(change.related)) { _, new in new }
+            let related = Self.relatedObjects(change.related)
+            state.related.merge(related) { _, new in new }
             for id in change.relatedRemoved ?? [] { state.related[id] = nil }
+            if state.replica != nil {
+                state.replicaWrites.relate(changed: related.keys, removed: change.relatedRemoved ?? [])
+            }
             for object in change.objects {
                 if object.type == .delete {
                     deleted[object.id] = state.entries.removeValue(forKey: object.id)
@@ -324,7 +328,11 @@ extension FetchedResultsController {
         state.withLock { state in
             // A page of another seq may hold values newer or older than the layout's: fill faults only.
             let sameSeq = page.seq == state.layout?.seq
-            if sameSeq { state.related.merge(Self.relatedObjects(page.related)) { _, new in new } }
+            if sameSeq {
+                let related = Self.relatedObjects(page.related)
+                state.related.merge(related) { _, new in new }
+                if state.replica != nil { state.replicaWrites.relate(changed: related.keys, removed: []) }
+            }
             for json in page.objects {
                 guard let raw = try? Self.row(json, of: state.fetchRequest) else { continue }
                 if sameSeq || state.entries[raw.id] == nil { Self.store(raw, in: &state, onlyIfNewer: !sameSeq) }

@@ -18,8 +18,13 @@ final class ResultsReplicaFile: Sendable {
         var objects: [DepotObject]
         /// The model version the objects are of, if known.
         var modelVersion: Int64?
+        /// The related objects the rows reach (a prefetching request's).
+        var related: [DepotObject] = []
     }
 
+    /// The key the related objects of the results under `key` are kept under, beside their rows
+    /// in `replica_object` (a results key is JSON text: it never starts this way).
+    static func relatedKey(_ key: String) -> String { "related " + key }
 
     private let pool: DatabasePool
 
@@ -91,6 +96,19 @@ final class ResultsReplicaFile: Sendable {
         }
     }
 
+    /// Every object stored under `key` (the related objects of a prefetching request's results).
+    func allObjects(key: String) throws(DepotClientError) -> [DepotObject] {
+        do {
+            return try pool.read { db in
+                try String.fetchAll(db, sql: "SELECT object FROM replica_object WHERE key = ?", arguments: [key]).map {
+                    text in try DepotObject(json: JSONParser.parse(text))
+                }
+            }
+        } catch {
+            throw .persistentStore("cannot read the persistent store: \(error)")
+        }
+    }
+
     /// The ids of the objects stored under `key`.
     func storedIDs(key: String) throws(DepotClientError) -> Set<String> {
         do {
@@ -106,19 +124,24 @@ final class ResultsReplicaFile: Sendable {
     /// objects of `removed`, in one transaction: what changed since the last write.
     func update(
         key: String, layout: ResultsLayout, transaction: Int64, modelVersion: Int64?, upserting objects: [DepotObject],
-        removing removed: [String]
+        removing removed: [String], related: (upserting: [DepotObject], removing: [String]) = ([], [])
     ) throws(DepotClientError) {
         do {
             try pool.write { db in
                 try Self.writeResults(
                     db, key: key, layout: layout, transaction: transaction, modelVersion: modelVersion)
-                for id in removed {
-                    try db.execute(sql: "DELETE FROM replica_object WHERE key = ? AND id = ?", arguments: [key, id])
-                }
-                for object in objects {
-                    try db.execute(
-                        sql: "INSERT OR REPLACE INTO replica_object (key, id, object) VALUES (?, ?, ?)",
-                        arguments: [key, object.id, Self.objectText(object)])
+                for (key, objects, removed) in [
+                    (key, objects, removed), (Self.relatedKey(key), related.upserting, related.removing),
+                ] {
+                    for id in removed {
+                        try db.execute(
+                            sql: "DELETE FROM replica_object WHERE key = ? AND id = ?", arguments: [key, id])
+                    }
+                    for object in objects {
+                        try db.execute(
+                            sql: "INSERT OR REPLACE INTO replica_object (key, id, object) VALUES (?, ?, ?)",
+                            arguments: [key, object.id, Self.objectText(object)])
+                    }
                 }
             }
         } catch {
@@ -168,11 +191,13 @@ final class ResultsReplicaFile: Sendable {
                 try Self.writeResults(
                     db, key: key, layout: stored.layout, transaction: stored.transaction,
                     modelVersion: stored.modelVersion)
-                try db.execute(sql: "DELETE FROM replica_object WHERE key = ?", arguments: [key])
-                for object in stored.objects {
-                    try db.execute(
-                        sql: "INSERT INTO replica_object (key, id, object) VALUES (?, ?, ?)",
-                        arguments: [key, object.id, Self.objectText(object)])
+                for (key, objects) in [(key, stored.objects), (Self.relatedKey(key), stored.related)] {
+                    try db.execute(sql: "DELETE FROM replica_object WHERE key = ?", arguments: [key])
+                    for object in objects {
+                        try db.execute(
+                            sql: "INSERT INTO replica_object (key, id, object) VALUES (?, ?, ?)",
+                            arguments: [key, object.id, Self.objectText(object)])
+                    }
                 }
             }
         } catch {
@@ -200,7 +225,10 @@ extension FetchedResultsController {
         }
         state.withLock { $0.replica = (file, key) }
         guard let stored = try file.loadLayout(key: key) else { return false }
+        // The related objects are few beside the rows (ids shared by many rows): read at once.
+        let related = fetchRequest.prefetch == nil ? [] : try file.allObjects(key: ResultsReplicaFile.relatedKey(key))
         state.withLock { state in
+            state.related = Dictionary(related.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
             state.layout = stored.layout
             state.subscription = nil
             state.transaction = stored.transaction
@@ -272,7 +300,8 @@ extension FetchedResultsController {
                     file, key,
                     .all(
                         ResultsReplicaFile.Stored(
-                            layout: layout, transaction: transaction, objects: objects, modelVersion: model)),
+                            layout: layout, transaction: transaction, objects: objects, modelVersion: model,
+                            related: Array(state.related.values))),
                     writes
                 )
             }
@@ -281,7 +310,8 @@ extension FetchedResultsController {
                 file, key,
                 .changes(
                     layout: layout, transaction: transaction, modelVersion: model, objects: objects,
-                    removed: Array(writes.removed)),
+                    removed: Array(writes.removed),
+                    related: (writes.relatedChanged.compactMap { state.related[$0] }, Array(writes.relatedRemoved))),
                 writes
             )
         }
@@ -290,10 +320,10 @@ extension FetchedResultsController {
         do {
             switch write {
             case .all(let stored): try file.save(key: key, stored)
-            case .changes(let layout, let transaction, let model, let objects, let removed):
+            case .changes(let layout, let transaction, let model, let objects, let removed, let related):
                 try file.update(
                     key: key, layout: layout, transaction: transaction, modelVersion: model, upserting: objects,
-                    removing: removed)
+                    removing: removed, related: related)
             }
             failure = nil
         } catch {
@@ -311,9 +341,10 @@ extension FetchedResultsController {
 enum ReplicaWrite {
     /// Everything, replacing what the file held.
     case all(ResultsReplicaFile.Stored)
-    /// The layout, and the objects that changed or left since the last write.
+    /// The layout, and the objects (rows and related ones) that changed or left since the last write.
     case changes(
-        layout: ResultsLayout, transaction: Int64, modelVersion: Int64?, objects: [DepotObject], removed: [String])
+        layout: ResultsLayout, transaction: Int64, modelVersion: Int64?, objects: [DepotObject], removed: [String],
+        related: (upserting: [DepotObject], removing: [String]))
 }
 
 /// What a controller's persistent store lacks: the objects changed or removed since the last
@@ -322,6 +353,9 @@ struct ReplicaWrites {
     var all = false
     var changed: Set<String> = []
     var removed: Set<String> = []
+    /// The related objects changed or no longer reached since the last write.
+    var relatedChanged: Set<String> = []
+    var relatedRemoved: Set<String> = []
 
     /// Records that `id`'s values changed.
     mutating func change(_ id: String) {
@@ -335,9 +369,23 @@ struct ReplicaWrites {
         changed.remove(id)
     }
 
+    /// Records a change's related objects: `changed` arrived (new or new values), `removed` are no longer reached.
+    mutating func relate(changed: some Sequence<String>, removed: some Sequence<String>) {
+        for id in changed {
+            relatedChanged.insert(id)
+            relatedRemoved.remove(id)
+        }
+        for id in removed {
+            relatedRemoved.insert(id)
+            relatedChanged.remove(id)
+        }
+    }
+
     mutating func merge(_ other: ReplicaWrites) {
         all = all || other.all
         changed.formUnion(other.changed)
         removed.formUnion(other.removed)
+        relatedChanged.formUnion(other.relatedChanged)
+        relatedRemoved.formUnion(other.relatedRemoved)
     }
 }
