@@ -319,4 +319,41 @@ final class PrefetchLivePropertyTests: XCTestCase {
         XCTAssertGreaterThan(quiet, 5)
         XCTAssertGreaterThan(heard, 2)
     }
+
+    /// A notification carries exactly the related objects new to the client or changed (DESIGN.md
+    /// §7), never one the client holds as it is: a match's score change sends no team; a re-point
+    /// sends the teams whose values (their `homeMatches`, version) changed; a rename the renamed team.
+    func testNotificationsCarryOnlyNewOrChangedRelatedObjects() throws {
+        let session = try CoreSession(model: PrefetchFixture.model, name: "prefetch-dirty")
+        let saved = try session.call(
+            "store/save",
+            #"{"inserted": [{"entity": "Team", "tempId": "a", "values": {"teamName": "A", "zone": "Z"}}, {"entity": "Team", "tempId": "b", "values": {"teamName": "B", "zone": "Z"}}, {"entity": "Team", "tempId": "c", "values": {"teamName": "C", "zone": "Z"}}, {"entity": "Match", "tempId": "m0", "values": {"round": "R", "score": 0, "homeTeam": "a"}}, {"entity": "Match", "tempId": "m1", "values": {"round": "R", "score": 1, "homeTeam": "b"}}]}"#
+        )
+        func id(_ tempID: String) -> String { saved["ids"]?[tempID]?.stringValue ?? "" }
+        let request = #"{"entity": "Match", "sort": [{"key": "score"}], "prefetch": ["homeTeam"]}"#
+        let answer = try session.call("results/subscribe", #"{"request": \#(request), "include": "all"}"#)
+        var held = answer["related"]?.objectValue ?? [:]
+        XCTAssertEqual(Set(held.keys), [id("a"), id("b")])
+        var sentSome = false
+        for (step, save) in [
+            #"{"updated": [{"id": "\#(id("m0"))", "values": {"score": 5}}]}"#,
+            #"{"updated": [{"id": "\#(id("m0"))", "values": {"homeTeam": "\#(id("b"))"}}]}"#,
+            #"{"updated": [{"id": "\#(id("b"))", "values": {"teamName": "Bee"}}]}"#,
+            #"{"updated": [{"id": "\#(id("m1"))", "values": {"homeTeam": "\#(id("c"))"}}]}"#,
+            #"{"updated": [{"id": "\#(id("c"))", "values": {"zone": "Y"}}, {"id": "\#(id("m0"))", "values": {"score": 7}}]}"#,
+        ].enumerated() {
+            _ = try session.call("store/save", save)
+            let change = try XCTUnwrap(
+                session.outbox.received(by: session.peer).last { $0["method"] == "results/didChange" }?["params"])
+            let sent = change["related"]?.objectValue ?? [:]
+            let fresh = try session.call("store/fetch", request)["related"]?.objectValue ?? [:]
+            let expected = Set(fresh.keys.filter { held[$0] != fresh[$0] })
+            XCTAssertEqual(Set(sent.keys), expected, "step \(step): only the new or changed related objects")
+            sentSome = sentSome || !sent.isEmpty
+            held.merge(sent) { _, new in new }
+            for removed in change["relatedRemoved"]?.arrayValue ?? [] { held[removed.stringValue ?? ""] = nil }
+            XCTAssertEqual(held, fresh, "step \(step): the held related objects are a fresh fetch's")
+        }
+        XCTAssertTrue(sentSome)
+    }
 }

@@ -31,6 +31,8 @@ final class RelatedGraph: @unchecked Sendable {
     private var visible: Set<String> = []
     /// Ids that left the client's graph since the last notification (candidates for `relatedRemoved`).
     private var leaving: Set<String> = []
+    /// Ids new to the client or changed since the last notification: what its `related` carries.
+    private var dirty: Set<String> = []
 
     init?(plan: FetchPlan, scopes: [String: PredicateNode]?) {
         guard let prefetch = plan.prefetch, let first = prefetch.rowKeys.first else { return nil }
@@ -49,6 +51,8 @@ final class RelatedGraph: @unchecked Sendable {
         visible = []
         leaving = []
         try refresh(rows, store: store)
+        // The subscribe answer (or the resync) carries every reached object.
+        dirty = []
         isBuilt = true
     }
 
@@ -67,7 +71,22 @@ final class RelatedGraph: @unchecked Sendable {
     /// After a delta: the rows it deletes (from what subscribers see) drop their
     /// links; the rows it inserts, moves or updates have theirs read again, but for
     /// the rows it moves or updates in `kept` (whose links the transaction cannot have changed).
-    func follow(_ delta: ResultSet.Delta, store: Store, keeping kept: Set<Int64> = []) throws(RPCError) {
+    /// The reached objects among `changed` (the transaction's changed rows by entity; `nil`: not
+    /// known, so every reached object) go out with the next notification.
+    func follow(
+        _ delta: ResultSet.Delta, store: Store, keeping kept: Set<Int64> = [], changed: [String: Set<Int64>]?
+    ) throws(RPCError) {
+        defer {
+            if let changed {
+                for entity in plan.destinations {
+                    for row in changed[entity] ?? [] where linkedBy["\(entity)/\(row)"] != nil {
+                        dirty.insert("\(entity)/\(row)")
+                    }
+                }
+            } else {
+                dirty.formUnion(visible)
+            }
+        }
         var dropped: [Int64] = []
         var reread: [Int64] = []
         for change in delta.objects {
@@ -93,7 +112,8 @@ final class RelatedGraph: @unchecked Sendable {
                 linkedBy[id, default: []].insert(row)
                 // Visibility belongs to the object: every row linking to an object that changed is read again.
                 if shown.contains(id) {
-                    visible.insert(id)
+                    // New to the client, unless it only left since the last notification (it still holds it).
+                    if visible.insert(id).inserted, !leaving.contains(id) { dirty.insert(id) }
                 } else if visible.remove(id) != nil {
                     leaving.insert(id)
                 }
@@ -131,12 +151,12 @@ final class RelatedGraph: @unchecked Sendable {
         }
     }
 
-    /// `shared` (a `results/didChange`'s shared members, `{…}`) with `related`, the
-    /// objects the delta's inserted, moved and updated rows reach, read from `store`,
+    /// `shared` (a `results/didChange`'s shared members, `{…}`) with `related`, the reached
+    /// objects new to the client or changed since the last notification, read from `store`,
     /// and `relatedRemoved`.
-    func decorate(_ shared: [UInt8], delta: ResultSet.Delta, store: Store) throws(RPCError) -> [UInt8] {
-        let rows = delta.objects.filter { $0.type != .delete }.map(\.id)
-        let (json, _) = try store.relatedObjects(reached(from: rows), plan: plan, scopes: scopes)
+    func decorate(_ shared: [UInt8], store: Store) throws(RPCError) -> [UInt8] {
+        let (json, _) = try store.relatedObjects(dirty.intersection(visible), plan: plan, scopes: scopes)
+        dirty = []
         let removed = takeRemoved()
         var writer = JSONWriter(capacity: shared.count + json.count + 64)
         writer.writeRaw(shared.dropLast())

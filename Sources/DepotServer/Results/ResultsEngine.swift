@@ -660,7 +660,7 @@ final class ResultsEngine: @unchecked Sendable {
         }
         try announce(
             changes, touched: touched, of: set, transaction: number, store: try? computer.store, keptLinks: keptLinks,
-            into: &outgoing, reads: &reads, context: context
+            changedRows: computer.changedRows, into: &outgoing, reads: &reads, context: context
         ) {
             () throws(RPCError) in
             // The changed rows' whole values came with the commit or were read for the evaluation: the objects
@@ -672,10 +672,15 @@ final class ResultsEngine: @unchecked Sendable {
     /// Applies one transaction's re-evaluated rows (`changes`, `touched`: as ``ResultSet/apply(_:touched:)``
     /// takes them) to `set` and notifies its subscribers, or folds them into its coalescing window.
     ///
-    /// - Parameter rows: the changed rows' values where they were read already.
+    /// - Parameters:
+    ///   - keptLinks: rows whose prefetched links the transaction cannot have changed.
+    ///   - changedRows: the transaction's changed rows by entity (`nil`: not known), whose
+    ///     reached related objects the notification carries.
+    ///   - rows: the changed rows' values where they were read already.
     private func announce(
         _ changes: [Int64: SortKey?], touched: [Int64: Set<String>], of set: ResultSet, transaction number: Int64,
-        store: Store?, keptLinks: Set<Int64> = [], into outgoing: inout Outgoing, reads: inout ServerStats.StoreReads,
+        store: Store?, keptLinks: Set<Int64> = [], changedRows: [String: Set<Int64>]? = nil,
+        into outgoing: inout Outgoing, reads: inout ServerStats.StoreReads,
         context: some ResultsContext,
         rows: () throws(RPCError) -> [Int64: EvaluationRow]?
     ) throws(RPCError) {
@@ -688,7 +693,9 @@ final class ResultsEngine: @unchecked Sendable {
             if refilled { reads.count(.windowRefill) }
             set.transaction = number
             guard !delta.isEmpty else { return }
-            if let graph = set.related { try graph.follow(delta, store: try Self.required(store), keeping: keptLinks) }
+            if let graph = set.related {
+                try graph.follow(delta, store: try Self.required(store), keeping: keptLinks, changed: changedRows)
+            }
             return try deliver(
                 delta, of: set, transaction: number, transactions: nil, rows: try rows(), store: store,
                 into: &outgoing, reads: &reads, context: context)
@@ -705,7 +712,9 @@ final class ResultsEngine: @unchecked Sendable {
         if refilled { reads.count(.windowRefill) }
         set.transaction = number
         guard !delta.isEmpty else { return }
-        if let graph = set.related { try graph.follow(delta, store: try Self.required(store), keeping: keptLinks) }
+        if let graph = set.related {
+            try graph.follow(delta, store: try Self.required(store), keeping: keptLinks, changed: changedRows)
+        }
         let opening = set.coalescing == nil
         var window = set.coalescing ?? CoalescingWindow(opening: number, sections: oldSections)
         window.fold(
@@ -879,7 +888,7 @@ final class ResultsEngine: @unchecked Sendable {
             delta, of: set, transactions: transactions, rows: rows, store: store, encoded: &outgoing.encoded,
             reads: &reads)
         if let graph = set.related, let bytes = shared {
-            shared = try graph.decorate(bytes, delta: delta, store: try Self.required(store))
+            shared = try graph.decorate(bytes, store: try Self.required(store))
         }
         for id in set.subscribers.sorted() {
             guard var subscription = table[id] else { continue }
