@@ -68,11 +68,11 @@ struct StoreView: Sendable {
         _ = try entity(id.entity, field: field)
     }
 
-    /// `model/get`: the entities the key can read.
+    /// `model/get`: the entities the key can read, without relationships to the others.
     func model() -> ModelGet.Result {
-        var model = store.model()
-        model.entities.removeAll { read.hides($0.name) }
-        return model
+        let schema = store.schema.visible(to: read)
+        return ModelGet.Result(
+            version: schema.version, entities: schema.descriptions.filter { !read.hides($0.name) })
     }
 
     // MARK: Reads
@@ -81,8 +81,12 @@ struct StoreView: Sendable {
     /// it reads only through a scope (-32018).
     func check(_ request: FetchRequest, field: String) throws(RPCError) {
         guard let scope, let key else { return }
-        let entity = try entity(request.entity, field: "\(field).entity")
-        try ScopeGuard(scope: scope, keyName: key.name, schema: store.schema).checkPaths(
+        _ = try entity(request.entity, field: "\(field).entity")
+        // Read against the model as the key sees it: a relationship to an entity it cannot read is
+        // no relationship, left to the store's unknown-key -32602.
+        let schema = store.schema.visible(to: read)
+        guard let entity = schema.entity(named: request.entity) else { return }
+        try ScopeGuard(scope: scope, keyName: key.name, schema: schema).checkPaths(
             of: request, entity: entity, field: field)
     }
 
@@ -135,6 +139,7 @@ struct StoreView: Sendable {
         guard let key, let scope else { return try store.history(since: since, limit: limit) }
         // A scoped key reads what its observer heard: judged on the values recorded with each transaction.
         let filter = try HistoryScope(key: key, scope: scope, schema: store.schema)
+        let withheld = WithheldKeys(schema: store.schema, hides: read.hides)
         var unjudged = false
         do throws(RPCError) {
             return try store.history(since: since, limit: limit) { (entry) throws(RPCError) in
@@ -142,7 +147,7 @@ struct StoreView: Sendable {
                     unjudged = true
                     throw filter.unjudged(through: entry.number)
                 }
-                return try filter.changes(of: entry)
+                return try filter.changes(of: entry).map(withheld.filter)
             }
         } catch {
             guard unjudged else { throw error }
