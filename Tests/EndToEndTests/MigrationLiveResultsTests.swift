@@ -123,6 +123,68 @@ final class MigrationLiveResultsTests: XCTestCase {
         }
     }
 
+    /// Records the ends a controller reports.
+    @MainActor
+    final class EndLog: FetchedResultsControllerDelegate {
+        private(set) var ends: [FetchedResultsEnd] = []
+        private(set) var reloads = 0
+        func controller(_ controller: any FetchedResultsControlling, didEnd end: FetchedResultsEnd) {
+            ends.append(end)
+        }
+        func controllerDidReloadContent(_ controller: any FetchedResultsControlling) { reloads += 1 }
+    }
+
+    /// The Swift controller surfaces `results/didInvalidate {reason: "model"}`: where its request
+    /// names a renamed key it ends, telling the delegate why (the daemon's -32602 naming the key)
+    /// and keeping what it showed; a new request fetches again. A controller whose request still
+    /// holds follows the migration without ending.
+    @MainActor
+    func testAControllerWhoseRequestNamesARenamedKeyEndsAndTellsItsDelegate() async throws {
+        let daemon = try Daemon()
+        let connection = try await daemon.connect()
+        defer { connection.abort() }
+        try await connection.loadItems(2)
+        let controller = FetchedResultsController<DepotObject>(fetchRequest: Self.request, connection: connection)
+        let log = EndLog()
+        controller.delegate = log
+        try await controller.performFetch()
+        let other = FetchedResultsController<DepotObject>(
+            fetchRequest: FetchRequest(entity: "Item", sort: [SortDescriptor(key: "createdAt")]), connection: connection
+        )
+        let otherLog = EndLog()
+        other.delegate = otherLog
+        try await other.performFetch()
+        let otherChanges = other.changes()
+
+        var renamed = WorldCup.item
+        renamed.attributes[0] = AttributeDescription(name: "title", type: .string, renamedFrom: "name")
+        _ = try await connection.call(ModelDefine.self, .init(entities: [renamed]))
+        for _ in 0..<200 where log.ends.isEmpty { try await Task.sleep(for: .milliseconds(25)) }
+        XCTAssertEqual(log.ends.map(\.reason), ["model"])
+        XCTAssertEqual(log.ends.first?.error.rpcError?.code, .invalidParams)
+        XCTAssertEqual(log.ends.first?.error.rpcError?.data?["field"], "params.request.sort[0].key")
+        XCTAssertEqual(controller.end?.reason, "model")
+        XCTAssertNil(controller.subscription, "no subscription is left behind")
+        XCTAssertEqual(log.reloads, 0)
+        XCTAssertEqual(controller.fetchedObjects?.map(\.id).count, 2, "what it showed stays")
+
+        // The other request holds: its controller shows the new key, without ending.
+        let followed = await ClientSupport.wait(on: otherChanges) {
+            other.fetchedObjects?.compactMap { $0.string("title") } == ["item 000", "item 001"]
+        }
+        XCTAssertTrue(followed, "\(other.fetchedObjects ?? [])")
+        XCTAssertTrue(otherLog.ends.isEmpty)
+        XCTAssertNil(other.end)
+
+        // A request in the new model fetches again, and the end is over.
+        controller.fetchRequest = FetchRequest(entity: "Item", sort: [SortDescriptor(key: "title")])
+        try await controller.performFetch()
+        XCTAssertNil(controller.end)
+        XCTAssertEqual(controller.fetchedObjects?.compactMap { $0.string("title") }, ["item 000", "item 001"])
+        await controller.unsubscribe()
+        await other.unsubscribe()
+    }
+
     /// On a PostgreSQL cluster a migration is a numbered transaction of the log like a save
     /// (docs/cluster.md): made through one daemon, it reaches another daemon's subscriptions as
     /// updates of the rows it changed and as `didInvalidate {reason: "model"}` where a request
