@@ -333,6 +333,25 @@ final class MethodScopingTests: XCTestCase {
         for method in Self.probeOrder where scoped.contains(method) { try probes[method]?() }
     }
 
+    /// A handler's context holds no store (``RequestContext``): the whole store is reached only
+    /// through ``StoreView/unscopedStore()``, which answers registrations that declared
+    /// `.unscoped` or `.adminOnly` and refuses scoped ones, whatever the key.
+    func testOnlyRegistrationsThatDeclareItReachTheUnscopedStore() throws {
+        for method in service.methodNames {
+            let scoping = try XCTUnwrap(service.handlers[method]).scoping
+            for key in [nil, service.keys?.key(Self.alice)] as [AuthorizedKey?] {
+                let view = StoreView(store: service.store, key: key, scoping: scoping)
+                if scoping == .scoped {
+                    XCTAssertThrowsError(try view.unscopedStore(), method) { error in
+                        XCTAssertEqual((error as? RPCError)?.code, .internalError, method)
+                    }
+                } else {
+                    XCTAssertNoThrow(try view.unscopedStore(), method)
+                }
+            }
+        }
+    }
+
     func testAnUnscopedKeySeesEverythingAndTheErrorListsEveryEntity() throws {
         let peer = try session(Self.ops)
         let answer = try call(peer, Self.ops, StoreFetch.name, #"{"entity": "Secret"}"#)

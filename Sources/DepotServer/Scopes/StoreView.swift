@@ -19,12 +19,16 @@ struct StoreView: Sendable {
     let read: ReadScope
     /// What the key may insert, update and delete.
     let write: WriteScope
+    /// How the method's registration said it treats scopes: only ``Scoping/unscoped(reason:)``
+    /// and ``Scoping/adminOnly(reason:)`` ones reach the whole store (``unscopedStore()``).
+    let scoping: Scoping
 
     /// The view of `store` for `key` calling a method registered with `scoping`: the key's scope
     /// for ``Scoping/scoped`` methods, the whole store for the others (their registration says why).
     init(store: Store, key: AuthorizedKey?, scoping: Scoping) {
         self.store = store
         self.key = key
+        self.scoping = scoping
         let scope = scoping == .scoped ? key?.scope : nil
         self.scope = scope
         if let scope, let key {
@@ -219,9 +223,19 @@ struct StoreView: Sendable {
 
     /// `model/define`: admin only (``Scoping/adminOnly``), on the whole model.
     func defineModel(_ entities: [EntityDescription], removing: [String]) throws(RPCError) -> ModelDefine.Result {
-        try store.defineModel(entities, removing: removing)
+        try unscopedStore().defineModel(entities, removing: removing)
     }
 
-    /// `results/deleteCache`'s store: admin only (``Scoping/adminOnly``).
-    var adminStore: Store { store }
+    /// The whole store, for a method whose registration declared that it works past scopes
+    /// (``Scoping/unscoped(reason:)``, ``Scoping/adminOnly(reason:)``: `results/deleteCache`,
+    /// `server/backup`).
+    ///
+    /// - Throws: -32603 for a ``Scoping/scoped`` registration, whatever the key: such a handler
+    ///   reads and writes through this view only, and asking for more is a bug to report, not to serve.
+    func unscopedStore() throws(RPCError) -> Store {
+        guard scoping != .scoped else {
+            throw .internalError("a method registered as scoped asked for the unscoped store")
+        }
+        return store
+    }
 }
