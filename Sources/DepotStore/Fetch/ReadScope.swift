@@ -44,7 +44,7 @@ extension Schema {
     /// server answers a key naming one as it answers an unknown entity). `self` when the scope
     /// hides nothing.
     public func visible(to scope: ReadScope) -> Schema {
-        guard entities.contains(where: { scope.hides($0.name) }) else { return self }
+        guard !scope.isUnrestricted, entities.contains(where: { scope.hides($0.name) }) else { return self }
         let kept = entities.map { entity in
             var description = entity.description
             description.relationships.removeAll { scope.hides($0.destination) }

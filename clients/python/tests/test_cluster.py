@@ -342,13 +342,15 @@ def test_model_changes_many_to_many_pairs_and_batches_reach_every_daemon(cluster
             client.close()
 
 
-def test_a_migration_through_one_daemon_is_a_transaction_every_daemon_publishes(cluster: List[Daemon]) -> None:
+def test_a_migration_through_one_daemon_is_a_transaction_every_daemon_publishes() -> None:
     """DESIGN.md §7, Across a migration, on a cluster: the migration is a numbered entry of the log;
     each daemon's subscriptions get the rows it changed as updates in that transaction's
-    notification, a request naming a renamed key ends with ``reason: "model"``, and every
-    daemon's history holds it under the same number."""
+    notification, a request naming a renamed key ends with ``reason: "model"``, every daemon's
+    history holds it under the same number, and a daemon that joins later from the cluster's
+    tables numbers after it."""
     memo = {"name": "Memo", "attributes": [{"name": "title", "type": "string"},
                                            {"name": "n", "type": "integer", "default": 0}]}
+    store, cluster = start_cluster(3)
     clients = [d.client() for d in cluster]
     try:
         clients[0].call("model/define", {"entities": [memo]})
@@ -394,9 +396,20 @@ def test_a_migration_through_one_daemon_is_a_transaction_every_daemon_publishes(
         assert histories[1] == histories[0] and histories[2] == histories[0], "the same history on every daemon"
         for live in sorted_by_title + filtered_by_title + plain:
             live.close()
+        # A daemon that joins now starts after the migration (the snapshot's history number is the
+        # newest numbered entry's) and numbers its first save after it.
+        cluster.append(Daemon(store=store))
+        joined = cluster[-1].client()
+        clients.append(joined)
+        assert joined.call("store/history", {"since": again["transaction"]})["latest"] == again["transaction"]
+        assert joined.fetch({"entity": "Memo", "sort": [{"key": "heading"}]})["objects"] == fresh
+        after = joined.save(inserted=[{"entity": "Memo", "values": {"heading": "d"}}])
+        assert after["transaction"] == again["transaction"] + 1
     finally:
         for client in clients:
             client.close()
+        for running in cluster:
+            running.stop()
 
 
 def shadow_rows(daemon: Daemon) -> List[Tuple[str, str]]:
