@@ -436,6 +436,20 @@ final class MethodScopingTests: XCTestCase {
             XCTAssertEqual(
                 refused.map(text), other.map(text).map { $0.replacingOccurrences(of: "nope", with: "secret") }, hidden)
         }
+        // So is setting it in a save or a batch update: the same problem as for an unknown key, nothing saved.
+        for method in [StoreSave.name, BatchUpdate.name] {
+            func params(_ key: String) -> String {
+                method == StoreSave.name
+                    ? #"{"updated": [{"id": "Note/1", "values": {"\#(key)": "Secret/1"}}]}"#
+                    : #"{"entity": "Note", "values": {"\#(key)": "Secret/1"}}"#
+            }
+            let refused = error(try call(peer, Self.alice, method, params("secret")))
+            let other = error(try call(peer, Self.alice, method, params("nope")))
+            XCTAssertEqual(refused?["code"], .int(Int64(ErrorCode.validationFailed.rawValue)), method)
+            XCTAssertEqual(
+                refused.map(text), other.map(text).map { $0.replacingOccurrences(of: "nope", with: "secret") }, method)
+            XCTAssertFalse(refused.map(text)?.contains("Secret") ?? true, method)
+        }
         // A key that reads Secret sees the relationship.
         let ops = try session(Self.ops)
         let all = try call(ops, Self.ops, StoreGet.name, #"{"ids": ["Note/1"]}"#)
