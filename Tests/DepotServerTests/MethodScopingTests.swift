@@ -450,6 +450,11 @@ final class MethodScopingTests: XCTestCase {
                 refused.map(text), other.map(text).map { $0.replacingOccurrences(of: "nope", with: "secret") }, method)
             XCTAssertFalse(refused.map(text)?.contains("Secret") ?? true, method)
         }
+        // Deleting her note changes the hidden end of its relationship: refused by Secret's write
+        // rule, without naming Secret or its object.
+        let deleted = error(try call(peer, Self.alice, StoreSave.name, #"{"deleted": [{"id": "Note/1"}]}"#))
+        XCTAssertEqual(deleted?["code"], .int(-32018), "\(deleted.map(text) ?? "")")
+        XCTAssertFalse(deleted.map(text)?.contains("Secret") ?? true, deleted.map(text) ?? "")
         // A key that reads Secret sees the relationship.
         let ops = try session(Self.ops)
         let all = try call(ops, Self.ops, StoreGet.name, #"{"ids": ["Note/1"]}"#)

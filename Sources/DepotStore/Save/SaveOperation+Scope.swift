@@ -39,9 +39,18 @@ public struct WriteScope: Sendable {
     /// Whether no entity has a rule.
     public var isUnrestricted: Bool { rules.isEmpty && hidden.isEmpty }
 
-    /// -32018 naming the entity, the object and the rule.
+    /// -32018 naming the entity, the object and the rule; for an object of an entity the key cannot
+    /// read (changed as the other end of a relationship), naming none of them, since it does not
+    /// exist for the key.
     func violation(_ id: ObjectID, rule: Rule, when: String) -> RPCError {
-        RPCError(
+        guard !hidden.contains(id.entity) else {
+            return RPCError(
+                code: .forbidden,
+                message:
+                    "the save changes the other end of a relationship into objects that key '\(keyName)' cannot read; nothing was saved",
+                data: ["key": .string(keyName)])
+        }
+        return RPCError(
             code: .forbidden,
             message:
                 "\(id) is outside the write scope of key '\(keyName)' \(when): \(id.entity) must match '\(rule.text)'; nothing was saved",
