@@ -437,11 +437,14 @@ final class MethodScopingTests: XCTestCase {
                 refused.map(text), other.map(text).map { $0.replacingOccurrences(of: "nope", with: "secret") }, hidden)
         }
         // So is setting it in a save or a batch update: the same problem as for an unknown key, nothing saved.
-        for method in [StoreSave.name, BatchUpdate.name] {
+        for method in [StoreSave.name, BatchUpdate.name, BatchInsert.name] {
             func params(_ key: String) -> String {
-                method == StoreSave.name
-                    ? #"{"updated": [{"id": "Note/1", "values": {"\#(key)": "Secret/1"}}]}"#
-                    : #"{"entity": "Note", "values": {"\#(key)": "Secret/1"}}"#
+                switch method {
+                case StoreSave.name: #"{"updated": [{"id": "Note/1", "values": {"\#(key)": "Secret/1"}}]}"#
+                case BatchUpdate.name: #"{"entity": "Note", "values": {"\#(key)": "Secret/1"}}"#
+                default:
+                    #"{"entity": "Note", "objects": [{"owner": "alice", "title": "t"}, {"owner": "alice", "title": "u", "\#(key)": "Secret/1"}]}"#
+                }
             }
             let refused = error(try call(peer, Self.alice, method, params("secret")))
             let other = error(try call(peer, Self.alice, method, params("nope")))

@@ -39,6 +39,13 @@ public struct WriteScope: Sendable {
     /// Whether no entity has a rule.
     public var isUnrestricted: Bool { rules.isEmpty && hidden.isEmpty }
 
+    /// `entity`'s relationships to the entities the key cannot read: they do not exist for it
+    /// either (DESIGN.md §2), so a write naming one is refused as naming an unknown key.
+    public func withheldKeys(of entity: EntitySchema) -> Set<String> {
+        guard !hidden.isEmpty else { return [] }
+        return Set(entity.description.relationships.filter { hidden.contains($0.destination) }.map(\.name))
+    }
+
     /// -32018 naming the entity, the object and the rule; for an object of an entity the key cannot
     /// read (changed as the other end of a relationship), naming none of them, since it does not
     /// exist for the key.

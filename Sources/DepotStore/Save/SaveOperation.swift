@@ -109,10 +109,7 @@ struct SaveOperation {
     /// Whether `key` of `entity` is a relationship to an entity the saving key cannot read: it does
     /// not exist for that key either (DESIGN.md §2).
     func isWithheld(_ key: String, of entity: EntitySchema) -> Bool {
-        guard !writeScope.hidden.isEmpty, let relationship = entity.toOne[key] ?? entity.toMany[key] else {
-            return false
-        }
-        return writeScope.hidden.contains(relationship.destination)
+        !writeScope.hidden.isEmpty && writeScope.withheldKeys(of: entity).contains(key)
     }
 
     /// `entity`'s keys as the saving key knows them, for error messages.
