@@ -9,8 +9,8 @@ import PostgresNIO
 /// Each daemon records in ``ChangeLog/positions`` the newest entry it applied, and when; a
 /// daemon not seen for longer than ``grace`` no longer holds entries back, and rebuilds itself
 /// from a snapshot when it comes back. Whatever the retention, the log keeps its newest entry
-/// (writers number after it) and its newest data entry (a snapshot takes its history number
-/// from it). Any daemon may prune: the statement is one `DELETE`, idempotent.
+/// (writers number after it) and its newest entry with a history number, a save or a migration
+/// (a snapshot takes its history number from it). Any daemon may prune: the statement is one `DELETE`, idempotent.
 public struct LogPruning: Sendable {
     /// The log it prunes.
     public let log: ChangeLog
@@ -71,7 +71,7 @@ public struct LogPruning: Sendable {
             WITH bound AS (
                 SELECT least(
                     (SELECT coalesce(max("transaction"), 0) - 1 FROM \(log)),
-                    (SELECT coalesce(max("transaction"), 0) - 1 FROM \(log) WHERE changes->>'kind' = 'data'),
+                    (SELECT coalesce(max("transaction"), 0) - 1 FROM \(log) WHERE changes->>'transaction' IS NOT NULL),
                     (SELECT min("position") FROM \(self.log.positions)
                         WHERE seen_at > clock_timestamp() - make_interval(secs => \(Self.seconds(grace)))),
                     \(bound(retention))) AS last),

@@ -162,7 +162,7 @@ struct PostgresObjectTables: Sendable {
             try await connection.query(
                 """
                 SELECT (changes->>'transaction')::bigint FROM \(unescaped: log.log)
-                WHERE "transaction" <= \(position) AND changes->>'kind' = 'data'
+                WHERE "transaction" <= \(position) AND changes->>'transaction' IS NOT NULL
                 ORDER BY "transaction" DESC LIMIT 1
                 """, logger: logger
             ).collect().first?.decode(Int64.self) ?? 0

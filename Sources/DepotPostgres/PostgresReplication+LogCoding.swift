@@ -15,10 +15,11 @@ extension PostgresReplication {
             object["transaction"] = .int(transaction)
             object["history"] = .string(changes)
             if continued { object["continued"] = true }
-        case .model(let entities, let removing):
+        case .model(let entities, let removing, let transaction):
             object["kind"] = "model"
             object["entities"] = (try? JSONCoding.encode(entities)) ?? .array([])
             object["remove"] = .array(removing.map(JSONValue.string))
+            if let transaction { object["transaction"] = .int(transaction) }
         }
         return .object(object)
     }
@@ -55,9 +56,11 @@ extension PostgresReplication {
                 if case .array(let names)? = object["remove"] {
                     names.compactMap { if case .string(let name) = $0 { name } else { nil } }
                 } else { [] }
+            let transaction: Int64? =
+                if case .int(let transaction)? = object["transaction"] { transaction } else { nil }
             return ReplicatedEntry(
                 number: number, author: author, timestamp: timestamp,
-                content: .model(entities: decoded, removing: removing))
+                content: .model(entities: decoded, removing: removing, transaction: transaction))
         default:
             throw malformed("unknown kind '\(kind)'")
         }

@@ -18,8 +18,10 @@ final class MethodScopingTests: XCTestCase {
 
     static let model = #"""
         {"entities": [
-          {"name": "Note", "attributes": [{"name": "owner", "type": "string"}, {"name": "title", "type": "string"}]},
-          {"name": "Secret", "attributes": [{"name": "owner", "type": "string"}, {"name": "code", "type": "string"}]}]}
+          {"name": "Note", "attributes": [{"name": "owner", "type": "string"}, {"name": "title", "type": "string"}],
+           "relationships": [{"name": "secret", "destination": "Secret", "inverse": "notes", "optional": true}]},
+          {"name": "Secret", "attributes": [{"name": "owner", "type": "string"}, {"name": "code", "type": "string"}],
+           "relationships": [{"name": "notes", "destination": "Note", "inverse": "secret", "toMany": true}]}]}
         """#
 
     static let policy = #"""
@@ -331,6 +333,25 @@ final class MethodScopingTests: XCTestCase {
         for method in Self.probeOrder where scoped.contains(method) { try probes[method]?() }
     }
 
+    /// A handler's context holds no store (``RequestContext``): the whole store is reached only
+    /// through ``StoreView/unscopedStore()``, which answers registrations that declared
+    /// `.unscoped` or `.adminOnly` and refuses scoped ones, whatever the key.
+    func testOnlyRegistrationsThatDeclareItReachTheUnscopedStore() throws {
+        for method in service.methodNames {
+            let scoping = try XCTUnwrap(service.handlers[method]).scoping
+            for key in [nil, service.keys?.key(Self.alice)] as [AuthorizedKey?] {
+                let view = StoreView(store: service.store, key: key, scoping: scoping)
+                if scoping == .scoped {
+                    XCTAssertThrowsError(try view.unscopedStore(), method) { error in
+                        XCTAssertEqual((error as? RPCError)?.code, .internalError, method)
+                    }
+                } else {
+                    XCTAssertNoThrow(try view.unscopedStore(), method)
+                }
+            }
+        }
+    }
+
     func testAnUnscopedKeySeesEverythingAndTheErrorListsEveryEntity() throws {
         let peer = try session(Self.ops)
         let answer = try call(peer, Self.ops, StoreFetch.name, #"{"entity": "Secret"}"#)
@@ -345,5 +366,103 @@ final class MethodScopingTests: XCTestCase {
         let unknown = try call(peer, Self.alice, StoreFetch.name, #"{"entity": "Nope"}"#)
         XCTAssertEqual(unknown["error"]?["message"], "unknown entity 'Nope' (the model has: Note)", "\(unknown)")
         XCTAssertEqual(unknown["error"]?["data"]?["field"], "params.entity", "\(unknown)")
+    }
+
+    /// A relationship to an entity the key cannot read does not exist for it either (DESIGN.md §2):
+    /// `model/get` leaves it out, objects do not carry it (fetched, got, live, `store/didSave`),
+    /// naming it is the unknown-key -32602, and changed-key lists leave it out.
+    func testARelationshipToAHiddenEntityDoesNotExistForTheKey() throws {
+        XCTAssertNotNil(
+            try unscoped(StoreSave.name, #"{"updated": [{"id": "Note/1", "values": {"secret": "Secret/1"}}]}"#)[
+                "result"])
+        let peer = try session(Self.alice)
+        let model = try call(peer, Self.alice, ModelGet.name, "{}")
+        let note = model["result"]?["entities"]?.arrayValue?.first
+        XCTAssertEqual(note?["name"], "Note")
+        XCTAssertEqual(note?["relationships"]?.arrayValue ?? [], [], "\(model)")
+        let fetched = try call(peer, Self.alice, StoreFetch.name, #"{"entity": "Note", "sort": [{"key": "title"}]}"#)
+        XCTAssertEqual(titles(fetched["result"]?["objects"]), ["alice-1", "alice-2"])
+        XCTAssertEqual(fetched["result"]?["objects"]?.arrayValue?.first?["title"], "alice-1")
+        XCTAssertNil(fetched["result"]?["objects"]?.arrayValue?.first?["secret"], "\(fetched)")
+        let got = try call(peer, Self.alice, StoreGet.name, #"{"ids": ["Note/1"]}"#)
+        XCTAssertEqual(got["result"]?["objects"]?.arrayValue?.first?["title"], "alice-1")
+        XCTAssertNil(got["result"]?["objects"]?.arrayValue?.first?["secret"], "\(got)")
+        let subscribed = try call(
+            peer, Self.alice, ResultsSubscribe.name,
+            #"{"request": {"entity": "Note", "sort": [{"key": "title"}]}, "include": "all"}"#)
+        XCTAssertEqual(titles(subscribed["result"]?["objects"]), ["alice-1", "alice-2"], "\(subscribed)")
+        XCTAssertNotNil(
+            try call(peer, Self.alice, StoreObserve.name, #"{"entities": ["Note"], "includeValues": true}"#)["result"])
+        // The admin moves alice-1 to no secret and back, renaming it: alice hears of the title only.
+        XCTAssertNotNil(
+            try unscoped(
+                StoreSave.name, #"{"updated": [{"id": "Note/1", "values": {"title": "alice-1b", "secret": null}}]}"#)[
+                    "result"])
+        XCTAssertNotNil(
+            try unscoped(
+                StoreSave.name,
+                #"{"updated": [{"id": "Note/1", "values": {"title": "alice-1c", "secret": "Secret/1"}}]}"#)[
+                    "result"])
+        let heard = try outbox.wait(for: peer) { messages in
+            messages.filter { $0["method"] == "store/didSave" }.count >= 2
+                && messages.contains { $0["method"] == "results/didChange" && self.text($0).contains("alice-1c") }
+        }
+        let saves = heard.filter { $0["method"] == "store/didSave" }
+        XCTAssertEqual(
+            saves.compactMap { $0["params"]?["changes"]?["Note"]?["updated"]?.arrayValue?.first?["keys"] },
+            [["title"], ["title"]], "\(saves)")
+        XCTAssertEqual(saves.last?["params"]?["objects"]?["Note/1"]?["title"], "alice-1c", "\(saves)")
+        let history = try call(peer, Self.alice, StoreHistory.name, #"{"since": 2}"#)
+        XCTAssertEqual(
+            history["result"]?["transactions"]?.arrayValue?.compactMap {
+                $0["changes"]?["Note"]?["updated"]?.arrayValue?.first?["keys"]
+            }, [["title"], ["title"]], "\(history)")
+        XCTAssertFalse(received(by: peer).contains("Secret"), received(by: peer))
+        XCTAssertFalse(received(by: peer).contains("secret"), received(by: peer))
+
+        // Naming it is naming an unknown key, error for error.
+        for (hidden, unknown) in [
+            (#"{"entity": "Note", "properties": ["secret"]}"#, #"{"entity": "Note", "properties": ["nope"]}"#),
+            (
+                #"{"entity": "Note", "predicate": "secret.code == 'x'"}"#,
+                #"{"entity": "Note", "predicate": "nope.code == 'x'"}"#
+            ),
+            (#"{"entity": "Note", "predicate": "secret == nil"}"#, #"{"entity": "Note", "predicate": "nope == nil"}"#),
+            (#"{"entity": "Note", "prefetch": ["secret"]}"#, #"{"entity": "Note", "prefetch": ["nope"]}"#),
+        ] {
+            let refused = error(try call(peer, Self.alice, StoreFetch.name, hidden))
+            let other = error(try call(peer, Self.alice, StoreFetch.name, unknown))
+            XCTAssertEqual(refused?["code"], .int(-32602), "\(hidden): \(refused.map(text) ?? "")")
+            XCTAssertEqual(
+                refused.map(text), other.map(text).map { $0.replacingOccurrences(of: "nope", with: "secret") }, hidden)
+        }
+        // So is setting it in a save or a batch update: the same problem as for an unknown key, nothing saved.
+        for method in [StoreSave.name, BatchUpdate.name, BatchInsert.name] {
+            func params(_ key: String) -> String {
+                switch method {
+                case StoreSave.name: #"{"updated": [{"id": "Note/1", "values": {"\#(key)": "Secret/1"}}]}"#
+                case BatchUpdate.name: #"{"entity": "Note", "values": {"\#(key)": "Secret/1"}}"#
+                default:
+                    #"{"entity": "Note", "objects": [{"owner": "alice", "title": "t"}, {"owner": "alice", "title": "u", "\#(key)": "Secret/1"}]}"#
+                }
+            }
+            let refused = error(try call(peer, Self.alice, method, params("secret")))
+            let other = error(try call(peer, Self.alice, method, params("nope")))
+            XCTAssertEqual(refused?["code"], .int(Int64(ErrorCode.validationFailed.rawValue)), method)
+            XCTAssertEqual(
+                refused.map(text), other.map(text).map { $0.replacingOccurrences(of: "nope", with: "secret") }, method)
+            XCTAssertFalse(refused.map(text)?.contains("Secret") ?? true, method)
+        }
+        // Deleting her note changes the hidden end of its relationship: refused by Secret's write
+        // rule, without naming Secret or its object.
+        let deleted = error(try call(peer, Self.alice, StoreSave.name, #"{"deleted": [{"id": "Note/1"}]}"#))
+        XCTAssertEqual(deleted?["code"], .int(-32018), "\(deleted.map(text) ?? "")")
+        XCTAssertFalse(deleted.map(text)?.contains("Secret") ?? true, deleted.map(text) ?? "")
+        // A key that reads Secret sees the relationship.
+        let ops = try session(Self.ops)
+        let all = try call(ops, Self.ops, StoreGet.name, #"{"ids": ["Note/1"]}"#)
+        XCTAssertEqual(all["result"]?["objects"]?.arrayValue?.first?["secret"], "Secret/1", "\(all)")
+        let opsModel = try call(ops, Self.ops, ModelGet.name, "{}")
+        XCTAssertEqual(opsModel["result"]?["entities"]?.arrayValue?.first?["relationships"]?.arrayValue?.count, 1)
     }
 }

@@ -255,6 +255,35 @@ final class ReplicationTests: XCTestCase {
         XCTAssertEqual(try b.fetch(request, scope: .unrestricted).ids, try a.fetch(request, scope: .unrestricted).ids)
     }
 
+    /// A migration of a defined model is a transaction on every replica (DESIGN.md §7, Across a
+    /// migration): the next number, a history row with no changes, in each one's commit stream.
+    func testAMigrationIsTheSameNumberedTransactionOnEveryReplica() throws {
+        let log = MemoryLog()
+        let (a, b) = (try replica(log), try replica(log))
+        XCTAssertNil(try a.defineModel(testModel).transaction, "the first definition of an empty cluster")
+        _ = try a.insertTeam("France", zone: "Europe")
+        var migrated = testModel
+        migrated[0].attributes.append(AttributeDescription(name: "stars", type: .integer, defaultValue: 2))
+        let defined = try a.defineModel(migrated)
+        XCTAssertEqual(defined.transaction, 2)
+        XCTAssertNil(try a.defineModel(migrated).transaction, "an unchanged model is no transaction")
+        XCTAssertEqual(a.takeCommittedTransactions().map(\.number), [1, 2])
+        // b, behind the log, migrates under the lock after applying a's: the next number again.
+        var again = migrated
+        again[0].attributes.append(AttributeDescription(name: "note", type: .string, optional: true))
+        XCTAssertEqual(try b.defineModel(again).transaction, 3)
+        XCTAssertEqual(b.takeCommittedTransactions().map(\.number), [1, 2, 3])
+        XCTAssertEqual(try b.insertTeam("Japan", zone: "Asia").isEmpty, false)
+        try a.catchUpWithCluster()
+        XCTAssertNil(a.divergenceError)
+        XCTAssertEqual(a.takeCommittedTransactions().map(\.number), [3, 4])
+        XCTAssertEqual(a.schema.version, b.schema.version)
+        let history = try a.history(since: 0, limit: nil).transactions
+        XCTAssertEqual(history.map(\.transaction), [1, 2, 3, 4])
+        XCTAssertEqual(history.map(\.changes.isEmpty), [false, true, true, false])
+        XCTAssertEqual(try b.history(since: 0, limit: nil).transactions, history)
+    }
+
     private func replica(_ log: MemoryLog, retention: HistoryRetention = .count(100_000)) throws -> Store {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("depot-replica-\(UUID()).sqlite").path
         return try Store(path: path, historyRetention: retention, replication: log)

@@ -124,7 +124,8 @@ final class PrefetchScopeTests: XCTestCase {
         let fresh = try await alice.call(StoreFetch.self, request)
         XCTAssertEqual(Set(fresh.related?.keys.map { $0 } ?? []), [mine, saved.ids["a"]!])
 
-        // A path into an entity the key cannot read at all is refused, fetched or live, naming the path.
+        // A relationship into an entity the key cannot read at all does not exist for it (DESIGN.md
+        // §2): the unknown-key -32602, fetched or live, naming the path.
         let hidden = FetchRequest(entity: "Note", sort: [SortDescriptor(key: "title")], prefetch: ["folder", "secret"])
         for method in [StoreFetch.name, ResultsSubscribe.name] {
             let params: JSONValue =
@@ -134,7 +135,8 @@ final class PrefetchScopeTests: XCTestCase {
                 _ = try await alice.call(method: method, params: params)
                 XCTFail("\(method) with a prefetch into a hidden entity answered")
             } catch {
-                XCTAssertEqual(error.rpcError?.code, .forbidden, "\(method): \(error)")
+                XCTAssertEqual(error.rpcError?.code, .invalidParams, "\(method): \(error)")
+                XCTAssertFalse(error.rpcError?.message.contains("Secret") ?? true, "\(method): \(error)")
                 let field = method == StoreFetch.name ? "params.prefetch[1]" : "params.request.prefetch[1]"
                 XCTAssertEqual(error.rpcError?.data?["field"], .string(field), "\(method)")
             }

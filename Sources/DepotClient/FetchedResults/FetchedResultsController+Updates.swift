@@ -43,7 +43,11 @@ extension FetchedResultsController {
             } else if let invalidation = notification.decode(ResultsDidInvalidate.self),
                 invalidation.subscription == subscription
             {
-                await resync(resubscribe: false)
+                if invalidation.reason == "model" {
+                    await resubscribeAfterMigration(invalidation)
+                } else {
+                    await resync(resubscribe: false)
+                }
             }
         case .connection(.reconnected):
             await resync(resubscribe: true)
@@ -197,6 +201,37 @@ extension FetchedResultsController {
         if catchesUp { recordResync(result) }
         await reload(result, replacing: oldSubscription)
         persistBehind()
+    }
+
+    /// `results/didInvalidate {reason: "model"}`: a migration ended the subscription, its request
+    /// naming a key the migration renamed or removed. Subscribing again reloads the results where
+    /// the request still holds, as for the other reasons; where the daemon refuses it, trying again
+    /// cannot help: the controller ends (``end``) and tells its delegate why.
+    private func resubscribeAfterMigration(_ invalidation: ResultsDidInvalidate.Parameters) async {
+        let old = state.withLock { $0.subscription }
+        do throws(DepotClientError) {
+            let fetched = try await subscribe()
+            guard !Task.isCancelled else { return }
+            await reload(fetched, replacing: old)
+            persistBehind()
+        } catch  where error.leftTheDaemonUnreached {
+            // The link, not the request: the usual resync tries again.
+            await resync(resubscribe: false)
+        } catch {
+            await end(FetchedResultsEnd(reason: invalidation.reason, error: error), replacing: old)
+        }
+    }
+
+    /// Stops following the store (``end``) and tells the delegate, unless a new subscription replaced `old`.
+    @MainActor
+    private func end(_ end: FetchedResultsEnd, replacing old: String?) {
+        let isCurrent = state.withLock { state -> Bool in
+            guard state.subscription == old else { return false }
+            state.subscription = nil
+            state.end = end
+            return true
+        }
+        if isCurrent { delegate?.controller(self, didEnd: end) }
     }
 
     /// ``catchUp()`` on a new session, tried again with backoff while the daemon that just came

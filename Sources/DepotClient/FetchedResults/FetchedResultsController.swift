@@ -75,6 +75,8 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         var replicaWrites = ReplicaWrites()
         /// The model version the results are of, as far as known (kept with them in the persistent store).
         var modelVersion: Int64?
+        /// Why the results stopped following the store, if they did (until the next ``performFetch()``).
+        var end: FetchedResultsEnd?
     }
 
     /// The connection the results come through.
@@ -138,6 +140,11 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
         }
     }
 
+    /// Why the results stopped following the store, if they did: the daemon ended the subscription
+    /// and refused its request again (``FetchedResultsControllerDelegate/controller(_:didEnd:)``);
+    /// `nil` again after ``performFetch()``.
+    public var end: FetchedResultsEnd? { state.withLock { $0.end } }
+
     /// The request; change it and call ``performFetch()`` again to fetch anew.
     public var fetchRequest: FetchRequest {
         get { state.withLock { $0.fetchRequest } }
@@ -168,6 +175,7 @@ public final class FetchedResultsController<Object: Decodable & Sendable>: Fetch
                 state.listener?.cancel()
                 state.listener = nil
                 state.subscribesOnReconnect = false
+                state.end = nil
             }
             return state.subscription
         }

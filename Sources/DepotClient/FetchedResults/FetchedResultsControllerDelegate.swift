@@ -64,6 +64,23 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
     /// The index title for a section name; `nil` for the default (the capitalised first letter).
     func controller(_ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName sectionName: String)
         -> String?
+
+    /// Called when the daemon ended the subscription (`results/didInvalidate`) and the
+    /// controller could not subscribe to its request again: with reason `"model"`, a migration
+    /// renamed or removed a key the request names (DESIGN.md §7, Across a migration), and
+    /// `error` is the daemon's answer to the request now (-32602 naming the key). The results
+    /// shown stay as they were and no longer change; set a new ``FetchedResultsController/fetchRequest``
+    /// and call ``FetchedResultsController/performFetch()`` to follow the store again.
+    func controller(_ controller: any FetchedResultsControlling, didEnd end: FetchedResultsEnd)
+}
+
+/// Why a controller's results stopped following the store
+/// (``FetchedResultsControllerDelegate/controller(_:didEnd:)``, ``FetchedResultsController/end``).
+public struct FetchedResultsEnd: Sendable {
+    /// The reason the daemon gave in `results/didInvalidate` (`"model"`).
+    public let reason: String
+    /// The daemon's answer to subscribing to the request again.
+    public let error: DepotClientError
 }
 
 extension FetchedResultsControllerDelegate {
@@ -91,6 +108,8 @@ extension FetchedResultsControllerDelegate {
     public func controller(
         _ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName sectionName: String
     ) -> String? { nil }
+    /// Does nothing.
+    public func controller(_ controller: any FetchedResultsControlling, didEnd end: FetchedResultsEnd) {}
 }
 
 /// A ``FetchedResultsController`` of any object type, as its delegate sees it

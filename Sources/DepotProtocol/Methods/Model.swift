@@ -27,7 +27,8 @@ public enum ModelDefine: Method {
         /// One line per change applied, e.g. `added entity Team`.
         public var changes: [String]
         /// The transaction the migration is (DESIGN.md §7, Across a migration), when it changed
-        /// the model on a lone store; a cluster's daemons number only data transactions.
+        /// a defined model, on a lone store and on a cluster alike; `nil` when nothing changed and
+        /// for the first definition of an empty store.
         public var transaction: Int64?
 
         /// Creates the result.

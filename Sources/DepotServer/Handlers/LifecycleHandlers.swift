@@ -9,7 +9,7 @@ extension DepotService {
                     "protocolVersion '\(params.protocolVersion)' is not supported (this server speaks \"\(depotProtocolVersion)\")",
                     field: "params.protocolVersion")
             }
-            let service = context.service
+            let service = context.core
             guard
                 let session = service.sessions.open(
                     routingID: context.routingID, clientInfo: params.clientInfo, keyID: context.key?.publicKey,
@@ -35,7 +35,7 @@ extension DepotService {
         }
         handlers.register(Ping.self, .inline, session) { _, _ in Empty() }
         handlers.register(Disconnect.self, .inline, session) { _, context in
-            context.service.closeSession(context.routingID, reason: "disconnect")
+            context.core.closeSession(context.routingID, reason: "disconnect")
             return Null()
         }
     }

@@ -7,7 +7,7 @@ extension DepotService {
         handlers.register(
             ServerStats.self, .read, .adminOnly(reason: "the daemon's figures and sessions: no rows of the store")
         ) { (params, context) throws(RPCError) in
-            try context.service.statistics(params)
+            try context.core.statistics(params)
         }
         handlers.register(
             ServerBackup.self, .read, .adminOnly(reason: "a copy of the whole store, every row of every key")
@@ -24,14 +24,15 @@ extension DepotService {
         progress?.begin(title: "Backing up the store to \(params.destination)", total: nil)
         var copied: Int64 = 0
         do throws(RPCError) {
-            let copy = try context.view.adminStore.backup(into: params.destination) { (done, total) throws(RPCError) in
+            let copy = try context.view.unscopedStore().backup(into: params.destination) {
+                (done, total) throws(RPCError) in
                 copied = done
                 progress?.setTotal(total)
                 progress?.report(completed: done, message: "pages")
                 try context.cancellation.check()
             }
             progress?.end(completed: copied, cancelled: false, message: "as of transaction \(copy.transaction)")
-            context.service.logger.info(
+            context.core.logger.info(
                 "backup to \(copy.path): transaction \(copy.transaction), \(copy.sizeBytes) bytes")
             return ServerBackup.Result(transaction: copy.transaction, path: copy.path, sizeBytes: copy.sizeBytes)
         } catch {

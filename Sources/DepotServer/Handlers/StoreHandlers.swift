@@ -23,17 +23,17 @@ extension DepotService {
             // A scoped key hears only of its scope: what it sees is read in the publish lane, in commit order.
             let scoped = try context.view.observation(of: params.entities)
             let registration = ObserverRegistration(parameters: params, scoped: scoped)
-            guard let observer = context.service.sessions.addObserver(registration, routingID: context.routingID)
+            guard let observer = context.core.sessions.addObserver(registration, routingID: context.routingID)
             else {
                 throw RPCError(code: .serverNotInitialized, message: "the session is closed")
             }
-            if let scoped { context.service.startObservation(scoped, observer: observer, routingID: context.routingID) }
+            if let scoped { context.core.startObservation(scoped, observer: observer, routingID: context.routingID) }
             return StoreObserve.Result(observer: observer)
         }
         handlers.register(
             StoreUnobserve.self, .inline, .unscoped(reason: "ends one of the session's observers: reads no rows")
         ) { (params, context) throws(RPCError) in
-            guard context.service.sessions.removeObserver(params.observer, routingID: context.routingID) else {
+            guard context.core.sessions.removeObserver(params.observer, routingID: context.routingID) else {
                 throw .notFound("no observer '\(params.observer)' in this session", id: params.observer)
             }
             return Null()
@@ -52,7 +52,7 @@ extension DepotService {
         // With countFirst the begin waits for the count, so that it carries the total (§8).
         if request.countFirst != true { progress?.begin(title: title, total: nil) }
         let resultType = request.resultType ?? .objects
-        let limit = context.service.configuration.maxFetchObjects * (resultType == .ids ? 10 : 1)
+        let limit = context.core.configuration.maxFetchObjects * (resultType == .ids ? 10 : 1)
         var elements = JSONWriter()
         var gathered = 0
         var completed = 0
@@ -74,7 +74,7 @@ extension DepotService {
                     message.writeRaw(",\"value\":{\"objects\":[")
                     message.writeRaw(batch.json)
                     message.writeRaw("]}}}")
-                    context.service.send(message.bytes, to: context.routingID)
+                    context.core.send(message.bytes, to: context.routingID)
                 } else if batch.count > 0 {
                     gathered += batch.count
                     if gathered > limit {

@@ -19,14 +19,19 @@ struct ObservationCenter {
             var selected = changes
             // The ids a scoped key may see, to pick their values by (nil: every id of `selected`).
             var seen: Set<String>?
+            // The relationships to entities a scoped key cannot read: they do not exist for it.
+            var withheld: WithheldKeys?
             if let scoped = registration.scoped {
                 guard
                     let visible = scopedChanges(
                         transaction, scoped: scoped, store: store, checks: &checks, observer: observer,
                         routingID: routingID, service: service)
                 else { continue }
-                selected = visible
                 seen = Set(visible.values.flatMap { $0.inserted + $0.updated.map(\.id) })
+                if let schema = store?.schema {
+                    withheld = WithheldKeys(schema: schema, hides: scoped.scope.hides)
+                }
+                selected = withheld?.filter(visible) ?? visible
             } else if let entities = parameters.entities {
                 selected = changes.filter { entities.contains($0.key) }
             }
@@ -43,7 +48,8 @@ struct ObservationCenter {
                     Dictionary(
                         uniqueKeysWithValues: values.filter { selected.keys.contains($0.key.entity) }.compactMap {
                             let id = $0.key.description
-                            return seen.map { $0.contains(id) } ?? true ? (id, $0.value) : nil
+                            guard seen.map({ $0.contains(id) }) ?? true else { return nil }
+                            return (id, withheld?.filter($0.value, entity: $0.key.entity) ?? $0.value)
                         })
                 }
             }

@@ -29,6 +29,8 @@ struct ResultsDefinition: Sendable {
     init(_ params: ResultsSubscribe.Parameters, scope: ReadScope, schema: Schema) throws(RPCError) {
         self.params = params
         self.scope = scope
+        // What the key cannot read does not exist for it, relationships to it included.
+        let schema = schema.visible(to: scope)
         self.schema = schema
         let request = params.request
         let scopePredicate = scope.predicate(for: request.entity)

@@ -32,6 +32,8 @@ import Synchronization
 ///   thread (the writer asks whether publishing a commit must read the store).
 final class ResultsEngine: @unchecked Sendable {
     private let lane: PublishLane
+    /// The store the sets read, each through its definition's plan (which carries the key's scope).
+    private let store: Store
     private var table = SubscriptionTable()
     private var index = SetIndex()
     /// Every set reflects every transaction up to this one.
@@ -59,9 +61,11 @@ final class ResultsEngine: @unchecked Sendable {
     /// An engine whose state `lane` owns; every set reflects `publishedThrough` to begin with.
     /// `imaging` asks the store for the row images of the entities the sets follow from them.
     init(
-        lane: PublishLane, publishedThrough: Int64, imaging: @escaping @Sendable (Set<String>) -> Void = { _ in }
+        lane: PublishLane, store: Store, publishedThrough: Int64,
+        imaging: @escaping @Sendable (Set<String>) -> Void = { _ in }
     ) {
         self.lane = lane
+        self.store = store
         self.publishedThrough = publishedThrough
         self.imaging = imaging
     }
@@ -116,8 +120,6 @@ final class ResultsEngine: @unchecked Sendable {
     func subscribe(
         _ params: ResultsSubscribe.Parameters, definition: ResultsDefinition, context: RequestContext, reply: Reply
     ) throws(RPCError) {
-        // The set reads through its plan, which carries the key's scope.
-        let store = context.service.store
         if let name = params.cacheName, name.isEmpty || name.count > 200 {
             throw .invalidParams(
                 "cacheName must be 1 to 200 characters, got '\(name.prefix(40))'", field: "params.cacheName")
@@ -128,7 +130,7 @@ final class ResultsEngine: @unchecked Sendable {
                 field: "params.resume.digest")
         }
         let routingID = context.routingID
-        let service = context.service
+        let service = context.core
         let limit = service.maxSubscriptionsPerSession
         let key = definition.key
         let (existing, held) = lane.perform { [self] in (index[key] != nil, table.count(of: routingID)) }
@@ -273,9 +275,7 @@ final class ResultsEngine: @unchecked Sendable {
         guard (0...100_000).contains(params.length) else {
             throw .invalidParams("length must be between 0 and 100000, got \(params.length)", field: "params.length")
         }
-        let (id, routingID, service, store) = (
-            params.subscription, context.routingID, context.service, context.service.store
-        )
+        let (id, routingID, service, store) = (params.subscription, context.routingID, context.core, store)
         let positions = params.offset..<params.offset + params.length
         guard params.length > Self.pageReadInLane else {
             // A page: picked, read and answered in one lane job, if no commit is ahead of the lane.
@@ -321,7 +321,7 @@ final class ResultsEngine: @unchecked Sendable {
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
         let bytes = try Self.answer(
-            ids, shape: shape, prefetch: nil, seq: seq, at: transaction, in: context.service.store)
+            ids, shape: shape, prefetch: nil, seq: seq, at: transaction, in: store)
         guard let bytes else {
             return objectsInLane(id, positions: positions, routingID: routingID, context: service, reply: reply)
         }
@@ -392,7 +392,7 @@ final class ResultsEngine: @unchecked Sendable {
 
     /// `results/snapshot`: the ids and sections at the subscription's `seq`, answered in the lane.
     func snapshot(_ params: ResultsSnapshot.Parameters, context: RequestContext, reply: Reply) {
-        let (id, routingID, service) = (params.subscription, context.routingID, context.service)
+        let (id, routingID, service) = (params.subscription, context.routingID, context.core)
         let answer: @Sendable () -> Void = { [self] in
             reply(
                 Result { () throws(RPCError) -> [UInt8] in

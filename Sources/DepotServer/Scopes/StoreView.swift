@@ -19,12 +19,16 @@ struct StoreView: Sendable {
     let read: ReadScope
     /// What the key may insert, update and delete.
     let write: WriteScope
+    /// How the method's registration said it treats scopes: only ``Scoping/unscoped(reason:)``
+    /// and ``Scoping/adminOnly(reason:)`` ones reach the whole store (``unscopedStore()``).
+    let scoping: Scoping
 
     /// The view of `store` for `key` calling a method registered with `scoping`: the key's scope
     /// for ``Scoping/scoped`` methods, the whole store for the others (their registration says why).
     init(store: Store, key: AuthorizedKey?, scoping: Scoping) {
         self.store = store
         self.key = key
+        self.scoping = scoping
         let scope = scoping == .scoped ? key?.scope : nil
         self.scope = scope
         if let scope, let key {
@@ -68,11 +72,11 @@ struct StoreView: Sendable {
         _ = try entity(id.entity, field: field)
     }
 
-    /// `model/get`: the entities the key can read.
+    /// `model/get`: the entities the key can read, without relationships to the others.
     func model() -> ModelGet.Result {
-        var model = store.model()
-        model.entities.removeAll { read.hides($0.name) }
-        return model
+        let schema = store.schema.visible(to: read)
+        return ModelGet.Result(
+            version: schema.version, entities: schema.descriptions.filter { !read.hides($0.name) })
     }
 
     // MARK: Reads
@@ -81,8 +85,12 @@ struct StoreView: Sendable {
     /// it reads only through a scope (-32018).
     func check(_ request: FetchRequest, field: String) throws(RPCError) {
         guard let scope, let key else { return }
-        let entity = try entity(request.entity, field: "\(field).entity")
-        try ScopeGuard(scope: scope, keyName: key.name, schema: store.schema).checkPaths(
+        _ = try entity(request.entity, field: "\(field).entity")
+        // Read against the model as the key sees it: a relationship to an entity it cannot read is
+        // no relationship, left to the store's unknown-key -32602.
+        let schema = store.schema.visible(to: read)
+        guard let entity = schema.entity(named: request.entity) else { return }
+        try ScopeGuard(scope: scope, keyName: key.name, schema: schema).checkPaths(
             of: request, entity: entity, field: field)
     }
 
@@ -135,6 +143,7 @@ struct StoreView: Sendable {
         guard let key, let scope else { return try store.history(since: since, limit: limit) }
         // A scoped key reads what its observer heard: judged on the values recorded with each transaction.
         let filter = try HistoryScope(key: key, scope: scope, schema: store.schema)
+        let withheld = WithheldKeys(schema: store.schema, hides: read.hides)
         var unjudged = false
         do throws(RPCError) {
             return try store.history(since: since, limit: limit) { (entry) throws(RPCError) in
@@ -142,7 +151,7 @@ struct StoreView: Sendable {
                     unjudged = true
                     throw filter.unjudged(through: entry.number)
                 }
-                return try filter.changes(of: entry)
+                return try filter.changes(of: entry).map(withheld.filter)
             }
         } catch {
             guard unjudged else { throw error }
@@ -214,9 +223,19 @@ struct StoreView: Sendable {
 
     /// `model/define`: admin only (``Scoping/adminOnly``), on the whole model.
     func defineModel(_ entities: [EntityDescription], removing: [String]) throws(RPCError) -> ModelDefine.Result {
-        try store.defineModel(entities, removing: removing)
+        try unscopedStore().defineModel(entities, removing: removing)
     }
 
-    /// `results/deleteCache`'s store: admin only (``Scoping/adminOnly``).
-    var adminStore: Store { store }
+    /// The whole store, for a method whose registration declared that it works past scopes
+    /// (``Scoping/unscoped(reason:)``, ``Scoping/adminOnly(reason:)``: `results/deleteCache`,
+    /// `server/backup`).
+    ///
+    /// - Throws: -32603 for a ``Scoping/scoped`` registration, whatever the key: such a handler
+    ///   reads and writes through this view only, and asking for more is a bug to report, not to serve.
+    func unscopedStore() throws(RPCError) -> Store {
+        guard scoping != .scoped else {
+            throw .internalError("a method registered as scoped asked for the unscoped store")
+        }
+        return store
+    }
 }

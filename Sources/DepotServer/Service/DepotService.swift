@@ -102,7 +102,7 @@ public final class DepotService: Sendable {
         self.keys = keys
         self.logger = logger
         results = ResultsEngine(
-            lane: writes.lane, publishedThrough: try store.latestTransaction(),
+            lane: writes.lane, store: store, publishedThrough: try store.latestTransaction(),
             imaging: { [store] in store.captureRowImages(of: $0) })
         var handlers = HandlerRegistry()
         Self.registerLifecycleHandlers(&handlers)

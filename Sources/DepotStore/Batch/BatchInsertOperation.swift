@@ -26,7 +26,7 @@ struct BatchInsertOperation {
     var scopeCapture: [String: [String]] = [:]
     /// The requesting key's write scope: an object merged into must be in it
     /// before, and every object written must be in it after (checked at the end).
-    var writeScope: WriteScope = .unrestricted
+    let writeScope: WriteScope
 
     private typealias Row = BatchRows.Row
 
@@ -57,15 +57,16 @@ struct BatchInsertOperation {
 
     init(
         schema: Schema, statements: SaveStatements, entity: EntitySchema, onConflict: ConflictResolution,
-        author: String?, typed: Bool = true
+        author: String?, typed: Bool = true, writeScope: WriteScope
     ) {
+        self.writeScope = writeScope
         self.schema = schema
         self.statements = statements
         self.entity = entity
         self.onConflict = onConflict
         self.author = author
         columns = entity.columnKeys
-        rows = BatchRows(entity: entity, typed: typed)
+        rows = BatchRows(entity: entity, typed: typed, withheld: writeScope.withheldKeys(of: entity))
         defaults = entity.columnKeys.map { key in
             guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
                 let type = entity.attributes[key]?.type

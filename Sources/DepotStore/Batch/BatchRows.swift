@@ -33,17 +33,32 @@ struct BatchRows: Sendable {
     /// Whether the typed path is tried (off: every object goes the generic way).
     let typed: Bool
 
+    /// Each key's column; the keys withheld from the requesting key are left out (unknown to it).
     private let positions: [String: Int]
+    /// How many columns a row has (every column key of the entity).
+    private let width: Int
+    /// The entity's keys as the requesting key knows them, for the unknown-key message.
+    private let keyList: String
     /// Per column, whether the attribute has a default (a missing required value is then no problem).
     private let hasDefault: [Bool]
     private let columns: BatchColumns
     /// The keys of the last object the typed path took, in its order, with their columns.
     private var shape: [(key: String, position: Int)] = []
 
-    init(entity: EntitySchema, typed: Bool = true) {
+    /// - Parameter withheld: relationships to entities the requesting key cannot read
+    ///   (``WriteScope/withheldKeys(of:)``): unknown keys for it, as in any other save.
+    init(entity: EntitySchema, typed: Bool = true, withheld: Set<String> = []) {
         self.entity = entity
         self.typed = typed
-        positions = Dictionary(uniqueKeysWithValues: entity.columnKeys.enumerated().map { ($1, $0) })
+        positions = Dictionary(
+            uniqueKeysWithValues: entity.columnKeys.enumerated().filter { !withheld.contains($1) }.map { ($1, $0) })
+        width = entity.columnKeys.count
+        keyList =
+            withheld.isEmpty
+            ? entity.keyList
+            : (entity.description.attributes.map(\.name)
+                + entity.description.relationships.map(\.name).filter { !withheld.contains($0) }).joined(
+                    separator: ", ")
         let hasDefault = entity.columnKeys.map { key in
             guard let value = entity.attributes[key]?.defaultValue, !value.isNull,
                 let type = entity.attributes[key]?.type
@@ -80,14 +95,14 @@ struct BatchRows: Sendable {
     /// An object's problems are listed by key name, then its missing required
     /// attributes in model order: the same list however its dictionary iterates.
     mutating func convert(_ object: [String: JSONValue], at index: Int) -> Row {
-        var row = Row(repeating: nil, count: positions.count)
+        var row = Row(repeating: nil, count: width)
         var found: [(key: String, code: String, message: String)] = []
         for (key, value) in object {
             guard let position = positions[key] else {
                 let why =
                     entity.toMany[key] != nil
                     ? "to-many relationships cannot be set by batchInsert"
-                    : "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))"
+                    : "\(entity.name) has no key '\(key)' (keys: \(keyList))"
                 found.append((key, "unknownKey", why))
                 continue
             }
@@ -128,7 +143,7 @@ struct BatchRows: Sendable {
     /// for ``convert(_:at:)`` to take.
     mutating func convertTyped(_ object: [String: JSONValue]) -> Row? {
         guard typed else { return nil }
-        var row = Row(repeating: nil, count: positions.count)
+        var row = Row(repeating: nil, count: width)
         switch object.count == shape.count ? fill(&row, from: object) : .otherKeys {
         case .filled: break
         case .problem: return nil
@@ -141,7 +156,7 @@ struct BatchRows: Sendable {
                 keys.append((key, position))
             }
             shape = keys
-            row = Row(repeating: nil, count: positions.count)
+            row = Row(repeating: nil, count: width)
             guard case .filled = fill(&row, from: object) else { return nil }
         }
         return accept(row)
@@ -167,7 +182,7 @@ struct BatchRows: Sendable {
     mutating func readTyped(_ reader: inout JSONStreamReader) throws(JSONParser.Failure) -> Row? {
         guard typed else { return nil }
         try reader.beginObject()
-        var row = Row(repeating: nil, count: positions.count)
+        var row = Row(repeating: nil, count: width)
         var given = 0
         while let key = try reader.nextKey() {
             let position: Int

@@ -14,8 +14,8 @@ extension Store {
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
             // Built in the write: a replica may have applied a model change at its start.
-            var operation = try batchInsertOperation(params, cancellation: cancellation, progress: progress)
-            operation.writeScope = writeScope
+            var operation = try batchInsertOperation(
+                params, cancellation: cancellation, progress: progress, writeScope: writeScope)
             return try operation.run(db, objects: params.objects)
         }
     }
@@ -40,9 +40,10 @@ extension Store {
         writeScope: WriteScope
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
-            var operation = try batchInsertOperation(prepared.params, cancellation: cancellation, progress: progress)
-            operation.writeScope = writeScope
-            guard operation.schema.version == prepared.schemaVersion else {
+            var operation = try batchInsertOperation(
+                prepared.params, cancellation: cancellation, progress: progress, writeScope: writeScope)
+            // Prepared without the key's scope: a key some relationships are withheld from converts again.
+            guard operation.schema.version == prepared.schemaVersion, writeScope.hidden.isEmpty else {
                 return try operation.run(db, objects: prepared.params.objects)
             }
             return try operation.run(db, converted: prepared.rows)
@@ -51,14 +52,15 @@ extension Store {
 
     /// A batch insert as `params` (its `objects` aside) asks for it.
     private func batchInsertOperation(
-        _ params: BatchInsert.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?
+        _ params: BatchInsert.Parameters, cancellation: Cancellation?, progress: ((Int) -> Void)?,
+        writeScope: WriteScope
     ) throws(RPCError) -> BatchInsertOperation {
         let schema = schema
         var operation = BatchInsertOperation(
             schema: schema, statements: saveStatements,
             entity: try schema.entity(params.entity, field: "params.entity"),
             onConflict: params.onConflict ?? .error, author: params.author,
-            typed: typedBatchInsert.load(ordering: .relaxed))
+            typed: typedBatchInsert.load(ordering: .relaxed), writeScope: writeScope)
         operation.cancellation = cancellation
         operation.progress = progress
         operation.retention = historyRetention
@@ -73,8 +75,8 @@ extension Store {
         progress: ((Int) -> Void)? = nil, writeScope: WriteScope
     ) throws(RPCError) -> (BatchInsert.Result, CommittedTransaction?) {
         try reportingWrite { db in
-            var operation = try batchInsertOperation(params.header, cancellation: cancellation, progress: progress)
-            operation.writeScope = writeScope
+            var operation = try batchInsertOperation(
+                params.header, cancellation: cancellation, progress: progress, writeScope: writeScope)
             do {
                 // The typed path reads each object straight from the bytes; what it leaves
                 // (a problem to report) is parsed and takes the generic path.

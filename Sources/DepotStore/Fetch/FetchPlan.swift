@@ -29,6 +29,8 @@ public struct FetchPlan: Sendable {
     public init(_ request: DepotProtocol.FetchRequest, scope: ReadScope, schema: Schema, field: String = "params")
         throws(RPCError)
     {
+        // What the key cannot read does not exist for it, relationships to it included.
+        let schema = schema.visible(to: scope)
         if request.isGrouped {
             throw .invalidParams(
                 "a grouped request (groupBy, aggregates, having) returns groups, not objects: this method reads objects",

@@ -48,6 +48,8 @@ public struct GroupedFetchPlan: Sendable {
     public init(_ request: DepotProtocol.FetchRequest, scope: ReadScope, schema: Schema, field: String = "params")
         throws(RPCError)
     {
+        // What the key cannot read does not exist for it, relationships to it included.
+        let schema = schema.visible(to: scope)
         let entity = try schema.entity(request.entity, field: "\(field).entity")
         self.entity = entity
         var expressions: [String: String] = [:]

@@ -68,9 +68,13 @@ public struct ObjectShape: Sendable {
     /// such an object lacks.
     public func project(_ whole: [String: JSONValue]) -> JSONValue? {
         guard toManyKeys.isEmpty else { return nil }
-        if includesVersion { return .object(whole) }
+        // Whole, unless the shape's entity lacks some of its keys (relationships to an entity the
+        // key cannot read: ``Schema/visible(to:)``).
+        if includesVersion && whole.count <= keys.count + 3 { return .object(whole) }
         var object: [String: JSONValue] = [:]
-        for key in ["id", "entity"] + keys { object[key] = whole[key] ?? .null }
+        for key in (includesVersion ? ["id", "entity", "version"] : ["id", "entity"]) + keys {
+            object[key] = whole[key] ?? .null
+        }
         return .object(object)
     }
 

@@ -36,3 +36,26 @@ public struct ReadScope: Sendable, Hashable {
         return narrowed
     }
 }
+
+extension Schema {
+    /// The model as a key reading in `scope` sees it (DESIGN.md §2): the relationships to an
+    /// entity it cannot read (`FALSEPREDICATE`) do not exist, so requests cannot name them and
+    /// objects do not carry them. The hidden entities stay (a request of one reads no row; the
+    /// server answers a key naming one as it answers an unknown entity). `self` when the scope
+    /// hides nothing.
+    public func visible(to scope: ReadScope) -> Schema {
+        guard !scope.isUnrestricted, entities.contains(where: { scope.hides($0.name) }) else { return self }
+        let kept = entities.map { entity in
+            var description = entity.description
+            description.relationships.removeAll { scope.hides($0.destination) }
+            return EntitySchema(description)
+        }
+        return Schema(version: version, entities: kept)
+    }
+
+    /// ``visible(to:)`` for the read rules of a scope (`nil`: unrestricted).
+    func visible(to rules: [String: PredicateNode]?) -> Schema {
+        guard let rules else { return self }
+        return visible(to: ReadScope(rules: rules))
+    }
+}

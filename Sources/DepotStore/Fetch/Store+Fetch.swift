@@ -14,7 +14,9 @@ extension Store {
     {
         var elements: [JSONValue] = []
         var graph: PrefetchedGraph?
-        let (count, transaction) = try fetchEncoded(request, scope: scope, cancellation: cancellation, related: { graph = $0 }) {
+        let (count, transaction) = try fetchEncoded(
+            request, scope: scope, cancellation: cancellation, related: { graph = $0 }
+        ) {
             (batch) throws(RPCError) in
             guard batch.count > 0 else { return }
             do {
@@ -60,7 +62,7 @@ extension Store {
     /// `store/get`: objects by id, `null` for ids that do not exist and for objects outside `scope`
     /// (which do not exist for the caller).
     public func objects(ids: [String], properties: [String]? = nil, scope: ReadScope) throws(RPCError) -> [JSONValue] {
-        let schema = schema
+        let schema = schema.visible(to: scope)
         var parsed: [(ObjectID, ObjectShape)] = []
         for (index, text) in ids.enumerated() {
             guard let id = ObjectID(text) else {
@@ -192,7 +194,8 @@ extension Store {
                 if let prefetch {
                     related?(
                         try Self.prefetch(
-                            db, plan: prefetch, rows: rowIDs, schema: schema, scopes: scope.isUnrestricted ? nil : scope.rules,
+                            db, plan: prefetch, rows: rowIDs, schema: schema,
+                            scopes: scope.isUnrestricted ? nil : scope.rules,
                             reach: false))
                 }
                 return (completed, transaction)

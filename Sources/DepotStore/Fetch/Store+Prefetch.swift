@@ -30,6 +30,8 @@ extension Store {
         _ db: Database, plan: PrefetchPlan, rows: [Int64], schema: Schema, scopes: [String: PredicateNode]?,
         reach: Bool
     ) throws -> PrefetchedGraph {
+        // Related objects carry no relationship to what the key cannot read.
+        let schema = schema.visible(to: scopes)
         var graph = PrefetchedGraph()
         var written: Set<String> = []
         // Which rows reach each object of a level, when the reach is asked for.
@@ -137,7 +139,7 @@ extension Store {
             guard let id = ObjectID(text) else { continue }
             byEntity[id.entity, default: []].append(id.row)
         }
-        let schema = schema
+        let schema = schema.visible(to: scopes)
         return try read { db in
             var json: [UInt8] = []
             var written: [String] = []

@@ -33,6 +33,17 @@ enum HistoryLog {
         return CommittedTransaction(number: number, author: author, timestamp: timestamp, changes: changes)
     }
 
+    /// Records a migration of a cluster's replica as the transaction numbered `number` (the next
+    /// one): a row with no object changes. Unlike ``record(_:schema:author:changes:retention:captured:)``
+    /// it forgets no `saveId`s, which a replica learns of only from a changeset.
+    static func recordMigration(
+        _ db: Database, number: Int64, timestamp: Double, author: String?, retention: HistoryRetention
+    ) throws -> CommittedTransaction {
+        let text = String(decoding: HistoryCoding.encode([:]), as: UTF8.self)
+        _ = try insert(db, number: number, timestamp: timestamp, author: author, text: text, retention: retention)
+        return CommittedTransaction(number: number, author: author, timestamp: timestamp, changes: [:])
+    }
+
     /// Stores one transaction's row, numbered `number` (a replica applying the cluster's log) or
     /// next (`nil`), pruning what retention drops every 64 numbers; returns its number.
     ///

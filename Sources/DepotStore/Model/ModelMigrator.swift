@@ -410,26 +410,36 @@ extension Store {
         let migrate = { (db: Database) in
             try ModelMigrator.migrate(db, from: self.schema, to: entities, removing: removing)
         }
+        // A migration that changed the model is a transaction (DESIGN.md §7, Across a migration):
+        // numbered in history (with no object changes of its own) and published like a save. The
+        // first definition of an empty store is not: nothing can follow a model before it exists.
         let (schema, changes): (Schema, [String])
         var committed: CommittedTransaction?
         if let replication {
-            // Replicas migrate themselves from the log entry, not from a changeset.
+            // Replicas migrate themselves from the log entry, not from a changeset; the entry carries
+            // the migration's number, which each of them records as this one does.
             let change = ModelChange(entities: entities, removing: removing)
-            (schema, changes) = try replicatedWrite(replication, model: change) { db in
+            ((schema, changes), committed) = try replicatedWrite(replication, model: change) { db in
+                // Read per try: a try under the lock first applies what this replica missed.
+                let migrating = !self.schema.entities.isEmpty
+                change.transaction = nil
                 let migrated = try migrate(db)
                 change.changed = !migrated.1.isEmpty
-                return migrated
+                guard migrating, change.changed else { return (migrated, nil) }
+                let transaction = try HistoryLog.recordMigration(
+                    db, number: Self.latestTransaction(db) + 1, timestamp: Date.now.timeIntervalSince1970,
+                    author: nil, retention: self.historyRetention)
+                change.transaction = transaction.number
+                self.commits.expect(transaction, in: db)
+                return (migrated, transaction)
             }
         } else {
-            // A migration that changed the model is a transaction (DESIGN.md §7, Across a migration):
-            // numbered in history (with no object changes of its own) and published like a save. The
-            // first definition of an empty store is not: nothing can follow a model before it exists.
             let migrating = !self.schema.entities.isEmpty
             ((schema, changes), committed) = try reportingWrite { db in
                 let migrated = try migrate(db)
                 guard migrating, !migrated.1.isEmpty else { return (migrated, nil) }
                 let transaction = try HistoryLog.record(
-                    db, schema: migrated.0, author: nil, changes: [:], retention: historyRetention, captured: [:])
+                    db, schema: migrated.0, author: nil, changes: [:], retention: self.historyRetention, captured: [:])
                 return (migrated, transaction)
             }
         }

@@ -164,10 +164,17 @@ extension Store {
             guard model.changed else { return [] }
             let checksum = try ReplicaChecksum.full(db)
             try Self.saveChecksum(db, checksum)
+            // A migration's history row (``Store/defineModel(_:removing:)``) gives the entry its
+            // number and timestamp, which every replica records as it is.
+            let timestamp =
+                try model.transaction.flatMap {
+                    try Double.fetchOne(
+                        db, sql: "SELECT timestamp FROM depot_transaction WHERE id = ?", arguments: [$0])
+                } ?? Date.now.timeIntervalSince1970
             return [
                 ReplicatedEntry(
-                    number: head + 1, author: nil, timestamp: Date.now.timeIntervalSince1970,
-                    content: .model(entities: model.entities, removing: model.removing),
+                    number: head + 1, author: nil, timestamp: timestamp,
+                    content: .model(entities: model.entities, removing: model.removing, transaction: model.transaction),
                     tables: try ObjectTablesChange.everything(db, schema: ModelMigrator.loadSchema(db)),
                     checksum: Int64(bitPattern: checksum ^ offset))
             ]
@@ -255,9 +262,14 @@ extension Store {
                             CommittedTransaction(
                                 number: transaction, author: entry.author, timestamp: entry.timestamp,
                                 changes: try HistoryCoding.decode(changes)), in: db)
-                    case .model(let entities, let removing):
+                    case .model(let entities, let removing, let transaction):
                         (schema, _) = try ModelMigrator.migrate(db, from: schema, to: entities, removing: removing)
                         checksum = try ReplicaChecksum.full(db)
+                        // A numbered migration is a transaction here too: its history row (no object
+                        // changes) and its place in the commit stream, where the lane follows the model.
+                        if let transaction {
+                            try recordMigration(db, transaction: transaction, entry: entry)
+                        }
                     }
                     if let expected = entry.checksum, UInt64(bitPattern: expected) != checksum ^ offset {
                         throw ReplicationError.diverged(
@@ -292,6 +304,20 @@ extension Store {
         replaceSchema(schema)
         clusterPosition.withLock { $0 = position }
         return cutGroup
+    }
+
+    /// Records the migration the log's `entry` numbered `transaction`, as the daemon that made it
+    /// did: a history row with no object changes, and the transaction in the commit stream.
+    private func recordMigration(_ db: Database, transaction: Int64, entry: ReplicatedEntry) throws {
+        let expected = try Self.latestTransaction(db) + 1
+        guard transaction == expected else {
+            throw ReplicationError.diverged(
+                "the cluster's entry \(entry.number) is transaction \(transaction), this replica expected \(expected)")
+        }
+        commits.expect(
+            try HistoryLog.recordMigration(
+                db, number: transaction, timestamp: entry.timestamp, author: entry.author, retention: historyRetention),
+            in: db)
     }
 
     /// The replica's position in the cluster's log (0 for a new replica or a lone store).
@@ -347,6 +373,9 @@ final class ModelChange {
     let removing: [String]
     /// Set by the write once it migrated.
     var changed = false
+    /// The migration's history number, set by the write when it recorded one (a migration of a
+    /// defined model is a transaction; the first definition of an empty cluster is not).
+    var transaction: Int64?
 
     init(entities: [EntityDescription], removing: [String]) {
         self.entities = entities

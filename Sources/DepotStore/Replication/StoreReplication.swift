@@ -62,8 +62,11 @@ public struct ReplicatedEntry: Sendable, Equatable {
         /// transaction: all but the last are `continued` and carry no changeset, the last
         /// carries the group's; a replica applies the group together.
         case data(transaction: Int64, changes: String, changeset: [UInt8], continued: Bool = false)
-        /// A model change (`model/define`), which each replica migrates to itself.
-        case model(entities: [EntityDescription], removing: [String])
+        /// A model change (`model/define`), which each replica migrates to itself. A migration of a
+        /// defined model is a transaction (DESIGN.md §7, Across a migration): `transaction` is its
+        /// number in history (a row with no object changes), `nil` for the first definition of an
+        /// empty cluster and for entries written before migrations were numbered.
+        case model(entities: [EntityDescription], removing: [String], transaction: Int64? = nil)
     }
 
     /// Its number in the cluster's log: the order every replica applies entries in.

@@ -39,9 +39,25 @@ public struct WriteScope: Sendable {
     /// Whether no entity has a rule.
     public var isUnrestricted: Bool { rules.isEmpty && hidden.isEmpty }
 
-    /// -32018 naming the entity, the object and the rule.
+    /// `entity`'s relationships to the entities the key cannot read: they do not exist for it
+    /// either (DESIGN.md §2), so a write naming one is refused as naming an unknown key.
+    public func withheldKeys(of entity: EntitySchema) -> Set<String> {
+        guard !hidden.isEmpty else { return [] }
+        return Set(entity.description.relationships.filter { hidden.contains($0.destination) }.map(\.name))
+    }
+
+    /// -32018 naming the entity, the object and the rule; for an object of an entity the key cannot
+    /// read (changed as the other end of a relationship), naming none of them, since it does not
+    /// exist for the key.
     func violation(_ id: ObjectID, rule: Rule, when: String) -> RPCError {
-        RPCError(
+        guard !hidden.contains(id.entity) else {
+            return RPCError(
+                code: .forbidden,
+                message:
+                    "the save changes the other end of a relationship into objects that key '\(keyName)' cannot read; nothing was saved",
+                data: ["key": .string(keyName)])
+        }
+        return RPCError(
             code: .forbidden,
             message:
                 "\(id) is outside the write scope of key '\(keyName)' \(when): \(id.entity) must match '\(rule.text)'; nothing was saved",

@@ -106,6 +106,19 @@ struct SaveOperation {
         writeScope.hidden.contains(name) ? nil : schema.entity(named: name)
     }
 
+    /// Whether `key` of `entity` is a relationship to an entity the saving key cannot read: it does
+    /// not exist for that key either (DESIGN.md §2).
+    func isWithheld(_ key: String, of entity: EntitySchema) -> Bool {
+        !writeScope.hidden.isEmpty && writeScope.withheldKeys(of: entity).contains(key)
+    }
+
+    /// `entity`'s keys as the saving key knows them, for error messages.
+    func keyList(of entity: EntitySchema) -> String {
+        guard !writeScope.hidden.isEmpty else { return entity.keyList }
+        let keys = entity.description.attributes.map(\.name) + entity.description.relationships.map(\.name)
+        return keys.filter { !isWithheld($0, of: entity) }.joined(separator: ", ")
+    }
+
     /// Runs the whole save on `db`, inside the caller's transaction.
     mutating func run(_ db: Database, params: StoreSave.Parameters) throws -> (StoreSave.Result, CommittedTransaction?)
     {
@@ -245,7 +258,9 @@ extension SaveOperation {
         _ toMany: inout [String: ToManyValue]
     ) {
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
-            if let attribute = entity.attributes[key] {
+            if isWithheld(key, of: entity) {
+                problem(object, key, "unknownKey", "\(entity.name) has no key '\(key)' (keys: \(keyList(of: entity)))")
+            } else if let attribute = entity.attributes[key] {
                 do {
                     attributes[key] = try ValueCoding.databaseValue(value, type: attribute.type)
                 } catch {
@@ -283,7 +298,7 @@ extension SaveOperation {
                     )
                 }
             } else {
-                problem(object, key, "unknownKey", "\(entity.name) has no key '\(key)' (keys: \(entity.keyList))")
+                problem(object, key, "unknownKey", "\(entity.name) has no key '\(key)' (keys: \(keyList(of: entity)))")
             }
         }
     }

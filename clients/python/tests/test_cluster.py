@@ -342,6 +342,76 @@ def test_model_changes_many_to_many_pairs_and_batches_reach_every_daemon(cluster
             client.close()
 
 
+def test_a_migration_through_one_daemon_is_a_transaction_every_daemon_publishes() -> None:
+    """DESIGN.md §7, Across a migration, on a cluster: the migration is a numbered entry of the log;
+    each daemon's subscriptions get the rows it changed as updates in that transaction's
+    notification, a request naming a renamed key ends with ``reason: "model"``, every daemon's
+    history holds it under the same number, and a daemon that joins later from the cluster's
+    tables numbers after it."""
+    memo = {"name": "Memo", "attributes": [{"name": "title", "type": "string"},
+                                           {"name": "n", "type": "integer", "default": 0}]}
+    store, cluster = start_cluster(3)
+    clients = [d.client() for d in cluster]
+    try:
+        clients[0].call("model/define", {"entities": [memo]})
+        saved = clients[0].save(inserted=[{"entity": "Memo", "values": {"title": t}} for t in ("b", "a", "c")])
+        sorted_by_title, filtered_by_title = [], []
+        for client in clients[1:]:
+            deadline = time.monotonic() + 10
+            while client.call("store/history", {"since": 0, "limit": 1})["latest"] < saved["transaction"]:
+                assert time.monotonic() < deadline, "a daemon did not follow"
+                time.sleep(0.05)
+            sorted_by_title.append(client.subscribe({"entity": "Memo", "sort": [{"key": "title"}]}, include="all"))
+            filtered_by_title.append(client.subscribe({"entity": "Memo", "predicate": "title != 'x'", "sort": [{"key": "n"}]}, include="all"))
+        renamed = {**memo, "attributes": [{"name": "heading", "type": "string", "renamedFrom": "title"},
+                                          {"name": "n", "type": "integer", "default": 0},
+                                          {"name": "stars", "type": "integer", "default": 5}]}
+        defined = clients[0].call("model/define", {"entities": [renamed]})
+        assert defined["transaction"] == saved["transaction"] + 1, "a migration is the cluster's next transaction"
+        for client, ended in zip(clients[1:], sorted_by_title):
+            deadline = time.monotonic() + 10
+            while ended.ended is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert ended.ended == "model", "a sort by the renamed key ends on every daemon"
+        for client, live in zip(clients[1:], filtered_by_title):
+            # The predicate named the renamed key too: it ends as well.
+            deadline = time.monotonic() + 10
+            while live.ended is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert live.ended == "model"
+        plain = []
+        for client in clients[1:]:
+            plain.append(client.subscribe({"entity": "Memo", "sort": [{"key": "heading"}]}, include="all"))
+        again = clients[0].call("model/define", {"entities": [
+            {**renamed, "attributes": renamed["attributes"] + [{"name": "rank", "type": "integer", "default": 2}]}]})
+        for client, live in zip(clients[1:], plain):
+            assert live.wait_for_transaction(again["transaction"], timeout=20), "the migration's own notification"
+            assert [o["heading"] for o in live.fetched_objects] == ["a", "b", "c"]
+            assert all(o["rank"] == 2 and o["stars"] == 5 for o in live.fetched_objects)
+            fresh = client.fetch({"entity": "Memo", "sort": [{"key": "heading"}]})["objects"]
+            assert live.fetched_objects == fresh, "deltas applied == a fresh fetch"
+        histories = [c.call("store/history", {"since": saved["transaction"]})["transactions"] for c in clients]
+        assert [t["transaction"] for t in histories[0]] == [defined["transaction"], again["transaction"]]
+        assert all(t["changes"] == {} for t in histories[0])
+        assert histories[1] == histories[0] and histories[2] == histories[0], "the same history on every daemon"
+        for live in sorted_by_title + filtered_by_title + plain:
+            live.close()
+        # A daemon that joins now starts after the migration (the snapshot's history number is the
+        # newest numbered entry's) and numbers its first save after it.
+        cluster.append(Daemon(store=store))
+        joined = cluster[-1].client()
+        clients.append(joined)
+        assert joined.call("store/history", {"since": again["transaction"]})["latest"] == again["transaction"]
+        assert joined.fetch({"entity": "Memo", "sort": [{"key": "heading"}]})["objects"] == fresh
+        after = joined.save(inserted=[{"entity": "Memo", "values": {"heading": "d"}}])
+        assert after["transaction"] == again["transaction"] + 1
+    finally:
+        for client in clients:
+            client.close()
+        for running in cluster:
+            running.stop()
+
+
 def shadow_rows(daemon: Daemon) -> List[Tuple[str, str]]:
     """Each Post's title and its folded shadow column, read from the daemon's own SQLite file."""
     with closing(sqlite3.connect(os.path.join(daemon.data_dir, "depot.sqlite"))) as db:

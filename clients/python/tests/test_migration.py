@@ -8,15 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List
 
-import pytest
-
 import depot
-
-from conftest import STORE
-
-# A daemon of a PostgreSQL cluster numbers only data transactions: its model/define is no
-# transaction yet, and live results follow the new model with the next save (docs/decisions.md).
-pytestmark = pytest.mark.skipif(bool(STORE), reason="a cluster's model/define is not yet a transaction")
 
 NOTE = {"name": "Memo", "attributes": [{"name": "title", "type": "string"},
                                        {"name": "rank", "type": "integer", "default": 0}]}
