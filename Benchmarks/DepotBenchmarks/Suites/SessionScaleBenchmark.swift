@@ -69,12 +69,12 @@ struct SessionScaleBenchmark: Benchmark {
             heartbeat: nil)
         let endpoint = daemon.endpoint
         defer { daemon.stop() }
-        let writer = try RawRPCClient(endpoint: endpoint)
-        try writer.initialize(name: "writer")
-        _ = try writer.call("model/define", params: Self.model)
+        let setup = try RawRPCClient(endpoint: endpoint)
+        try setup.initialize(name: "setup")
+        _ = try setup.call("model/define", params: Self.model)
         let items = (0..<10).map { #"{"owner":"u\#($0)","score":\#($0)}"# }.joined(separator: ",")
-        _ = try writer.call("store/batchInsert", params: #"{"entity":"Item","objects":[\#(items)]}"#)
-        _ = try writer.call("store/batchInsert", params: #"{"entity":"Other","objects":[{"n":0}]}"#)
+        _ = try setup.call("store/batchInsert", params: #"{"entity":"Item","objects":[\#(items)]}"#)
+        _ = try setup.call("store/batchInsert", params: #"{"entity":"Other","objects":[{"n":0}]}"#)
         let rssBefore = Self.rss(daemon.pid)
 
         // Connect every session at once, then let them idle, heartbeating.
@@ -113,6 +113,9 @@ struct SessionScaleBenchmark: Benchmark {
         let quiet = try SessionProbe(endpoint: endpoint, save: Self.saveUnwatched)  // 5 s, as the broadcasts beside it
         Thread.sleep(forTimeInterval: 5)
         let alone = try quiet.stop()
+        // A writer session of its own, opened now: the setup session has been silent past its heartbeat.
+        let writer = try RawRPCClient(endpoint: endpoint)
+        try writer.initialize(name: "writer")
         let broadcasts = suite.options.sessions.broadcasts
         let broadcast = try profiled("broadcast", pid: daemon.pid, count: count, suite: suite) {
             try SessionBroadcast.run(

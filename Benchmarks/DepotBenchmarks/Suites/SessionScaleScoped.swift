@@ -27,18 +27,19 @@ extension SessionScaleBenchmark {
             _ = try admin.call(
                 "store/batchInsert", params: #"{"entity":"Item","objects":[\#(rows.joined(separator: ","))]}"#)
         }
-        let owner = try RawRPCClient(endpoint: endpoint, curve: keys.client(keys.members[0]))
-        try owner.initialize(name: "u0")
-        let saves = 1_000
-        _ = try SessionLoad.saveLatencies(200, writer: owner) { Self.saveWatched(2 * saves + $0) }  // warm-up
-        let alone = try SessionLoad.saveLatencies(saves, writer: owner, params: Self.saveWatched)
-
         Self.progress("\(count) CURVE sessions: connect, depotd pid \(daemon.pid)")
         let began = ContinuousClock.now
         let swarm = try SessionSwarm(count: count, endpoint: endpoint) { keys.client(keys.members[$0]) }
         let opened = try swarm.callAll("initialize") { RawRPCClient.initializeParams(name: "u\($0)") }
         note["connectSeconds"] = .double((ContinuousClock.now - began).seconds)
         note["refused"] = .int(Int64(opened.filter { $0["error"] != nil }.count))
+        // u0 saves with every session connected, none subscribed; then all subscribed.
+        let owner = try RawRPCClient(endpoint: endpoint, curve: keys.client(keys.members[0]))
+        try owner.initialize(name: "u0")
+        let saves = 1_000
+        _ = try SessionLoad.saveLatencies(200, writer: owner) { Self.saveWatched(2 * saves + $0) }  // warm-up
+        let alone = try SessionLoad.saveLatencies(saves, writer: owner, params: Self.saveWatched)
+
         try Self.expectNoErrors(swarm.callAll("results/subscribe") { _ in Self.sharedSubscription }, "subscribe")
         let scoped = try profiled("scoped-save", pid: daemon.pid, count: count, suite: suite) {
             try SessionLoad.saveLatencies(saves, writer: owner) { Self.saveWatched(saves + $0) }
