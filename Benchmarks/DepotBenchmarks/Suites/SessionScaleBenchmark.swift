@@ -178,16 +178,20 @@ struct SessionScaleBenchmark: Benchmark {
             of: "daemon RSS per distinct subscription (KB)")
 
         // A restart: every session back and subscribed.
+        var restartProfile: PhaseProfile?
         let (restarted, restart) = try SessionRestart.run(
             daemon, swarm: swarm,
             start: {
-                try DaemonProcess(
+                let started = try DaemonProcess(
                     executable: suite.options.depotd,
                     dataDirectory: suite.directory.appendingPathComponent("plain-\(count)"),
                     transport: .tcp,
                     extraArguments: suite.options.daemonArguments + ["--max-sessions", String(count + 64)],
                     listen: endpoint, heartbeat: nil)
+                restartProfile = try startProfile("restart", pid: started.pid, count: count, suite: suite)
+                return started
             }, subscribe: { _ in Self.sharedSubscription })
+        finish(restartProfile, "restart", count: count, suite: suite)
         daemon = restarted
         record(restart, key: key, suite: suite, note: &note)
         suite.note(key, .object(note))
@@ -227,15 +231,26 @@ struct SessionScaleBenchmark: Benchmark {
     /// Runs `body`, recording a perf profile of `pid` meanwhile when `--profile` is on.
     func profiled<T>(_ phase: String, pid: Int32, count: Int, suite: SuiteRun, _ body: () throws -> T) throws -> T {
         Self.progress("\(count) sessions: \(phase), depotd pid \(pid)")
-        guard suite.options.sessions.profile else { return try body() }
-        let profile = try PhaseProfile(
+        let profile = try startProfile(phase, pid: pid, count: count, suite: suite)
+        let result = try body()
+        finish(profile, phase, count: count, suite: suite)
+        return result
+    }
+
+    /// A perf profile of `pid` from now, when `--profile` is on.
+    func startProfile(_ phase: String, pid: Int32, count: Int, suite: SuiteRun) throws -> PhaseProfile? {
+        guard suite.options.sessions.profile else { return nil }
+        return try PhaseProfile(
             pid: pid, phase: "\(phase)-\(count)",
             directory: URL(fileURLWithPath: "/tmp/depot-sessions-profiles-\(getpid())"))
-        let result = try body()
+    }
+
+    /// Stops `profile` and prints and notes its summary.
+    func finish(_ profile: PhaseProfile?, _ phase: String, count: Int, suite: SuiteRun) {
+        guard let profile else { return }
         let summary = profile.stop()
         print("profile \(phase) at \(count) sessions (\(profile.file.path)):\n  " + summary.joined(separator: "\n  "))
         suite.note("profile.\(count).\(phase)", .array(summary.map { .string($0) }))
-        return result
     }
 
     /// The daemon's CPU while `body` runs: share of one core, and by thread.

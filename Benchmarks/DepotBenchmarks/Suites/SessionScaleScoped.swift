@@ -28,11 +28,13 @@ extension SessionScaleBenchmark {
                 "store/batchInsert", params: #"{"entity":"Item","objects":[\#(rows.joined(separator: ","))]}"#)
         }
         Self.progress("\(count) CURVE sessions: connect, depotd pid \(daemon.pid)")
+        let connectProfile = try startProfile("connect-curve", pid: daemon.pid, count: count, suite: suite)
         let began = ContinuousClock.now
         let swarm = try SessionSwarm(count: count, endpoint: endpoint) { keys.client(keys.members[$0]) }
         let opened = try swarm.callAll("initialize") { RawRPCClient.initializeParams(name: "u\($0)") }
         note["connectSeconds"] = .double((ContinuousClock.now - began).seconds)
         note["refused"] = .int(Int64(opened.filter { $0["error"] != nil }.count))
+        finish(connectProfile, "connect-curve", count: count, suite: suite)
         // u0 saves with every session connected, none subscribed; then all subscribed.
         let owner = try RawRPCClient(endpoint: endpoint, curve: keys.client(keys.members[0]))
         try owner.initialize(name: "u0")
@@ -55,13 +57,17 @@ extension SessionScaleBenchmark {
             "saves": .int(Int64(saves)),
         ]
 
+        var restartProfile: PhaseProfile?
         let (restarted, restart) = try SessionRestart.run(
             daemon, swarm: swarm,
             start: {
-                try DaemonProcess(
+                let started = try DaemonProcess(
                     executable: suite.options.depotd, dataDirectory: directory, transport: .tcp,
                     extraArguments: arguments, listen: endpoint, heartbeat: nil)
+                restartProfile = try startProfile("restart-curve", pid: started.pid, count: count, suite: suite)
+                return started
             }, subscribe: { _ in Self.sharedSubscription })
+        finish(restartProfile, "restart-curve", count: count, suite: suite)
         daemon = restarted
         record(restart, key: key, suite: suite, note: &note)
         suite.note(key, .object(note))
