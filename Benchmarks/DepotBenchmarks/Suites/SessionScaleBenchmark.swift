@@ -136,6 +136,9 @@ struct SessionScaleBenchmark: Benchmark {
             "writerAnswerP50Ms": .double(percentile(broadcast.answer, 0.5)),
             "daemonMicrosPerDeliveryByThread": Self.perDelivery(broadcast.daemonThreads, deliveries),
             "clientMicrosPerDelivery": .double(broadcast.clientCPU * 1e6 / deliveries),
+            "seconds": .double(broadcast.seconds),
+            "daemonCPUSecondsByThread": .object(broadcast.daemonThreads.mapValues { .double($0) }),
+            "daemonRunQueueWaitSecondsByThread": .object(broadcast.daemonRunQueueWait.mapValues { .double($0) }),
         ]
 
         let probe = try SessionProbe(endpoint: endpoint, save: Self.saveUnwatched)

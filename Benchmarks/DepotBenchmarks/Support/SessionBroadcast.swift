@@ -14,6 +14,10 @@ enum SessionBroadcast {
         var daemonCPU = 0.0
         /// The same by daemon thread name.
         var daemonThreads: [String: Double] = [:]
+        /// Seconds the daemon's threads waited for a free core over the broadcasts, by thread name.
+        var daemonRunQueueWait: [String: Double] = [:]
+        /// Wall-clock seconds of the broadcasts (pauses included, heartbeats excluded).
+        var seconds = 0.0
         /// This process's CPU seconds over the broadcasts (receiving every delivery).
         var clientCPU = 0.0
     }
@@ -31,6 +35,7 @@ enum SessionBroadcast {
             index += 1
             try swarm.heartbeatIfDue(interval: interval)
             let cpu = (daemon: CPUTime.process(pid) ?? 0, threads: CPUTime.threads(pid), client: CPUTime.current())
+            let waits = RunQueueWait.threads(pid)
             let start = ContinuousClock.now
             _ = try writer.call("store/save", params: save(index))
             outcome.answer.append((ContinuousClock.now - start).milliseconds)
@@ -42,6 +47,10 @@ enum SessionBroadcast {
             for (name, seconds) in CPUTime.threads(pid) {
                 outcome.daemonThreads[name, default: 0] += seconds - (cpu.threads[name] ?? 0)
             }
+            for (name, seconds) in RunQueueWait.threads(pid) {
+                outcome.daemonRunQueueWait[name, default: 0] += seconds - (waits[name] ?? 0)
+            }
+            outcome.seconds += (ContinuousClock.now - start).seconds
         }
         return outcome
     }
