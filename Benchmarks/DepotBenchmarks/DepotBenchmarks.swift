@@ -11,6 +11,22 @@ struct BenchmarkOptions: Sendable {
     var quick: Bool
     /// Extra arguments for every `depotd` started.
     var daemonArguments: [String]
+    /// What the `sessions` suite opens and measures.
+    var sessions = SessionScaleOptions()
+}
+
+/// The `sessions` suite's sizes (issue 37), from the command line.
+struct SessionScaleOptions: Sendable {
+    /// Session counts measured without keys.
+    var plain = [1_000, 5_000, 10_000]
+    /// Session counts measured again with CURVE keys and owner scopes.
+    var curve = [1_000, 10_000]
+    /// Saves broadcast to every session, per count.
+    var broadcasts = 20
+    /// Seconds of idle heartbeating measured, per count.
+    var idleSeconds = 30.0
+    /// Whether to record a `perf` profile of the daemon during each phase.
+    var profile = false
 }
 
 /// `DepotBenchmarks`: runs the suites side by side with their raw baselines,
@@ -42,12 +58,34 @@ struct DepotBenchmarks: AsyncParsableCommand {
     @Flag(help: "List the suites and exit.")
     var list = false
 
+    @Option(help: "sessions suite: session counts without keys (repeatable; default 1000, 5000, 10000).")
+    var sessions: [Int] = []
+
+    @Option(
+        help:
+            "sessions suite: session counts with CURVE keys and owner scopes (repeatable; default 1000, 10000; 0 for none)."
+    )
+    var curveSessions: [Int] = []
+
+    @Option(help: "sessions suite: saves broadcast to every session, per count (default 20).")
+    var broadcasts: Int?
+
+    @Option(help: "sessions suite: seconds of idle heartbeating measured per count (default 30).")
+    var idleSeconds: Double?
+
+    @Flag(help: "sessions suite: record a perf profile of depotd during each phase (summaries in the notes).")
+    var profile = false
+
     @Option(parsing: .remaining, help: .hidden)
     var fanOutChild: [String] = []
+
+    @Flag(help: .hidden)
+    var routerChild = false
 
     mutating func run() async throws {
         // A child process of the fan-out suite, not a run.
         if !fanOutChild.isEmpty { return try FanOutBenchmark.runChild(fanOutChild) }
+        if routerChild { return try RouterChild.runChild() }
         if list {
             for suite in BenchmarkRegistry.all {
                 print(
@@ -64,7 +102,12 @@ struct DepotBenchmarks: AsyncParsableCommand {
             throw ValidationError(
                 "no depotd at \(executable.path): build it with `swift build -c release --product depotd`")
         }
-        let options = BenchmarkOptions(depotd: executable, plan: plan, quick: quick, daemonArguments: [])
+        var options = BenchmarkOptions(depotd: executable, plan: plan, quick: quick, daemonArguments: [])
+        if !sessions.isEmpty { options.sessions.plain = sessions }
+        if !curveSessions.isEmpty { options.sessions.curve = curveSessions.filter { $0 > 0 } }
+        if let broadcasts { options.sessions.broadcasts = max(1, broadcasts) }
+        if let idleSeconds { options.sessions.idleSeconds = idleSeconds }
+        options.sessions.profile = profile
         let suites = BenchmarkRegistry.selected(by: filter)
         guard !suites.isEmpty else { throw ValidationError("no suite matches \(filter); try --list") }
 

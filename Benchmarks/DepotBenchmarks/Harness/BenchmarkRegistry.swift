@@ -24,6 +24,7 @@ enum BenchmarkRegistry {
         ClusterJoinBenchmark.self,
         ClusterLogSizeBenchmark.self,
         ReplicaBenchmark.self,
+        SessionScaleBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 
 /// How long to measure: warm-up, timed duration, rounds, and a cap on iterations.
@@ -116,8 +117,23 @@ enum CPUTime {
 
     /// Process `pid`'s CPU seconds so far, every thread including exited ones
     /// (`/proc/PID/stat` utime + stime, clock-tick resolution); `nil` if it is gone.
-    static func process(_ pid: Int32) -> Double? {
-        guard let file = fopen("/proc/\(pid)/stat", "r") else { return nil }
+    static func process(_ pid: Int32) -> Double? { stat("/proc/\(pid)/stat")?.seconds }
+
+    /// Process `pid`'s CPU seconds so far by thread name (threads of one name summed;
+    /// `/proc/PID/task/*/stat`); only threads still running.
+    static func threads(_ pid: Int32) -> [String: Double] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        var byName: [String: Double] = [:]
+        for task in tasks {
+            guard let (name, seconds) = stat("/proc/\(pid)/task/\(task)/stat") else { continue }
+            byName[name, default: 0] += seconds
+        }
+        return byName
+    }
+
+    /// The command name and utime + stime seconds of one `stat` file.
+    private static func stat(_ path: String) -> (name: String, seconds: Double)? {
+        guard let file = fopen(path, "r") else { return nil }
         defer { fclose(file) }
         var buffer = [CChar](repeating: 0, count: 1024)
         guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
@@ -126,7 +142,9 @@ enum CPUTime {
         guard let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]),
+            let open = text.firstIndex(of: "(")
+        else { return nil }
+        return (String(text[text.index(after: open)..<close]), (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
     }
 }

@@ -24,10 +24,6 @@ struct ScopeCostBenchmark: Benchmark {
           {"name":"owner","type":"string","indexed":true},{"name":"score","type":"integer"}]}]}
         """
 
-    static let policy = """
-        {"roles":{"member":{"base":"write","entities":{"Item":{"read":"owner == $keyName","write":"owner == $keyName"}}}}}
-        """
-
     func run(_ suite: SuiteRun) async throws {
         let quick = suite.options.quick
         let owners = quick ? 200 : 1_000
@@ -35,37 +31,17 @@ struct ScopeCostBenchmark: Benchmark {
         let saves = quick ? 100 : 400
         ProcessLimits.raiseDescriptorLimit()
 
-        let server = try CurveKeyPair.generate()
-        let admin = try CurveKeyPair.generate()
-        var members: [CurveKeyPair] = []
-        var lines = "\(admin.publicKey) admin setup\n"
-        for owner in 0..<owners {
-            let pair = try CurveKeyPair.generate()
-            members.append(pair)
-            lines += "\(pair.publicKey) member u\(owner)\n"
-        }
-        let files = (
-            key: suite.directory.appendingPathComponent("server.key"),
-            keys: suite.directory.appendingPathComponent("authorized_keys"),
-            policy: suite.directory.appendingPathComponent("policy.json")
-        )
-        try "\(server.secretKey)\n".write(to: files.key, atomically: true, encoding: .utf8)
-        try lines.write(to: files.keys, atomically: true, encoding: .utf8)
-        try Self.policy.write(to: files.policy, atomically: true, encoding: .utf8)
+        let keys = try OwnerScopedKeys(owners: owners, directory: suite.directory.appendingPathComponent("keys"))
+        let members = keys.members
         let daemon = try DaemonProcess(
             executable: suite.options.depotd, dataDirectory: suite.directory.appendingPathComponent("depotd-scoped"),
             transport: .tcp,
-            extraArguments: suite.options.daemonArguments + [
-                "--curve-secret-key", files.key.path, "--authorized-keys", files.keys.path, "--policy",
-                files.policy.path, "--max-sessions", "5000",
-            ])
+            extraArguments: suite.options.daemonArguments + keys.daemonArguments + ["--max-sessions", "5000"])
         defer { daemon.stop() }
         func client(_ pair: CurveKeyPair, context: UnsafeMutableRawPointer? = nil) throws -> RawRPCClient {
-            try RawRPCClient(
-                endpoint: daemon.endpoint, curve: (server.publicKey, pair.publicKey, pair.secretKey),
-                sharedContext: context)
+            try RawRPCClient(endpoint: daemon.endpoint, curve: keys.client(pair), sharedContext: context)
         }
-        let setup = try client(admin)
+        let setup = try client(keys.admin)
         try setup.initialize()
         _ = try setup.call("model/define", params: Self.model)
         for start in stride(from: 0, to: rows, by: 50_000) {

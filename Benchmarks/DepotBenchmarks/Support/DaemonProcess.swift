@@ -15,21 +15,27 @@ final class DaemonProcess {
 
     private let daemon: Daemon
 
-    /// Starts `executable` and waits (up to 20 s) for its `listening on` line.
-    init(executable: URL, dataDirectory: URL, transport: Transport, extraArguments: [String] = []) throws {
+    /// Starts `executable` and waits (up to 20 s) for its `listening on` line; on `listen` when
+    /// given (a restart on the same port), with a `heartbeat` interval in seconds (the daemon's
+    /// default when `nil`).
+    init(
+        executable: URL, dataDirectory: URL, transport: Transport, extraArguments: [String] = [],
+        listen: String? = nil, heartbeat: Double? = 3600
+    ) throws {
         let dataDirectory = dataDirectory.standardizedFileURL
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
-        let listen =
-            switch transport {
-            case .ipc: "ipc://" + dataDirectory.appendingPathComponent("depot.sock").path
-            case .tcp: "tcp://127.0.0.1:*"
-            }
-        // A long heartbeat: a benchmark session may sit idle while the baseline runs.
+        let endpoint: String
+        switch (listen, transport) {
+        case (let listen?, _): endpoint = listen
+        case (nil, .ipc): endpoint = "ipc://" + dataDirectory.appendingPathComponent("depot.sock").path
+        case (nil, .tcp): endpoint = "tcp://127.0.0.1:*"
+        }
+        // A long heartbeat by default: a benchmark session may sit idle while the baseline runs.
         daemon = try Daemon(
-            dataDirectory: dataDirectory, arguments: extraArguments, heartbeat: 3600, listen: listen,
+            dataDirectory: dataDirectory, arguments: extraArguments, heartbeat: heartbeat, listen: endpoint,
             executable: executable,
             logFile: dataDirectory.deletingLastPathComponent().appendingPathComponent(
-                "\(dataDirectory.lastPathComponent).log"))
+                "\(dataDirectory.lastPathComponent)-\(UUID().uuidString.prefix(8)).log"))
     }
 
     deinit { stop() }

@@ -15,10 +15,12 @@ final class RawDealer {
     /// Receives give up after `timeoutMilliseconds`.
     ///
     /// With `curve` (Z85 server public key, client public and secret keys) it is a CURVE client.
+    /// With `unboundedReceive`, its receive queue has no high-water mark (a session that
+    /// reads late keeps everything sent to it).
     init(
         endpoint: String, timeoutMilliseconds: Int32 = 30_000,
         curve: (serverKey: String, publicKey: String, secretKey: String)? = nil,
-        sharedContext: UnsafeMutableRawPointer? = nil
+        sharedContext: UnsafeMutableRawPointer? = nil, unboundedReceive: Bool = false
     ) throws {
         guard let context = sharedContext ?? zmq_ctx_new() else { throw BenchmarkError("zmq_ctx_new failed") }
         ownsContext = sharedContext == nil
@@ -32,6 +34,10 @@ final class RawDealer {
         zmq_setsockopt(socket, ZMQ_LINGER, &linger, MemoryLayout<Int32>.size)
         var timeout = timeoutMilliseconds
         zmq_setsockopt(socket, ZMQ_RCVTIMEO, &timeout, MemoryLayout<Int32>.size)
+        if unboundedReceive {
+            var unbounded: Int32 = 0
+            zmq_setsockopt(socket, ZMQ_RCVHWM, &unbounded, MemoryLayout<Int32>.size)
+        }
         zmq_msg_init(&message)
         if let curve {
             for (option, key) in [
@@ -49,7 +55,14 @@ final class RawDealer {
         }
     }
 
-    deinit {
+    private var closed = false
+
+    deinit { close() }
+
+    /// Closes the socket (and its own context); later sends and receives fail. Idempotent.
+    func close() {
+        guard !closed else { return }
+        closed = true
         zmq_msg_close(&message)
         zmq_close(socket)
         if ownsContext { zmq_ctx_term(context) }
@@ -78,6 +91,21 @@ final class RawDealer {
     /// Receives one message as bytes.
     func receive() throws -> [UInt8] { try receive { Array($0) } }
 
+    /// Receives one message if one is queued (no wait) and hands its bytes to `body`; `nil` when none is.
+    func receiveIfReady<T>(_ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        while zmq_msg_recv(&message, socket, ZMQ_DONTWAIT) < 0 {
+            let code = zmq_errno()
+            if code == EAGAIN { return nil }
+            if code != EINTR { throw BenchmarkError("receive: \(String(cString: zmq_strerror(code)))") }
+        }
+        return try body(UnsafeRawBufferPointer(start: zmq_msg_data(&message), count: zmq_msg_size(&message)))
+    }
+
+    /// Whether `bytes` contains `needle` (no parse).
+    static func contains(_ bytes: UnsafeRawBufferPointer, _ needle: StaticString) -> Bool {
+        contains(bytes, UnsafeRawBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount))
+    }
+
     /// Sends `request` and waits for one message back; throws unless the answer
     /// contains `expected` (a cheap check that does not parse, so that the
     /// client's cost stays that of a raw echo).
@@ -85,8 +113,7 @@ final class RawDealer {
         try send(request)
         try receive { answer in
             guard let expected else { return }
-            let needle = UnsafeRawBufferPointer(start: expected.utf8Start, count: expected.utf8CodeUnitCount)
-            guard Self.contains(answer, needle) else {
+            guard Self.contains(answer, expected) else {
                 throw BenchmarkError("unexpected answer: \(String(decoding: answer.prefix(300), as: UTF8.self))")
             }
         }

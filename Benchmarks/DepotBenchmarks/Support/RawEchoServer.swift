@@ -20,8 +20,8 @@ final class RawEchoServer: @unchecked Sendable {
     private let handler: Handler?
 
     /// Binds `endpoint` (`ipc://PATH`, `tcp://127.0.0.1:*`) and starts echoing,
-    /// or answering with `handler`.
-    init(endpoint requested: String, handler: Handler? = nil) throws {
+    /// or answering with `handler`; `backlog` sets the listen queue (`ZMQ_BACKLOG`, libzmq's default 100).
+    init(endpoint requested: String, backlog: Int32? = nil, handler: Handler? = nil) throws {
         self.handler = handler
         guard let context = zmq_ctx_new(), let socket = zmq_socket(context, ZMQ_ROUTER) else {
             throw BenchmarkError("cannot create the echo socket")
@@ -30,6 +30,7 @@ final class RawEchoServer: @unchecked Sendable {
         self.socket = socket
         var linger: Int32 = 0
         zmq_setsockopt(socket, ZMQ_LINGER, &linger, MemoryLayout<Int32>.size)
+        if var backlog { zmq_setsockopt(socket, ZMQ_BACKLOG, &backlog, MemoryLayout<Int32>.size) }
         guard zmq_bind(socket, requested) == 0 else {
             throw BenchmarkError("echo bind \(requested): \(String(cString: zmq_strerror(zmq_errno())))")
         }

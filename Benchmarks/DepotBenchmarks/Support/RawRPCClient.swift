@@ -26,9 +26,12 @@ final class RawRPCClient {
     /// Opens the session.
     @discardableResult
     func initialize(name: String = "DepotBenchmarks") throws -> JSONValue {
-        try call(
-            "initialize",
-            params: #"{"clientInfo":{"name":"\#(name)","version":"1"},"protocolVersion":"1","capabilities":{}}"#)
+        try call("initialize", params: Self.initializeParams(name: name))
+    }
+
+    /// The params of an `initialize` from a client called `name`.
+    static func initializeParams(name: String) -> String {
+        #"{"clientInfo":{"name":"\#(name)","version":"1"},"protocolVersion":"1","capabilities":{}}"#
     }
 
     /// The bytes of a request with `params` given as JSON text (or none).

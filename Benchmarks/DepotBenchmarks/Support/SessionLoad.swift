@@ -25,13 +25,18 @@ enum SessionLoad {
     /// The median latency in microseconds of `count` `store/save` calls by
     /// `writer`, the `index`th with the params `params(index)`.
     static func saveP50(_ count: Int, writer: RawRPCClient, params: (Int) -> String) throws -> Double {
+        percentile(try saveLatencies(count, writer: writer, params: params), 0.5) * 1000
+    }
+
+    /// The latency in milliseconds of each of `count` `store/save` calls by `writer`, the
+    /// `index`th with the params `params(index)`.
+    static func saveLatencies(_ count: Int, writer: RawRPCClient, params: (Int) -> String) throws -> [Double] {
         var latencies: [Double] = []
         for index in 0..<count {
             let start = ContinuousClock.now
             _ = try writer.call("store/save", params: params(index))
-            let elapsed = ContinuousClock.now - start
-            latencies.append(Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+            latencies.append((ContinuousClock.now - start).milliseconds)
         }
-        return latencies.sorted()[latencies.count / 2]
+        return latencies
     }
 }
