@@ -22,6 +22,7 @@ enum BenchmarkRegistry {
         ClusterJoinBenchmark.self,
         ClusterLogSizeBenchmark.self,
         ReplicaBenchmark.self,
+        ListenNotifyBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).
