@@ -170,12 +170,12 @@ struct ListenNotifyBenchmark: Benchmark {
                 if pace == .spaced { liveSaves["depot", default: []] += depot.saves }
                 for (side, baseline) in baselines {
                     let label =
-                        "pg-notify.\(shape.rawValue).\(pace.rawValue)" + (side == "postgres" ? "" : ".unflushed")
+                        "pg-notify.\(shape.rawValue).\(pace.rawValue)" + (side == "postgres" ? "" : "-unflushed")
                     suite.check(
-                        "\(label).p50-ratio", depot.phase.deltaP50Ms / baseline.deltaP50Ms, target: shape.target,
+                        "\(label).p50", depot.phase.deltaP50Ms / baseline.deltaP50Ms, target: shape.target,
                         .atMost, of: "Depot save → didChange p50", over: "\(side) save → diff p50")
                     suite.check(
-                        "\(label).p99-ratio", depot.phase.deltaP99Ms / baseline.deltaP99Ms, target: nil, .atMost,
+                        "\(label).p99", depot.phase.deltaP99Ms / baseline.deltaP99Ms, target: nil, .atMost,
                         of: "Depot save → didChange p99", over: "\(side) save → diff p99")
                 }
             }
@@ -223,7 +223,9 @@ struct ListenNotifyBenchmark: Benchmark {
                     "UPDATE ranked SET score = \(seeded + index % 2) WHERE id = \(id)", logger: logger)
             }
         }
+        let perf = PerfRecorder(pid: daemon.pid, label: "pg-notify.save.depot")
         let measured = try await suite.sampler.measure([depot] + updates)
+        perf.stop()
         suite.record(measured)
         for (index, (side, _)) in postgres.enumerated() {
             suite.check(
