@@ -84,6 +84,8 @@ struct ListenNotifyBenchmark: Benchmark {
         var deltaP99Ms: Double
         var saveP50Ms: Double
         var saveP99Ms: Double
+        /// From the save's return to the delta known, per write: what following costs after the write itself.
+        var afterSaveP50Ms: Double
         var serverCPUMicrosPerWrite: Double?
         var clientCPUMicrosPerWrite: Double
         /// PostgreSQL: how many refetches ran and what their diffs found, summed.
@@ -453,6 +455,7 @@ struct ListenNotifyBenchmark: Benchmark {
             side: side, shape: shape.rawValue, pace: pace.rawValue, writes: deltas.count,
             deltaP50Ms: percentile(deltaMs, 0.5), deltaP99Ms: percentile(deltaMs, 0.99),
             saveP50Ms: percentile(saveMs, 0.5), saveP99Ms: percentile(saveMs, 0.99),
+            afterSaveP50Ms: percentile(zip(deltaMs, saveMs).map { $0 - $1 }, 0.5),
             serverCPUMicrosPerWrite: serverSeconds.map { $0 * 1e6 / writes },
             clientCPUMicrosPerWrite: clientSeconds * 1e6 / writes, refetches: refetches, diffed: diffed,
             subscribeMs: subscribeMs)
