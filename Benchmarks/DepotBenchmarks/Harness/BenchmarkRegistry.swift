@@ -25,6 +25,7 @@ enum BenchmarkRegistry {
         ClusterLogSizeBenchmark.self,
         ReplicaBenchmark.self,
         SessionScaleBenchmark.self,
+        ListenNotifyBenchmark.self,
     ]
 
     /// The suites whose name contains one of `filters` (all when empty).

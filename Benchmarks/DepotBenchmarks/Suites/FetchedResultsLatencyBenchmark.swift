@@ -121,6 +121,7 @@ struct FetchedResultsLatencyBenchmark: Benchmark {
 final class ArrivalLog: @unchecked Sendable {
     private let lock = NSLock()
     private var arrivals: [Int64: ContinuousClock.Instant] = [:]
+    private var byTransaction: [(transaction: Int64, at: ContinuousClock.Instant)] = []
     private var task: Task<Void, Never>?
 
     init(_ connection: DepotConnection, subscription: String) {
@@ -131,7 +132,10 @@ final class ArrivalLog: @unchecked Sendable {
                 guard let change = note.decode(ResultsDidChange.self), change.subscription == subscription else {
                     continue
                 }
-                self?.lock.withLock { self?.arrivals[change.seq] = now }
+                self?.lock.withLock {
+                    self?.arrivals[change.seq] = now
+                    self?.byTransaction.append((change.transaction, now))
+                }
             }
         }
     }
@@ -141,6 +145,20 @@ final class ArrivalLog: @unchecked Sendable {
         while ContinuousClock.now < deadline {
             if let instant = lock.withLock({ arrivals[seq] }) { return instant }
             await Task.yield()
+        }
+        return nil
+    }
+
+    /// When the first `results/didChange` through `transaction` (its own, or a later one when
+    /// the transaction changed nothing the subscription shows) arrived. Polls every millisecond
+    /// rather than spinning: for reading arrivals after the writes, not in a hot loop.
+    func arrival(through transaction: Int64, timeout: Duration = .seconds(60)) async -> ContinuousClock.Instant? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let instant = lock.withLock({ byTransaction.first { $0.transaction >= transaction }?.at }) {
+                return instant
+            }
+            try? await Task.sleep(for: .milliseconds(1))
         }
         return nil
     }
