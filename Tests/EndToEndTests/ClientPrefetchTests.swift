@@ -15,18 +15,7 @@ final class ClientPrefetchTests: XCTestCase {
         defer { XCTAssertEqual(daemon.stop(), 0) }
         let connection = try await daemon.connect(name: "app")
         defer { connection.abort() }
-        _ = try await connection.call(ModelDefine.self, .init(entities: PrefetchFixture.entities))
-        let saved = try await connection.call(
-            StoreSave.self,
-            .init(inserted: [
-                InsertedObject(entity: "Coach", tempId: "c", values: ["name": "Ana"]),
-                InsertedObject(entity: "Team", tempId: "a", values: ["teamName": "A", "zone": "Z", "coach": "c"]),
-                InsertedObject(entity: "Team", tempId: "b", values: ["teamName": "B", "zone": "Z"]),
-                InsertedObject(entity: "Player", values: ["name": "P", "team": "a"]),
-                InsertedObject(entity: "Match", tempId: "m0", values: ["round": "R", "score": 0, "homeTeam": "a"]),
-                InsertedObject(entity: "Match", tempId: "m1", values: ["round": "R", "score": 1, "homeTeam": "b"]),
-                InsertedObject(entity: "Match", tempId: "m2", values: ["round": "R", "score": 2, "homeTeam": "a"]),
-            ]))
+        let saved = try await Self.league(connection)
         var request = FetchRequest(entity: "Match", sortDescriptors: [SortDescriptor(key: "score")])
         request.relationshipKeyPathsForPrefetching = ["homeTeam.coach", "homeTeam.players"]
         XCTAssertEqual(request.prefetch, ["homeTeam.coach", "homeTeam.players"])
@@ -63,16 +52,7 @@ final class ClientPrefetchTests: XCTestCase {
         let daemon = try Daemon()
         let connection = try await DepotConnection.connect(to: daemon.endpoint, timeout: .seconds(2))
         defer { connection.abort() }
-        _ = try await connection.call(ModelDefine.self, .init(entities: PrefetchFixture.entities))
-        let saved = try await connection.call(
-            StoreSave.self,
-            .init(inserted: [
-                InsertedObject(entity: "Coach", tempId: "c", values: ["name": "Ana"]),
-                InsertedObject(entity: "Team", tempId: "a", values: ["teamName": "A", "zone": "Z", "coach": "c"]),
-                InsertedObject(entity: "Team", tempId: "b", values: ["teamName": "B", "zone": "Z"]),
-                InsertedObject(entity: "Match", tempId: "m0", values: ["round": "R", "score": 0, "homeTeam": "a"]),
-                InsertedObject(entity: "Match", tempId: "m1", values: ["round": "R", "score": 1, "homeTeam": "b"]),
-            ]))
+        let saved = try await Self.league(connection)
         var request = FetchRequest(entity: "Match", sortDescriptors: [SortDescriptor(key: "score")])
         request.relationshipKeyPathsForPrefetching = ["homeTeam.coach"]
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("depot-related-\(UUID()).sqlite")
@@ -99,7 +79,7 @@ final class ClientPrefetchTests: XCTestCase {
         try await offline.performFetch()
         XCTAssertNil(offline.subscription, "the daemon is away")
         let rows = try XCTUnwrap(offline.fetchedObjects)
-        XCTAssertEqual(rows.map(\.id), [saved.ids["m0"]!, saved.ids["m1"]!])
+        XCTAssertEqual(rows.map(\.id), ["m0", "m1", "m2"].map { saved.ids[$0]! })
         for row in rows {
             let home = offline.relatedObject("homeTeam", of: row)
             XCTAssertEqual(home?.string("teamName"), "Renamed", "from the file, as the deltas left it")
@@ -116,14 +96,7 @@ final class ClientPrefetchTests: XCTestCase {
         defer { XCTAssertEqual(daemon.stop(), 0) }
         let connection = try await daemon.connect(name: "app")
         defer { connection.abort() }
-        _ = try await connection.call(ModelDefine.self, .init(entities: PrefetchFixture.entities))
-        let saved = try await connection.call(
-            StoreSave.self,
-            .init(inserted: [
-                InsertedObject(entity: "Team", tempId: "a", values: ["teamName": "A", "zone": "Z"]),
-                InsertedObject(entity: "Player", values: ["name": "P", "team": "a"]),
-                InsertedObject(entity: "Match", values: ["round": "R", "score": 0, "homeTeam": "a"]),
-            ]))
+        let saved = try await Self.league(connection)
         var request = FetchRequest(entity: "Match", sortDescriptors: [SortDescriptor(key: "score")])
         request.relationshipKeyPathsForPrefetching = ["homeTeam.players"]
         let results = ObservableResults<DepotObject>(fetchRequest: request, connection: connection)
@@ -152,5 +125,22 @@ final class ClientPrefetchTests: XCTestCase {
         }
         XCTAssertEqual(results.relatedObject("homeTeam", of: match)?.string("teamName"), "Renamed")
         await results.controller.unsubscribe()
+    }
+
+    /// Defines the league model and saves a coach, teams a (coached, with a player) and b, and
+    /// matches m0 and m2 at home to a, m1 to b; returns the save's answer (ids by temporary id).
+    private static func league(_ connection: DepotConnection) async throws -> StoreSave.Result {
+        _ = try await connection.call(ModelDefine.self, .init(entities: PrefetchFixture.entities))
+        return try await connection.call(
+            StoreSave.self,
+            .init(inserted: [
+                InsertedObject(entity: "Coach", tempId: "c", values: ["name": "Ana"]),
+                InsertedObject(entity: "Team", tempId: "a", values: ["teamName": "A", "zone": "Z", "coach": "c"]),
+                InsertedObject(entity: "Team", tempId: "b", values: ["teamName": "B", "zone": "Z"]),
+                InsertedObject(entity: "Player", values: ["name": "P", "team": "a"]),
+                InsertedObject(entity: "Match", tempId: "m0", values: ["round": "R", "score": 0, "homeTeam": "a"]),
+                InsertedObject(entity: "Match", tempId: "m1", values: ["round": "R", "score": 1, "homeTeam": "b"]),
+                InsertedObject(entity: "Match", tempId: "m2", values: ["round": "R", "score": 2, "homeTeam": "a"]),
+            ]))
     }
 }
