@@ -114,7 +114,7 @@ final class ClientPrefetchTests: XCTestCase {
         }
         _ = try await connection.call(
             StoreSave.self, .init(updated: [UpdatedObject(id: saved.ids["a"]!, values: ["teamName": "Renamed"])]))
-        let heard = await ClientSupport.first(changed, timeout: .seconds(20))
+        let heard: Void? = await ClientSupport.first(changed, timeout: .seconds(20))
         XCTAssertNotNil(heard, "the rename was observed")
         // The change is published once the controller applied it.
         let deadline = ContinuousClock.now + .seconds(10)
