@@ -31,8 +31,10 @@ final class RelatedGraph: @unchecked Sendable {
     private var visible: Set<String> = []
     /// Ids that left the client's graph since the last notification (candidates for `relatedRemoved`).
     private var leaving: Set<String> = []
-    /// Ids new to the client or changed since the last notification: what its `related` carries.
+    /// Ids new to the client or changed since the last notification: `related` carries them.
     private var dirty: Set<String> = []
+    /// Rows whose links were read since the last notification: `related` carries all they reach.
+    private var refreshed: Set<Int64> = []
 
     init?(plan: FetchPlan, scopes: [String: PredicateNode]?) {
         guard let prefetch = plan.prefetch, let first = prefetch.rowKeys.first else { return nil }
@@ -53,6 +55,7 @@ final class RelatedGraph: @unchecked Sendable {
         try refresh(rows, store: store)
         // The subscribe answer (or the resync) carries every reached object.
         dirty = []
+        refreshed = []
         isBuilt = true
     }
 
@@ -103,6 +106,7 @@ final class RelatedGraph: @unchecked Sendable {
     /// Reads the links of `rows` again and files them.
     private func refresh(_ rows: [Int64], store: Store) throws(RPCError) {
         guard !rows.isEmpty else { return }
+        refreshed.formUnion(rows)
         for row in rows { unlink(row) }
         let graph = try store.prefetch(plan, rows: rows, scopes: scopes, reach: true)
         let shown = Set(graph.ids)
@@ -151,12 +155,16 @@ final class RelatedGraph: @unchecked Sendable {
         }
     }
 
-    /// `shared` (a `results/didChange`'s shared members, `{…}`) with `related`, the reached
-    /// objects new to the client or changed since the last notification, read from `store`,
-    /// and `relatedRemoved`.
+    /// `shared` (a `results/didChange`'s shared members, `{…}`) with `related`, read from
+    /// `store`, and `relatedRemoved`. `related` holds every visible object reached by the rows
+    /// whose links were read since the last notification (inserted, moved, changed or re-pointed
+    /// rows: a client that faulted in only some rows still gets what these rows show), and the
+    /// objects changed since then. A row updated only because an object it shows changed brings
+    /// just that object.
     func decorate(_ shared: [UInt8], store: Store) throws(RPCError) -> [UInt8] {
-        let (json, _) = try store.relatedObjects(dirty.intersection(visible), plan: plan, scopes: scopes)
-        dirty = []
+        let ids = reached(from: refreshed).union(dirty.intersection(visible))
+        let (json, _) = try store.relatedObjects(ids, plan: plan, scopes: scopes)
+        (dirty, refreshed) = ([], [])
         let removed = takeRemoved()
         var writer = JSONWriter(capacity: shared.count + json.count + 64)
         writer.writeRaw(shared.dropLast())
