@@ -50,18 +50,18 @@ public struct Schema: Sendable {
 public struct EntitySchema: Sendable {
     /// The entity as defined.
     public let description: EntityDescription
-    /// Attributes by name.
-    public let attributes: [String: AttributeDescription]
+    /// Attributes by name (by its bytes: ``NameTable``).
+    public let attributes: NameTable<AttributeDescription>
     /// To-one relationships by name (each has a column).
-    public let toOne: [String: RelationshipDescription]
+    public let toOne: NameTable<RelationshipDescription>
     /// To-many relationships by name (each is the inverse of a to-one).
-    public let toMany: [String: RelationshipDescription]
+    public let toMany: NameTable<RelationshipDescription>
     /// Names of stored columns besides `id` and `_version`, in order: attributes, then to-one relationships.
     public let columnKeys: [String]
     /// Each of ``columnKeys``' index, by key (what the save's statement cache keys columns by).
     let columnIndexes: [String: Int]
     /// The join tables of the many-to-many relationships (to-many with a to-many inverse), by relationship name.
-    public let joins: [String: JoinTable]
+    public let joins: NameTable<JoinTable>
 
     /// The entity alone; its many-to-many relationships are known once it is part of a ``Schema``.
     init(_ description: EntityDescription) {
@@ -71,9 +71,9 @@ public struct EntitySchema: Sendable {
     /// The entity within `model` (entities by name), which tells which to-many relationships are many-to-many.
     init(_ description: EntityDescription, model: [String: EntityDescription]) {
         self.description = description
-        attributes = Dictionary(uniqueKeysWithValues: description.attributes.map { ($0.name, $0) })
-        toOne = Dictionary(uniqueKeysWithValues: description.relationships.filter { !$0.toMany }.map { ($0.name, $0) })
-        toMany = Dictionary(uniqueKeysWithValues: description.relationships.filter(\.toMany).map { ($0.name, $0) })
+        attributes = NameTable(description.attributes.map { ($0.name, $0) })
+        toOne = NameTable(description.relationships.filter { !$0.toMany }.map { ($0.name, $0) })
+        toMany = NameTable(description.relationships.filter(\.toMany).map { ($0.name, $0) })
         columnKeys = description.attributes.map(\.name) + description.relationships.filter { !$0.toMany }.map(\.name)
         columnIndexes = Dictionary(columnKeys.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         var joins: [String: JoinTable] = [:]
@@ -85,7 +85,7 @@ public struct EntitySchema: Sendable {
                 entity: description.name, relationship: relationship.name, destination: relationship.destination,
                 inverse: inverse)
         }
-        self.joins = joins
+        self.joins = NameTable(joins.map { ($0.key, $0.value) })
     }
 
     /// The entity's name.
