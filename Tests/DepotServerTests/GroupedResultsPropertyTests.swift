@@ -209,13 +209,7 @@ final class GroupedResultsPropertyTests: XCTestCase {
                             peer, "results/snapshot", #"{"subscription": "\#(held[peer]![slot].subscription)"}"#)
                     }
                     var state = held[peer]![slot]
-                    let messages = outbox.received(by: peer)
-                    for message in messages[state.read...]
-                    where message["method"] == "results/didChange"
-                        && message["params"]?["subscription"]?.stringValue == state.subscription
-                    {
-                        let change = message["params"]!
-                        if let problem = state.apply(change) { XCTFail("seed \(seed) step \(step): \(problem)") }
+                    let problem = state.catchUp(with: outbox.received(by: peer)) { change in
                         let objects = change["objects"]?.arrayValue ?? []
                         for object in objects { kinds[object["type"]?.stringValue ?? "", default: 0] += 1 }
                         // A group that vanished and came back within one coalescing window keeps its row.
@@ -229,6 +223,7 @@ final class GroupedResultsPropertyTests: XCTestCase {
                         }
                         if change["transactions"] != nil { kinds["transactions", default: 0] += 1 }
                     }
+                    if let problem { XCTFail("seed \(seed) step \(step): \(problem)") }
                     let fresh = try freshGroups(choice)
                     let groups = state.sections.flatMap { $0 }
                     // Every row carries its id (DESIGN.md §7), the one the deltas name; the fetch's have none.
@@ -257,7 +252,6 @@ final class GroupedResultsPropertyTests: XCTestCase {
                         XCTAssertFalse(
                             state.sections.contains { $0.isEmpty }, "seed \(seed) step \(step): an empty section")
                     }
-                    state.read = messages.count
                     held[peer]![slot] = state
                 }
             }
@@ -273,9 +267,8 @@ final class GroupedResultsPropertyTests: XCTestCase {
         for (peer, choices) in Self.sessions.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             _ = try call(peer, "initialize", #"{"protocolVersion": "1"}"#)
             for choice in choices {
-                var state = HeldResults(answer: try call(peer, "results/subscribe", Self.subscriptions[choice].params))
-                state.read = outbox.received(by: peer).count
-                held[peer, default: []].append(state)
+                held[peer, default: []].append(
+                    HeldResults(answer: try call(peer, "results/subscribe", Self.subscriptions[choice].params)))
             }
         }
 

@@ -15,8 +15,6 @@ public struct HeldResults {
     public var sections: [[(id: String, object: JSONValue)]]
     /// The related objects by id (a prefetching request's `related`).
     public var related: [String: JSONValue]
-    /// How many of the session's messages were read already (for callers reading an outbox).
-    public var read = 0
 
     /// The subscribe answer (with `include: all`) as held; `id` names a row of it
     /// (by default its `id`).
@@ -46,13 +44,15 @@ public struct HeldResults {
     public var objects: [JSONValue] { sections.flatMap { $0.map(\.object) } }
 
     /// Applies this subscription's `results/didChange` notifications among `messages` (a session's
-    /// messages, oldest first) that come after ``seq``; returns the first problem, or nil.
-    public mutating func catchUp(with messages: [JSONValue]) -> String? {
+    /// messages, oldest first) that come after ``seq``, handing each applied one's params to `each`;
+    /// returns the first problem, or nil.
+    public mutating func catchUp(with messages: [JSONValue], each: (JSONValue) -> Void = { _ in }) -> String? {
         for message in messages where message["method"] == "results/didChange" {
             guard let change = message["params"], change["subscription"]?.stringValue == subscription,
                 let number = change["seq"]?.intValue, number > seq
             else { continue }
             if let problem = apply(change) { return problem }
+            each(change)
         }
         return nil
     }
