@@ -253,6 +253,14 @@ extension DepotService {
 extension DepotService: CommitSubscriber {
     var publishingReads: Bool { results.mayHaveSets || sessions.mayHaveObservers }
 
+    /// Whether publishing a save, as things stand, reads nothing of the store: no live set or
+    /// observer, or sets that all follow from the commit's row images. Such a save may commit and
+    /// be published on the thread that received it (``WriteQueue/enqueue(_:subscriber:runHereIfIdle:)``):
+    /// it takes no reader, so that thread does not wait for one.
+    var publishesWithoutReading: Bool {
+        !publishingReads || (!sessions.mayHaveObservers && results.followsFromImagesAlone)
+    }
+
     func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool {
         sessions.mayHaveObservers || results.needsSnapshot(for: transactions, modelVersion: store.schema.version)
     }
