@@ -155,13 +155,13 @@ extension DepotService {
                 stats.writeQueued()
                 // A save finding the writer idle, with nothing behind it, commits on this thread and
                 // is published here when the lane is idle: no hand-off to the writer and back, and its
-                // deltas and answer go straight to the socket. Not when publishing it would read the
-                // store (the transport thread must not wait for readers), nor in a cluster (nor for
-                // PostgreSQL). Should a save turn out to need a snapshot after all (too large for
-                // row images, or the model just changed), the wait is for the lane's few readers.
+                // deltas and answer go straight to the socket. Not when publishing it may read much of
+                // the store (a ping must not wait for that) or wait for a lane reader, nor in a
+                // cluster (nor for PostgreSQL). Should a save turn out to need a snapshot after all
+                // (too large for row images, a model change just before), the wait is for a reader.
                 writes.enqueue(
                     entry, subscriber: self,
-                    runHereIfIdle: handler.groupable && !moreWaiting && publishesWithoutReading && !store.isReplicated)
+                    runHereIfIdle: handler.groupable && !moreWaiting && mayPublishWhereReceived && !store.isReplicated)
             }
         case .none:
             break

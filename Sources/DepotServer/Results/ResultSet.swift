@@ -70,6 +70,13 @@ final class ResultSet: @unchecked Sendable {
             || window != nil || related != nil
     }
 
+    /// Whether what following a commit reads of the store is bounded by the set's own size: a window
+    /// of objects over the entity's own keys reads only the values of rows a change pulls into view,
+    /// and its first rows again when it runs short (an indexed `LIMIT`).
+    var readsOnlyItsWindow: Bool {
+        window != nil && grouped == nil && inMemory != nil && shape.toManyKeys.isEmpty && related == nil
+    }
+
     /// The equality the set is filed under (``SetIndex``): none for a window holding a prefix,
     /// whose rows pulled in by a refill would have no filed value, nor for a prefetching set, which
     /// hears of its related entities' changes too.

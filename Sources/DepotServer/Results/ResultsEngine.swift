@@ -54,7 +54,8 @@ final class ResultsEngine: @unchecked Sendable {
     /// What the writer reads to tell whether publishing a commit needs a snapshot
     /// (``needsSnapshot(for:modelVersion:)``): the entities whose live sets read the store, those whose sets
     /// follow from the commit's row images alone, and whether a failure is injected.
-    private let storeNeeds = Mutex<(reading: Set<String>, imaged: Set<String>, failing: Bool)>(([], [], false))
+    private let storeNeeds = Mutex<(reading: Set<String>, imaged: Set<String>, unbounded: Bool, failing: Bool)>(
+        ([], [], false, false))
     /// Where commits' row images are asked for (``Store/captureRowImages(of:)``).
     private let imaging: @Sendable (Set<String>) -> Void
 
@@ -81,8 +82,9 @@ final class ResultsEngine: @unchecked Sendable {
         liveSubscriptions.store(table.count, ordering: .relaxed)
         let reading = Set(index.readingEntities.keys)
         let imaged = Set(index.imagedEntities.keys)
+        let unbounded = index.unboundedReaders > 0
         let changed = storeNeeds.withLock { needs in
-            defer { (needs.reading, needs.imaged) = (reading, imaged) }
+            defer { (needs.reading, needs.imaged, needs.unbounded) = (reading, imaged, unbounded) }
             return needs.imaged != imaged
         }
         if changed { imaging(imaged) }
@@ -97,7 +99,7 @@ final class ResultsEngine: @unchecked Sendable {
     func needsSnapshot(for transactions: [CommittedTransaction], modelVersion: Int64) -> Bool {
         if registering.load(ordering: .sequentiallyConsistent) > 0 { return true }
         if followedModel.load(ordering: .sequentiallyConsistent) != modelVersion { return true }
-        let (reading, imaged, failing) = storeNeeds.withLock { $0 }
+        let (reading, imaged, _, failing) = storeNeeds.withLock { $0 }
         if failing { return true }
         for transaction in transactions {
             for entity in transaction.changes.keys {
@@ -503,6 +505,14 @@ final class ResultsEngine: @unchecked Sendable {
     var followsFromImagesAlone: Bool {
         registering.load(ordering: .sequentiallyConsistent) == 0
             && storeNeeds.withLock { $0.reading.isEmpty && !$0.failing }
+    }
+
+    /// Whether following a commit reads, of all the live sets, at most their own windows' rows
+    /// (``ResultSet/readsOnlyItsWindow``): no read that may cover a table, no subscribe on its way
+    /// to registering and no failure injected.
+    var readsAtMostWindows: Bool {
+        registering.load(ordering: .sequentiallyConsistent) == 0
+            && storeNeeds.withLock { !$0.unbounded && !$0.failing }
     }
 
     /// Whether a result set is live or a subscribe is on its way to registering one.

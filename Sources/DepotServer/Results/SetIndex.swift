@@ -25,6 +25,9 @@ struct SetIndex {
     private(set) var readingEntities: [String: Int] = [:]
     /// How many live sets follow each entity's changes from the commit's row images alone.
     private(set) var imagedEntities: [String: Int] = [:]
+    /// How many live sets read the store to follow a commit more than their own windows' rows
+    /// (``ResultSet/readsOnlyItsWindow``): a read through a relationship may cover a table.
+    private(set) var unboundedReaders = 0
 
     /// Sets by identity.
     typealias Members = [ObjectIdentifier: ResultSet]
@@ -96,6 +99,7 @@ struct SetIndex {
         }
         guard set.readsStore else { return add(set.plan.entity.name, to: &imagedEntities) }
         for entity in Self.entities(of: set) { add(entity, to: &readingEntities) }
+        if !set.readsOnlyItsWindow { unboundedReaders += step }
     }
 
     /// The sets `transaction` can change: the unfiled ones of its entities, and

@@ -253,12 +253,15 @@ extension DepotService {
 extension DepotService: CommitSubscriber {
     var publishingReads: Bool { results.mayHaveSets || sessions.mayHaveObservers }
 
-    /// Whether publishing a save, as things stand, reads nothing of the store: no live set or
-    /// observer, or sets that all follow from the commit's row images. Such a save may commit and
-    /// be published on the thread that received it (``WriteQueue/enqueue(_:subscriber:runHereIfIdle:)``):
-    /// it takes no reader, so that thread does not wait for one.
-    var publishesWithoutReading: Bool {
-        !publishingReads || (!sessions.mayHaveObservers && results.followsFromImagesAlone)
+    /// Whether a save may commit and be published on the thread that received it
+    /// (``WriteQueue/enqueue(_:subscriber:runHereIfIdle:)``): publishing it reads nothing of the
+    /// store (no live set or observer, or sets that all follow from the commit's row images), or
+    /// at most a few rows of windows while the lane is idle, when the publish reads the store
+    /// right there, at the commit, with no snapshot and no wait for a lane reader.
+    var mayPublishWhereReceived: Bool {
+        guard publishingReads else { return true }
+        guard !sessions.mayHaveObservers else { return false }
+        return results.followsFromImagesAlone || (results.readsAtMostWindows && writes.lane.isIdle)
     }
 
     func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool {
