@@ -26,7 +26,7 @@ import Synchronization
 ///
 /// Guarded:
 /// - `table`, `index`, `publishedThrough`, `failure`: touched only in lane jobs
-///   (checked by `owned()` in debug builds); the lane orders each job's end
+///   (checked by `owned()`, in release builds too); the lane orders each job's end
 ///   before the next one's start.
 /// - `liveSets`, `liveSubscriptions`, `registering`: atomics read from any
 ///   thread (the writer asks whether publishing a commit must read the store).
@@ -70,9 +70,9 @@ final class ResultsEngine: @unchecked Sendable {
         self.imaging = imaging
     }
 
-    /// Checks that the caller is a lane job (debug builds).
+    /// Checks that the caller is a lane job, in every build (a lock and a thread compare per job).
     private func owned() {
-        assert(lane.isRunningJob, "fetched-results state touched outside the publish lane")
+        precondition(lane.isRunningJob, "fetched-results state touched outside the publish lane")
     }
 
     /// Publishes the sizes that other threads read.
