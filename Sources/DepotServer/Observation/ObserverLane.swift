@@ -88,6 +88,9 @@ final class ObserverLane: @unchecked Sendable {
         if needs.readsStore { return true }
         guard needs.everyEntity || !needs.imaged.isEmpty else { return false }
         for transaction in transactions {
+            // A transaction whose values no notification carries (a big batch) needs none of them.
+            let changed = transaction.changes.values.reduce(0) { $0 + $1.inserted.count + $1.updated.count }
+            if changed > DeltaEncoder.largestNotification { continue }
             for (entity, changes) in transaction.changes
             where !(changes.inserted.isEmpty && changes.updated.isEmpty) && transaction.images[entity] == nil {
                 if needs.everyEntity || needs.imaged.contains(entity) { return true }
