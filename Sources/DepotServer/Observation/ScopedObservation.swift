@@ -188,6 +188,7 @@ final class ScopedObservation: Sendable {
     var readsStore: Bool {
         state.withLock { state in
             guard state.visible != nil else { return true }
+            // Entities the model does not have (yet) count too: one a migration adds is read through SQL.
             return scopedEntities(of: state.scope).contains {
                 state.inMemory[$0] == nil && state.scope.read($0) != .constant(false)
             }
