@@ -157,24 +157,12 @@ final class GroupedResultsPropertyTests: XCTestCase {
     }
 
     private func run(seed: UInt64, kinds: inout [String: Int]) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "depot-grouped-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (service, outbox) = try makeCore(in: directory, model: Self.model)
-        defer { service.stop() }
+        let core = try CoreCaller(model: Self.model, name: "grouped", label: "seed \(seed)")
+        let outbox = core.outbox
         var random = SeededGenerator(seed: seed)
         let writer: [UInt8] = [8]
-        var nextID = 1
         func call(_ peer: [UInt8], _ method: String, _ params: String) throws -> JSONValue {
-            nextID += 1
-            request(service, peer, id: nextID, method, params)
-            let response = try outbox.response(nextID, of: peer)
-            guard let result = response["result"] else {
-                XCTFail("seed \(seed): \(method) \(params) failed: \(response)")
-                return .null
-            }
-            return result
+            try core.call(peer, method, params)
         }
         _ = try call(writer, "initialize", #"{"protocolVersion": "1"}"#)
         let clubs = try call(

@@ -78,20 +78,13 @@ final class LookAlikeTextPropertyTests: XCTestCase {
     }
 
     private func run(seed: UInt64, tally: inout [String: Int]) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "depot-lookalike-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (service, outbox) = try makeCore(in: directory, model: Self.model)
-        defer { service.stop() }
+        let core = try CoreCaller(model: Self.model, name: "lookalike")
+        let outbox = core.outbox
         var random = SeededGenerator(seed: seed)
         let writer: [UInt8] = [8]
         let watcher: [UInt8] = [1]
-        var nextID = 1
         func send(_ peer: [UInt8], _ method: String, _ params: JSONValue) throws -> JSONValue {
-            nextID += 1
-            request(service, peer, id: nextID, method, String(decoding: JSONWriter.encode(params), as: UTF8.self))
-            return try outbox.response(nextID, of: peer)
+            try core.send(peer, method, params)
         }
         func call(_ peer: [UInt8], _ method: String, _ params: JSONValue) throws -> JSONValue {
             let response = try send(peer, method, params)

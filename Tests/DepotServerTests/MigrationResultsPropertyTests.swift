@@ -75,10 +75,6 @@ final class MigrationResultsPropertyTests: XCTestCase {
     }
 
     private func run(seed: UInt64, kinds: inout [String: Int]) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "depot-migration-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         var extras = [Extra(name: "tag", type: "string", defaultValue: nil)]
         var links: [String] = []
         var indexes: [String] = []
@@ -94,22 +90,15 @@ final class MigrationResultsPropertyTests: XCTestCase {
             return
                 #"{"name": "Play", "attributes": [\#(attributes.joined(separator: ", "))], "relationships": [\#(relationships.joined(separator: ", "))], "indexes": [\#(indexes.joined(separator: ", "))]}"#
         }
-        let (service, outbox) = try makeCore(in: directory, model: #"{"entities": [\#(Self.club), \#(play())]}"#)
-        defer { service.stop() }
+        let core = try CoreCaller(
+            model: #"{"entities": [\#(Self.club), \#(play())]}"#, name: "migration", label: "seed \(seed)")
+        let outbox = core.outbox
         var random = SeededGenerator(seed: seed)
         func pick<T>(_ choices: [T]) -> T { choices.randomElement(using: &random)! }
         let writer: [UInt8] = [8]
         let reader: [UInt8] = [1]
-        var nextID = 1
         func call(_ peer: [UInt8], _ method: String, _ params: String) throws -> JSONValue {
-            nextID += 1
-            request(service, peer, id: nextID, method, params)
-            let response = try outbox.response(nextID, of: peer)
-            guard let result = response["result"] else {
-                XCTFail("seed \(seed): \(method) \(params) failed: \(response)")
-                return .null
-            }
-            return result
+            try core.call(peer, method, params)
         }
         _ = try call(writer, "initialize", #"{"protocolVersion": "1"}"#)
         _ = try call(reader, "initialize", #"{"protocolVersion": "1"}"#)

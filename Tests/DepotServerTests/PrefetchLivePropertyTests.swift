@@ -49,24 +49,13 @@ final class PrefetchLivePropertyTests: XCTestCase {
     }
 
     private func run(seed: UInt64, kinds: inout [String: Int]) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "depot-prefetch-live-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (service, outbox) = try makeCore(in: directory, model: PrefetchFixture.model)
-        defer { service.stop() }
+        let core = try CoreCaller(model: PrefetchFixture.model, name: "prefetch-live", label: "seed \(seed)")
+        let outbox = core.outbox
         var random = SeededGenerator(seed: seed)
-        var nextID = 10
         let writer: [UInt8] = [9]
+        /// The result of `method`; `failing` ones may fail (`null` then).
         func call(_ peer: [UInt8], _ method: String, _ params: String, failing: Bool = false) throws -> JSONValue {
-            nextID += 1
-            request(service, peer, id: nextID, method, params)
-            let response = try outbox.response(nextID, of: peer)
-            guard let result = response["result"] else {
-                if !failing { XCTFail("seed \(seed): \(method) \(params) failed: \(response)") }
-                return .null
-            }
-            return result
+            failing ? try core.send(peer, method, params)["result"] ?? .null : try core.call(peer, method, params)
         }
         // Seed: coaches, teams with players and tags, matches.
         var inserted: [String] = []
@@ -232,24 +221,12 @@ final class PrefetchLivePropertyTests: XCTestCase {
     /// subscription (rows and related ids) to know whether any graph reaches it,
     /// and a save that reaches none sends no `results/didChange` at all.
     func testASaveReachingNoLiveGraphNotifiesNoSet() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "depot-prefetch-quiet-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (service, outbox) = try makeCore(in: directory, model: PrefetchFixture.model)
-        defer { service.stop() }
+        let core = try CoreCaller(model: PrefetchFixture.model, name: "prefetch-quiet")
+        let outbox = core.outbox
         var random = SeededGenerator(seed: 35)
-        var nextID = 10
         let writer: [UInt8] = [9]
         func call(_ peer: [UInt8], _ method: String, _ params: String) throws -> JSONValue {
-            nextID += 1
-            request(service, peer, id: nextID, method, params)
-            let response = try outbox.response(nextID, of: peer)
-            guard let result = response["result"] else {
-                XCTFail("\(method) \(params) failed: \(response)")
-                return .null
-            }
-            return result
+            try core.call(peer, method, params)
         }
         var inserted: [String] = []
         for coach in 0..<4 { inserted.append(#"{"entity": "Coach", "values": {"name": "C\#(coach)"}}"#) }
@@ -316,14 +293,16 @@ final class PrefetchLivePropertyTests: XCTestCase {
     /// and a rename shown by rows that did not change themselves carries the renamed team alone
     /// (not the other objects those rows show, which the client holds with the rows).
     func testNotificationsCarryOnlyNewOrChangedRelatedObjects() throws {
-        let session = try CoreSession(model: PrefetchFixture.model, name: "prefetch-dirty")
-        let saved = try session.call(
+        let peer: [UInt8] = [1]
+        let core = try CoreCaller(model: PrefetchFixture.model, name: "prefetch-dirty", peers: [peer])
+        let saved = try core.call(
+            peer,
             "store/save",
             #"{"inserted": [{"entity": "Team", "tempId": "a", "values": {"teamName": "A", "zone": "Z"}}, {"entity": "Team", "tempId": "b", "values": {"teamName": "B", "zone": "Z"}}, {"entity": "Team", "tempId": "c", "values": {"teamName": "C", "zone": "Z"}}, {"entity": "Match", "tempId": "m0", "values": {"round": "R", "score": 0, "homeTeam": "a"}}, {"entity": "Match", "tempId": "m1", "values": {"round": "R", "score": 1, "homeTeam": "b"}}]}"#
         )
         func id(_ tempID: String) -> String { saved["ids"]?[tempID]?.stringValue ?? "" }
         let request = #"{"entity": "Match", "sort": [{"key": "score"}], "prefetch": ["homeTeam"]}"#
-        let answer = try session.call("results/subscribe", #"{"request": \#(request), "include": "all"}"#)
+        let answer = try core.call(peer, "results/subscribe", #"{"request": \#(request), "include": "all"}"#)
         var held = answer["related"]?.objectValue ?? [:]
         XCTAssertEqual(Set(held.keys), [id("a"), id("b")])
         var sentSome = false
@@ -334,11 +313,11 @@ final class PrefetchLivePropertyTests: XCTestCase {
             #"{"updated": [{"id": "\#(id("m1"))", "values": {"homeTeam": "\#(id("c"))"}}]}"#,
             #"{"updated": [{"id": "\#(id("c"))", "values": {"zone": "Y"}}, {"id": "\#(id("m0"))", "values": {"score": 7}}]}"#,
         ].enumerated() {
-            _ = try session.call("store/save", save)
+            _ = try core.call(peer, "store/save", save)
             let change = try XCTUnwrap(
-                session.outbox.received(by: session.peer).last { $0["method"] == "results/didChange" }?["params"])
+                core.outbox.received(by: peer).last { $0["method"] == "results/didChange" }?["params"])
             let sent = change["related"]?.objectValue ?? [:]
-            let fresh = try session.call("store/fetch", request)["related"]?.objectValue ?? [:]
+            let fresh = try core.call(peer, "store/fetch", request)["related"]?.objectValue ?? [:]
             let expected = Set(fresh.keys.filter { held[$0] != fresh[$0] })
             XCTAssertTrue(
                 expected.isSubset(of: Set(sent.keys)), "step \(step): \(expected) new or changed, \(sent.keys) sent")

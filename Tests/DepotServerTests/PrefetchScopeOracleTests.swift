@@ -40,28 +40,13 @@ final class PrefetchScopeOracleTests: XCTestCase {
 
     /// One seeded run; returns how many related objects the keys held at the checks.
     private func run(seed: UInt64) throws -> Int {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "depot-prefetch-oracle-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (service, outbox) = try makeCore(in: directory, model: Self.model, keys: Self.keys, policy: Self.policy)
-        defer { service.stop() }
+        let core = try CoreCaller(
+            model: Self.model, name: "prefetch-oracle", keys: Self.keys, policy: Self.policy, label: "seed \(seed)")
+        let outbox = core.outbox
         var random = SeededGenerator(seed: seed)
         let writer: [UInt8] = [9]
-        var nextID = 10
         func call(_ peer: [UInt8], key: String? = nil, _ method: String, _ params: String) throws -> JSONValue {
-            nextID += 1
-            if let key {
-                request(service, peer, key: key, id: nextID, method, params)
-            } else {
-                request(service, peer, id: nextID, method, params)
-            }
-            let response = try outbox.response(nextID, of: peer)
-            guard let result = response["result"] else {
-                XCTFail("seed \(seed): \(method) \(params) failed: \(response)")
-                return .null
-            }
-            return result
+            try core.call(peer, key: key, method, params)
         }
         func pick<T>(_ choices: [T]) -> T { choices.randomElement(using: &random)! }
         let owners = Self.names + ["cat"]

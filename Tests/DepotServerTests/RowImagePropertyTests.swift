@@ -30,11 +30,15 @@ final class RowImagePropertyTests: XCTestCase {
         #"{"request": {"entity": "Play", "predicate": "score >= 3 AND zone != nil", "sort": [{"key": "name"}]}, "include": "all"}"#,
         #"{"request": {"entity": "Play", "predicate": "zone == 'A'", "sort": [{"key": "score"}, {"key": "name"}]}, "include": "all"}"#,
         #"{"request": {"entity": "Play", "sort": [{"key": "zone"}, {"key": "name"}]}, "sectionKeyPath": "zone", "include": "all"}"#,
+        // Groups over the entity's own keys take their members' values from the images too.
+        #"{"request": {"entity": "Play", "groupBy": ["zone"], "aggregates": [{"name": "n", "function": "count"}, {"name": "top", "function": "max", "key": "score"}], "sort": [{"key": "zone"}]}, "include": "all"}"#,
+        #"{"request": {"entity": "Play", "predicate": "score >= 2", "groupBy": ["zone", "score"], "aggregates": [{"name": "n", "function": "count"}], "sort": [{"key": "score"}, {"key": "zone"}]}, "include": "all"}"#,
     ]
     static let readingTheStore = [
         #"{"request": {"entity": "Play", "sort": [{"key": "score", "ascending": false}, {"key": "name"}], "limit": 3, "offset": 1}, "include": "all"}"#,
         #"{"request": {"entity": "Play", "predicate": "club.region == 'North'", "sort": [{"key": "name"}]}, "include": "all"}"#,
-        #"{"request": {"entity": "Play", "groupBy": ["zone"], "aggregates": [{"name": "n", "function": "count"}, {"name": "top", "function": "max", "key": "score"}], "sort": [{"key": "zone"}]}, "include": "all"}"#,
+        // Groups through a relationship read their members.
+        #"{"request": {"entity": "Play", "groupBy": ["club.region"], "aggregates": [{"name": "n", "function": "count"}], "sort": [{"key": "club.region"}]}, "include": "all"}"#,
     ]
 
     /// What a client holds of one subscription, and the params it subscribed with.
@@ -54,9 +58,10 @@ final class RowImagePropertyTests: XCTestCase {
     }
 
     private func run(seed: UInt64) throws {
-        let session = try CoreSession(model: Self.model, name: "images")
-        let (service, outbox, peer) = (session.service, session.outbox, session.peer)
-        func call(_ method: String, _ params: String) throws -> JSONValue { try session.call(method, params) }
+        let peer: [UInt8] = [1]
+        let core = try CoreCaller(model: Self.model, name: "images", peers: [peer])
+        let (service, outbox) = (core.service, core.outbox)
+        func call(_ method: String, _ params: String) throws -> JSONValue { try core.call(peer, method, params) }
         _ = try call(
             "store/save",
             #"{"inserted": [{"entity": "Club", "values": {"name": "c1", "region": "North"}}, {"entity": "Club", "values": {"name": "c2", "region": "South"}}, {"entity": "Club", "values": {"name": "c3"}}]}"#
@@ -168,35 +173,5 @@ final class RowImagePropertyTests: XCTestCase {
         guard case .object(var object) = row, object["id"]?.stringValue?.hasPrefix("group:") == true else { return row }
         object["id"] = nil
         return .object(object)
-    }
-}
-
-/// One initialized session of an in-memory core over a new store with a model, numbering its
-/// requests; the core stops and its directory goes when it does.
-final class CoreSession {
-    let service: DepotService
-    let outbox: RecordingOutbox
-    let peer: [UInt8] = [1]
-    private let directory: URL
-    private var nextID = 1
-
-    init(model: String, name: String) throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("depot-\(name)-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        (service, outbox) = try makeCore(in: directory, model: model)
-        _ = try call("initialize", #"{"protocolVersion": "1"}"#)
-    }
-
-    deinit {
-        service.stop()
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    /// Runs request `method` and returns its result (fails the test on an error).
-    func call(_ method: String, _ params: String) throws -> JSONValue {
-        nextID += 1
-        request(service, peer, id: nextID, method, params)
-        let response = try outbox.response(nextID, of: peer)
-        return try XCTUnwrap(response["result"], "\(method) \(params): \(response)")
     }
 }

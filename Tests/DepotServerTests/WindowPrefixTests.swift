@@ -30,9 +30,10 @@ final class WindowPrefixTests: XCTestCase {
     }
 
     private func run(seed: UInt64) throws {
-        let session = try CoreSession(model: Self.model, name: "window")
-        let (service, outbox, peer) = (session.service, session.outbox, session.peer)
-        func call(_ method: String, _ params: String) throws -> JSONValue { try session.call(method, params) }
+        let peer: [UInt8] = [1]
+        let core = try CoreCaller(model: Self.model, name: "window", peers: [peer])
+        let (service, outbox) = (core.service, core.outbox)
+        func call(_ method: String, _ params: String) throws -> JSONValue { try core.call(peer, method, params) }
         var random = SeededGenerator(seed: seed)
         var counter = 0
         func item() -> String {

@@ -153,12 +153,15 @@ extension DepotService {
                 entry.session = routingID
                 if case .prepared(let preparation, _) = input { entry.isReady = { preparation.isFinished } }
                 stats.writeQueued()
-                // A save finding the writer idle, with nothing behind it, commits on this thread:
-                // no hand-off and back. Not when publishing it would read the store, nor in a
-                // cluster: the transport thread must never wait for readers, a publish or PostgreSQL.
+                // A save finding the writer idle, with nothing behind it, commits on this thread and
+                // is published here when the lane is idle: no hand-off to the writer and back, and its
+                // deltas and answer go straight to the socket. Not when publishing it would read the
+                // store (the transport thread must not wait for readers), nor in a cluster (nor for
+                // PostgreSQL). Should a save turn out to need a snapshot after all (too large for
+                // row images, or the model just changed), the wait is for the lane's few readers.
                 writes.enqueue(
                     entry, subscriber: self,
-                    runHereIfIdle: handler.groupable && !moreWaiting && !publishingReads && !store.isReplicated)
+                    runHereIfIdle: handler.groupable && !moreWaiting && publishesWithoutReading && !store.isReplicated)
             }
         case .none:
             break

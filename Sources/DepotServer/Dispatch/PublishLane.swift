@@ -124,12 +124,14 @@ final class PublishLane: Sendable {
 
 /// Numbered turns: tickets are issued in order and run in that order.
 private final class Turns: @unchecked Sendable {
-    // @unchecked: `issued`, `finished` and `runner` are read and written only under `condition`'s lock.
+    // @unchecked: `issued` and `finished` are read and written only under `condition`'s lock.
     private let condition = NSCondition()
     private var issued = 0
     private var finished = 0
-    /// The thread running the current ticket's job, if one runs.
-    private var runner: pthread_t?
+    /// The thread running the current ticket's job (its `pthread_self()`), 0 when none runs. Set and
+    /// cleared by that thread only, so a thread reading it without a lock sees its own id exactly
+    /// while it runs a job: the ownership checks cost one load, and stay on in release builds.
+    private let runner = Atomic<UInt>(0)
 
     func issue() -> Int {
         condition.lock()
@@ -144,7 +146,7 @@ private final class Turns: @unchecked Sendable {
         defer { condition.unlock() }
         guard finished == issued else { return nil }
         issued += 1
-        runner = pthread_self()
+        runner.store(UInt(pthread_self()), ordering: .relaxed)
         return issued
     }
 
@@ -153,7 +155,7 @@ private final class Turns: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         guard finished == ticket - 1 else { return false }
-        runner = pthread_self()
+        runner.store(UInt(pthread_self()), ordering: .relaxed)
         return true
     }
 
@@ -163,25 +165,21 @@ private final class Turns: @unchecked Sendable {
         return finished == issued
     }
 
-    var isRunning: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return runner.map { pthread_equal($0, pthread_self()) != 0 } ?? false
-    }
+    var isRunning: Bool { runner.load(ordering: .relaxed) == UInt(pthread_self()) }
 
     /// Waits for `ticket`'s turn; its job then runs on the calling thread.
     func wait(for ticket: Int) {
         condition.lock()
         defer { condition.unlock() }
         while finished < ticket - 1 { condition.wait() }
-        runner = pthread_self()
+        runner.store(UInt(pthread_self()), ordering: .relaxed)
     }
 
     func finish(_ ticket: Int) {
         condition.lock()
         defer { condition.unlock() }
         finished = ticket
-        runner = nil
+        runner.store(0, ordering: .relaxed)
         condition.broadcast()
     }
 

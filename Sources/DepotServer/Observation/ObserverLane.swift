@@ -80,6 +80,13 @@ final class ObserverLane: @unchecked Sendable {
         return needs.readsStore || needs.everyEntity || !needs.imaged.isEmpty
     }
 
+    /// Whether every observer follows commits from their row images alone (none checks a scope through
+    /// the store, none is on its way to the lane): publishing a save then takes no snapshot, unless
+    /// it carries no images of an entity whose values an observer takes (too large, or just asked for).
+    var followsFromImagesAlone: Bool {
+        registering.load(ordering: .sequentiallyConsistent) == 0 && !needs.withLock { $0.readsStore }
+    }
+
     /// Whether publishing `transactions` to the observers needs a snapshot of the store: a scoped
     /// observer reads it, or an observer takes values of rows the commits carry no images of.
     func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool {

@@ -65,32 +65,36 @@ struct DeltaComputer {
     /// its new sort key, or `nil` where it no longer matches; `only` narrows
     /// the candidates to rows already known to matter (the equality filing).
     mutating func changes(for set: ResultSet, only: Set<Int64>? = nil) throws(RPCError) -> [Int64: SortKey?] {
-        let entity = set.plan.entity
+        // Per set, for every set a commit reaches: the entity's schema is not copied and its
+        // name is hashed once, until a set needs either.
+        let name = set.plan.entity.name
         var candidates: Set<Int64>
         if let only {
             candidates = only
+        } else if set.dependencies.isEmpty {
+            candidates = changedRows[name] ?? []
         } else {
             candidates = try Self.candidateRows(
-                entity: entity, dependencies: set.dependencies, changedRows: changedRows, store: snapshot,
+                entity: set.plan.entity, dependencies: set.dependencies, changedRows: changedRows, store: snapshot,
                 reads: &counted)
         }
-        let touched = touchedKeys[entity.name] ?? [:]
-        if let keys = set.inMemory?.predicateKeys {
+        if let keys = set.inMemory?.predicateKeys, let touched = touchedKeys[name] {
             // A row it does not hold, updated in keys its predicate does not read, still does not match
             // (unless the set holds a prefix of its results: the row may match beyond the held rows).
             func mayChange(_ id: Int64) -> Bool {
                 guard let changed = touched[id], !changed.isEmpty, changed.isDisjoint(with: keys) else { return true }
                 return set.index.contains(id) || set.truncated
             }
-            // Most sets a commit reaches keep none or all of its rows: no new set for those.
-            if !candidates.allSatisfy(mayChange) {
-                guard candidates.contains(where: mayChange) else { return [:] }
-                candidates = candidates.filter(mayChange)
-            }
+            // Most sets a commit reaches keep none or all of its rows: one look at each, no new set for those.
+            var unchanged = 0
+            for id in candidates where !mayChange(id) { unchanged += 1 }
+            if unchanged == candidates.count { return [:] }
+            if unchanged > 0 { candidates = candidates.filter(mayChange) }
         }
+        guard !candidates.isEmpty else { return [:] }
         let evaluated: [Int64: SortKey]
         if let inMemory = set.inMemory {
-            evaluated = try memory.evaluate(inMemory, entity: entity, rows: candidates)
+            evaluated = try memory.evaluate(inMemory, entity: set.plan.entity, rows: candidates)
         } else {
             counted.count(set.dependencies.isEmpty ? .changedRows : .relationship)
             evaluated = try store.keyedRows(set.plan, among: Array(candidates))
@@ -106,9 +110,14 @@ struct DeltaComputer {
     }
 
     /// Those of `candidates` that match grouped `set` now, with the values its groups read of them.
-    mutating func groupMembers(_ candidates: Set<Int64>, of grouped: GroupedResults) throws(RPCError)
-        -> [Int64: [SortValue]]
+    mutating func groupMembers(_ candidates: Set<Int64>, of set: ResultSet, grouped: GroupedResults)
+        throws(RPCError) -> [Int64: [SortValue]]
     {
+        guard !candidates.isEmpty else { return [:] }
+        if let members = set.definition?.membersInMemory {
+            // The values the groups read, in ``GroupedFetchPlan/memberKeyPaths`` order, as the sort's.
+            return try memory.evaluate(members, entity: set.plan.entity, rows: candidates).mapValues(\.values)
+        }
         counted.count(.changedRows)
         return try store.groupMembers(grouped.plan, among: Array(candidates))
     }

@@ -60,12 +60,14 @@ final class ResultSet: @unchecked Sendable {
     var related: RelatedGraph?
 
     /// Whether following a commit makes the set read the store even when the commit carries its
-    /// changed rows' values (``CommittedTransaction/images``): groups read their members, a request
+    /// changed rows' values (``CommittedTransaction/images``): groups read their members unless they
+    /// read only their entity's own keys (``ResultsDefinition/membersInMemory``), a request
     /// through a relationship (or one not evaluated in memory) reads its candidates, objects with
     /// to-many keys read those, a window reads the values of rows a change elsewhere pulls in, and a
     /// prefetching set (``related``) reads the links of its rows.
     var readsStore: Bool {
-        grouped != nil || inMemory == nil || !shape.toManyKeys.isEmpty || window != nil || related != nil
+        (grouped != nil ? definition?.membersInMemory == nil : inMemory == nil) || !shape.toManyKeys.isEmpty
+            || window != nil || related != nil
     }
 
     /// The equality the set is filed under (``SetIndex``): none for a window holding a prefix,
@@ -347,6 +349,8 @@ final class ResultSet: @unchecked Sendable {
             throw RPCError.internalError("no store to refill the window")
         }
     ) throws(RPCError) -> Delta {
+        // Most sets a commit reaches keep none of its rows (a save to one row, a hundred sets).
+        guard !candidates.isEmpty else { return Delta() }
         guard let window else { return applyToAll(candidates, touched: touched) }
         let before = visibleEntries()
         let full = applyToAll(truncated ? heldOnly(candidates) : candidates, touched: touched)

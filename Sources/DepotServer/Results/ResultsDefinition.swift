@@ -15,6 +15,10 @@ struct ResultsDefinition: Sendable {
     /// How to follow a transaction without asking the database per set, when
     /// the request reads only the entity's own keys (``InMemoryFollow``).
     let inMemory: InMemoryFollow?
+    /// How a grouped result reads a changed object's membership and the values its groups read
+    /// (``GroupedFetchPlan/memberKeyPaths``, as the sort) from the object's own values, when they
+    /// are all the entity's own keys: its commits then follow from their row images.
+    let membersInMemory: InMemoryFollow?
     /// The grouped request of a live grouped result (DESIGN.md §7), whose rows
     /// are groups; ``plan`` then reads the objects that the predicate lets into them.
     let grouped: GroupedFetchPlan?
@@ -59,9 +63,17 @@ struct ResultsDefinition: Sendable {
                 keyPaths: grouped.memberKeyPaths, predicate: request.predicate,
                 arguments: grouped.shape.predicateArguments, scope: scopePredicate, entity: plan.entity,
                 schema: schema)
+            let ownKeys = Set(plan.entity.columnKeys)
+            membersInMemory =
+                !grouped.memberKeyPaths.isEmpty && grouped.memberKeyPaths.allSatisfy(ownKeys.contains)
+                ? InMemoryFollow(
+                    request: members, scope: scopePredicate,
+                    sort: grouped.memberKeyPaths.map { SortDescriptor(key: $0) },
+                    entity: plan.entity, dependencies: dependencies) : nil
             return
         }
         grouped = nil
+        membersInMemory = nil
         guard let sort = request.sort, !sort.isEmpty else {
             throw .invalidParams(
                 "fetched results need request.sort: the order is what the deltas' index paths refer to",

@@ -70,7 +70,7 @@ final class ResultsEngine: @unchecked Sendable {
         self.imaging = imaging
     }
 
-    /// Checks that the caller is a lane job, in every build (a lock and a thread compare per job).
+    /// Checks that the caller is a lane job (in release builds too: one atomic load).
     private func owned() {
         precondition(lane.isRunningJob, "fetched-results state touched outside the publish lane")
     }
@@ -497,6 +497,14 @@ final class ResultsEngine: @unchecked Sendable {
         try store.deleteResultsCache(name)
     }
 
+    /// Whether every live set follows commits from their row images alone (none reads the store),
+    /// no subscribe is on its way to registering and no failure is injected: publishing a save
+    /// then takes no snapshot, unless the save is too large to carry images or the model changed.
+    var followsFromImagesAlone: Bool {
+        registering.load(ordering: .sequentiallyConsistent) == 0
+            && storeNeeds.withLock { $0.reading.isEmpty && !$0.failing }
+    }
+
     /// Whether a result set is live or a subscribe is on its way to registering one.
     var mayHaveSets: Bool {
         registering.load(ordering: .sequentiallyConsistent) > 0 || liveSets.load(ordering: .relaxed) > 0
@@ -640,10 +648,11 @@ final class ResultsEngine: @unchecked Sendable {
             if set.coalescing == nil { grouped.forgetRetired() }
             let candidates = try computer.candidates(for: set)
             (changes, touched) = try grouped.apply(
-                try computer.groupMembers(candidates, of: grouped), candidates: candidates)
+                try computer.groupMembers(candidates, of: set, grouped: grouped), candidates: candidates)
         } else {
             changes = try computer.changes(for: set, only: only)
-            touched = computer.touched(set.plan.entity.name)
+            // With no row of its own changed, a row reached through links needs only the graph's key.
+            touched = changes.isEmpty ? [:] : computer.touched(set.plan.entity.name)
             if let graph = set.related {
                 // Values alone changed along the paths (no scope to re-check): rows the transaction did not
                 // change themselves keep their links, and are not read again.
@@ -684,6 +693,11 @@ final class ResultsEngine: @unchecked Sendable {
         context: some ResultsContext,
         rows: () throws(RPCError) -> [Int64: EvaluationRow]?
     ) throws(RPCError) {
+        // Nothing of the set changed (most sets a one-row save reaches): it has followed the transaction.
+        guard !changes.isEmpty else {
+            set.transaction = number
+            return
+        }
         guard set.coalesceMilliseconds != nil else {
             var refilled = false
             let delta = try set.apply(changes, touched: touched) { () throws(RPCError) -> [KeyedRow] in

@@ -254,6 +254,14 @@ extension DepotService {
 extension DepotService: CommitSubscriber {
     var publishingReads: Bool { results.mayHaveSets || observers.mayRead }
 
+    /// Whether publishing a save, as things stand, reads nothing of the store: no live set or
+    /// observer that reads, or sets and observers that all follow from the commit's row images. Such a save may commit and
+    /// be published on the thread that received it (``WriteQueue/enqueue(_:subscriber:runHereIfIdle:)``):
+    /// it takes no reader, so that thread does not wait for one.
+    var publishesWithoutReading: Bool {
+        !publishingReads || (observers.followsFromImagesAlone && results.followsFromImagesAlone)
+    }
+
     func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool {
         observers.needsSnapshot(for: transactions)
             || results.needsSnapshot(for: transactions, modelVersion: store.schema.version)

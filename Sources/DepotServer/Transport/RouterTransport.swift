@@ -175,10 +175,16 @@ final class RouterTransport: @unchecked Sendable {
         route(message)
     }
 
-    /// Queues a transaction's fan-out with one hand-off (and at most one wake-up) to the transport thread.
+    /// Queues a transaction's fan-out with one hand-off (and at most one wake-up) to the transport thread;
+    /// on the transport thread (a save committed and published where it was received), straight into
+    /// the fan-out queue, which the loop sends a slice at a time once this turn is done.
     func send(contentsOf messages: [(bytes: [UInt8], peer: [UInt8])]) {
-        outbox.post(
-            contentsOf: messages.map { OutboundMessage(routingID: $0.peer, payload: $0.bytes, isFanOut: true) })
+        let fanOut = messages.map { OutboundMessage(routingID: $0.peer, payload: $0.bytes, isFanOut: true) }
+        guard transportThreadID.load(ordering: .relaxed) == UInt(pthread_self()) else {
+            return outbox.post(contentsOf: fanOut)
+        }
+        if outbox.count > 0 { takeOutbox() }
+        fanOut.forEach(route)
     }
 
     /// Messages handed to ZeroMQ since start.

@@ -26,6 +26,8 @@ public final class Store: Sendable {
     let clusterPosition: Mutex<Int64>
     /// What the writes committed, and what the replica applied, in commit order (``takeCommittedTransactions()``).
     let commits: CommitStream
+    /// Copies the WAL back into the file off the writer's path (``WALCheckpointer``).
+    let checkpointer: WALCheckpointer
     /// Set once the replica cannot follow the log (``divergenceError``).
     let divergence = Mutex<RPCError?>(nil)
     /// Set while the replica rebuilds itself from the cluster's snapshot: reads are refused meanwhile.
@@ -65,8 +67,11 @@ public final class Store: Sendable {
         self.watchdogs = watchdogs
         let commits = CommitStream()
         self.commits = commits
+        let checkpointer = WALCheckpointer(path: path)
+        self.checkpointer = checkpointer
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            if !db.configuration.readonly { try checkpointer.install(on: db) }
             PredicateCompilation.registerFunctions(in: db)
             if db.configuration.readonly, let connection = db.sqliteConnection {
                 watchdogs.register(StatementWatchdog.install(on: db, limit: queryTimeLimit), for: connection)
@@ -111,6 +116,8 @@ public final class Store: Sendable {
         historyRetention = store.historyRetention
         snapshot = SnapshotConnection(db: db)
         commits = store.commits
+        // Shared, like the pool: its writer's WAL hook points at it.
+        checkpointer = store.checkpointer
         replication = nil
         clusterPosition = Mutex(0)
         upgradedFromFormat = nil
