@@ -261,6 +261,46 @@ final class ServiceCoreTests: XCTestCase {
         XCTAssertEqual(service.results.subscriptionCount(of: alice), 1)
     }
 
+    /// `store/observe` and `store/unobserve` may sit in a JSON-RPC batch that writes (their answers
+    /// come from the publish lane, the registration queued from the writer at its place among the
+    /// batch's writes): the observer hears the batch's saves after it, not those after its removal.
+    func testABatchThatWritesMayObserveAndUnobserve() throws {
+        let (service, outbox) = try makeService()
+        defer { service.stop() }
+        let alice: [UInt8] = [1]
+        request(service, alice, id: 1, "initialize", #"{"protocolVersion": "1"}"#)
+        _ = try outbox.response(1, of: alice)
+        let batch = #"""
+            [{"jsonrpc": "2.0", "id": 20, "method": "store/observe", "params": {"includeValues": true}},
+             {"jsonrpc": "2.0", "id": 21, "method": "store/save",
+              "params": {"inserted": [{"entity": "Item", "values": {"name": "b", "score": 2}}]}},
+             {"jsonrpc": "2.0", "id": 22, "method": "store/unobserve", "params": {"observer": "o1"}},
+             {"jsonrpc": "2.0", "id": 23, "method": "store/save",
+              "params": {"inserted": [{"entity": "Item", "values": {"name": "c", "score": 3}}]}}]
+            """#
+        service.receive(Array(batch.utf8), from: alice)
+        let messages = try outbox.wait(for: alice) { $0.contains { $0.arrayValue != nil } }
+        let answers = try XCTUnwrap(messages.last { $0.arrayValue != nil }?.arrayValue)
+        XCTAssertEqual(answers.count, 4, "\(answers)")
+        XCTAssertEqual(answers[0]["result"]?["observer"], "o1", "\(answers)")
+        XCTAssertEqual(answers[2]["result"], .null, "\(answers)")
+        // The batch's commits are published once it ends: the observer, gone by then, hears neither.
+        service.writes.lane.drain()
+        let saves = outbox.received(by: alice).filter { $0["method"] == "store/didSave" }
+        XCTAssertEqual(saves, [], "\(saves)")
+        // A new observer in a batch that then writes hears that write, with its values.
+        let second = #"""
+            [{"jsonrpc": "2.0", "id": 30, "method": "store/observe", "params": {"includeValues": true}},
+             {"jsonrpc": "2.0", "id": 31, "method": "store/save",
+              "params": {"inserted": [{"entity": "Item", "values": {"name": "d", "score": 4}}]}}]
+            """#
+        service.receive(Array(second.utf8), from: alice)
+        let heard = try outbox.wait(for: alice) { $0.contains { $0["method"] == "store/didSave" } }
+        let didSave = try XCTUnwrap(heard.first { $0["method"] == "store/didSave" })
+        XCTAssertEqual(didSave["params"]?["observer"], "o2")
+        XCTAssertEqual(didSave["params"]?["objects"]?["Item/3"]?["name"], "d", "\(didSave)")
+    }
+
     /// Subscriptions the engine drops (the store can no longer follow its commits, so the sets
     /// could not be rebuilt) give their places in the session's quota back: the resync that
     /// `results/didInvalidate` asks for is not refused with -32017.

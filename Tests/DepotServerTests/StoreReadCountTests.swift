@@ -171,4 +171,64 @@ final class StoreReadCountTests: XCTestCase {
         XCTAssertEqual(insert?["type"], "insert")
         XCTAssertEqual(insert?["object"]?["rank"], 3)
     }
+
+    /// `store/observe` observers take no snapshot they do not need (issue 34): one without values
+    /// makes publishing read nothing (a save may commit on the spot); one with values takes them
+    /// from the commit's row images; only one of an entity whose values a commit did not carry
+    /// reads them, counted as `include`.
+    func testObserversReadOnlyWhatTheCommitDidNotCarry() throws {
+        let (service, outbox) = try makeCore(in: directory, model: Self.model)
+        defer { service.stop() }
+        let peer: [UInt8] = [1]
+        try call(service, outbox, peer, 1, "initialize", #"{"protocolVersion": "1"}"#)
+        XCTAssertFalse(service.publishingReads)
+        let plain = try call(service, outbox, peer, 2, "store/observe", "{}")["observer"]?.stringValue
+        XCTAssertFalse(service.publishingReads, "an observer without values reads nothing")
+        var read = try reads(service) {
+            try call(
+                service, outbox, peer, 3, "store/save",
+                #"{"inserted": [{"entity": "Play", "values": {"name": "p", "score": 1}}]}"#)
+        }
+        XCTAssertEqual(read, ServerStats.StoreReads())
+        let valued = try call(
+            service, outbox, peer, 4, "store/observe", #"{"entities": ["Play"], "includeValues": true}"#)["observer"]?
+            .stringValue
+        XCTAssertTrue(service.publishingReads)
+        read = try reads(service) {
+            try call(
+                service, outbox, peer, 5, "store/save",
+                #"{"updated": [{"id": "Play/1", "values": {"name": "q", "score": 3}}]}"#)
+        }
+        XCTAssertEqual(read, ServerStats.StoreReads(), "the values come with the commit")
+        let heard = try outbox.wait(for: peer) { messages in
+            messages.contains { $0["method"] == "store/didSave" && $0["params"]?["observer"]?.stringValue == valued }
+        }
+        let saved = heard.last { $0["params"]?["observer"]?.stringValue == valued }
+        XCTAssertEqual(saved?["params"]?["objects"]?["Play/1"]?["score"], .int(3), "\(heard)")
+        XCTAssertEqual(saved?["params"]?["objects"]?["Play/1"]?["name"], "q")
+        XCTAssertTrue(
+            heard.contains {
+                $0["method"] == "store/didSave" && $0["params"]?["observer"]?.stringValue == plain
+                    && $0["params"]?["objects"] == nil
+                    && $0["params"]?["transaction"] == saved?["params"]?["transaction"]
+            }, "\(heard)")
+        // A commit too big for row images and for values in a notification (a big batch): its
+        // didSave goes without them, and nothing is read for them.
+        let count = max(Store.largestImagedTransaction, DeltaEncoder.largestNotification) + 1
+        let objects = (0..<count).map { #"{"name": "b\#($0)", "score": 0}"# }.joined(separator: ",")
+        var inserted: JSONValue?
+        read = try reads(service) {
+            inserted = try call(
+                service, outbox, peer, 6, "store/batchInsert", #"{"entity": "Play", "objects": [\#(objects)]}"#)[
+                    "transaction"]
+        }
+        XCTAssertEqual(read, ServerStats.StoreReads())
+        let batch = outbox.received(by: peer).first {
+            $0["params"]?["observer"]?.stringValue == valued && $0["params"]?["transaction"] == inserted
+        }
+        XCTAssertNotNil(batch, "the observer heard of the batch")
+        XCTAssertNil(batch?["params"]?["objects"], "\(batch ?? .null)")
+        try call(service, outbox, peer, 7, "store/unobserve", #"{"observer": "\#(valued ?? "")"}"#)
+        XCTAssertFalse(service.publishingReads, "the observer with values is gone")
+    }
 }

@@ -10,6 +10,9 @@ public final class RecordingOutbox: Outbox {
     private let condition = NSCondition()
     // Guarded by `condition`.
     nonisolated(unsafe) private var messages: [[UInt8]: [JSONValue]] = [:]
+    /// Each recorded message's place among every peer's, in the order they were sent (as `messages`).
+    nonisolated(unsafe) private var places: [[UInt8]: [Int]] = [:]
+    nonisolated(unsafe) private var sent = 0
 
     /// A new outbox that has recorded nothing.
     public init() {}
@@ -18,6 +21,8 @@ public final class RecordingOutbox: Outbox {
         let message = (try? JSONParser.parse(bytes)) ?? .string("unparsable: \(bytes.count) bytes")
         condition.lock()
         messages[peer, default: []].append(message)
+        places[peer, default: []].append(sent)
+        sent += 1
         condition.broadcast()
         condition.unlock()
     }
@@ -29,6 +34,14 @@ public final class RecordingOutbox: Outbox {
         condition.lock()
         defer { condition.unlock() }
         return messages[peer] ?? []
+    }
+
+    /// Everything sent to `peer` so far, each with its place among the messages sent to every
+    /// peer (a message with a lower place was sent before, whoever it was for).
+    public func placed(for peer: [UInt8]) -> [(place: Int, message: JSONValue)] {
+        condition.lock()
+        defer { condition.unlock() }
+        return Array(zip(places[peer] ?? [], messages[peer] ?? [])).map { (place: $0, message: $1) }
     }
 
     /// Waits until `peer` has received a message that satisfies `test`; returns all it received by then.

@@ -11,13 +11,17 @@ import ZeroMQ
 ///   notified (target: only that owner's one);
 /// - a scoped fetch of one owner's rows out of 1M (owner indexed) against an
 ///   unscoped fetch with the owner condition written by hand (target ≥ 0.9×);
+/// - the same save with 200 sessions, each with an owner-scoped key and one
+///   scoped `store/observe` of Item (nothing subscribed), against none
+///   (target ≤ 1.5×, issue 34: observers live in the publish lane, filed by
+///   owner, checked on the commit's row images without a snapshot);
 /// - the same save once every one of those sessions also has a `store/observe`
 ///   of Item under its scope, against no subscriptions (info: each scoped
 ///   observer checks the saved row against its rule, one read per owner).
 struct ScopeCostBenchmark: Benchmark {
     static let name = "scope-cost"
     static let summary =
-        "1,000 owner-scoped sessions: save p50 vs none (≤ 2×), sets notified (1); scoped fetch over 1M rows vs hand-written owner predicate (≥ 0.9×)"
+        "1,000 owner-scoped sessions: save p50 vs none (≤ 2×), sets notified (1); 200 scoped observers: save p50 vs none (≤ 1.5×); scoped fetch over 1M rows vs hand-written owner predicate (≥ 0.9×)"
 
     static let model = """
         {"entities":[{"name":"Item","attributes":[
@@ -79,6 +83,19 @@ struct ScopeCostBenchmark: Benchmark {
         let alone = try p50()
         let context = zmq_ctx_new()
         defer { zmq_ctx_term(context) }
+        // 200 sessions observing (scoped), nothing subscribed; they disconnect before the next case.
+        let observing = min(200, owners)
+        let observers = try SessionLoad.open(
+            observing, connect: { try client(members[$0], context: $1) }, name: { "observer-u\($0)" },
+            context: context
+        ) { observer, _ in
+            _ = try observer.call("store/observe", params: #"{"entities":["Item"]}"#)
+        }
+        let withObservers = try p50()
+        suite.check(
+            "scope.\(observing)-observers.p50-ratio", withObservers / alone, target: 1.5, .atMost,
+            of: "save p50 with \(observing) owner-scoped observers (store/observe)", over: "none")
+        for observer in observers { _ = try observer.call("disconnect") }
         let subscribers = try SessionLoad.open(
             members.count, connect: { try client(members[$0], context: $1) }, name: { "u\($0)" }, context: context
         ) { subscriber, _ in
@@ -108,6 +125,7 @@ struct ScopeCostBenchmark: Benchmark {
             "\(owners)-owners",
             [
                 "none-p50-us": .double(alone), "live-p50-us": .double(live), "observed-p50-us": .double(observed),
+                "\(observing)-observers-p50-us": .double(withObservers),
                 "sets": .int(Int64(sets.count)),
             ])
         withExtendedLifetime(subscribers) {}

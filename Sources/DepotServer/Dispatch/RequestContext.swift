@@ -42,7 +42,7 @@ struct RequestContext: Sendable {
 
     /// A work-done progress reporter for `token`, or `nil` when the request carried none.
     func progress(token: JSONValue?) -> ProgressReporter? {
-        token.map { ProgressReporter(token: $0, routingID: routingID, service: core.service) }
+        token.map { ProgressReporter(token: $0, routingID: routingID, notifier: core) }
     }
 }
 
@@ -54,8 +54,10 @@ struct HandlerCore: Sendable {
     /// The service; private to this file, so that its `store` stays out of handlers' reach.
     fileprivate let service: DepotService
 
-    /// The sessions and their observers.
+    /// The sessions.
     var sessions: SessionRegistry { service.sessions }
+    /// The `store/observe` observers (their state is the publish lane's).
+    var observers: ObserverLane { service.observers }
     /// The fetched-results engine (it reads through the definitions the view built).
     var results: ResultsEngine { service.results }
     /// The daemon's configuration.
@@ -68,11 +70,6 @@ struct HandlerCore: Sendable {
 
     /// Queues `bytes` for `routingID`.
     func send(_ bytes: [UInt8], to routingID: [UInt8]) { service.send(bytes, to: routingID) }
-
-    /// Reads a scoped observer's baseline in the publish lane (``DepotService/startObservation(_:scope:observer:routingID:)``).
-    func startObservation(_ scoped: ScopedObservation, observer: String, routingID: [UInt8]) {
-        service.startObservation(scoped, observer: observer, routingID: routingID)
-    }
 
     /// `server/stats` (admin only: the daemon's figures, no rows).
     func statistics(_ page: ServerStats.Parameters) throws(RPCError) -> ServerStats.Result {

@@ -146,8 +146,10 @@ final class WriteQueue: Sendable {
     /// was published, with a store reading exactly that state; returns at once.
     ///
     /// The results engine registers subscriptions and answers reads this way,
-    /// in order with deltas.
+    /// in order with deltas; observers register this way. Called on the writer
+    /// queue (a JSON-RPC batch that writes runs there), it queues the job at once.
     func afterCommits(_ job: @escaping @Sendable (Result<Store, RPCError>) -> Void) {
+        if DispatchQueue.getSpecific(key: onWriter) == true { return lane.enqueueReading(job) }
         async { [lane] in lane.enqueueReading(job) }
     }
 

@@ -66,11 +66,13 @@ extension DepotService {
             .sorted { $0.0 < $1.0 }
         let pageSessions = ordered.prefix(limit)
         let next = ordered.count > limit ? pageSessions.last.map { $0.0.text } : nil
+        let observerCounts = observers.counts(of: pageSessions.map(\.1.routingID))
         let sessionFigures = pageSessions.map(\.1)
             .map { session in
                 var figures = ServerStats.Session(
                     id: session.id, client: session.clientInfo, key: session.keyName,
-                    subscriptions: subscriptionsBySession[session.routingID] ?? 0, observers: session.observers.count,
+                    subscriptions: subscriptionsBySession[session.routingID] ?? 0,
+                    observers: observerCounts[session.routingID] ?? 0,
                     inFlight: session.inFlight.count, outboundBacklog: outboundBacklog(of: session.routingID),
                     idleSeconds: Self.seconds(now - session.lastSeen))
                 // The key as the key file says now (SIGHUP may have re-scoped it).

@@ -19,24 +19,24 @@ extension DepotService {
             try context.view.save(params, in: context.writeGroup).0.jsonBytes
         }
         handlers.allowGroupCommit(StoreSave.self)
-        handlers.register(StoreObserve.self, .inline, .scoped) { (params, context) throws(RPCError) in
+        // Registered and answered in the publish lane, in order with the session's notifications:
+        // a save sent after the answer is heard, even by a scoped observer (its baseline is read first).
+        handlers.registerOrdered(StoreObserve.self, waitsForCommits: false, .scoped) {
+            (params, context, reply) throws(RPCError) in
             // A scoped key hears only of its scope: what it sees is read in the publish lane, in commit order.
             let scoped = try context.view.observation(of: params.entities)
-            let registration = ObserverRegistration(parameters: params, scoped: scoped)
-            guard let observer = context.core.sessions.addObserver(registration, routingID: context.routingID)
-            else {
-                throw RPCError(code: .serverNotInitialized, message: "the session is closed")
-            }
-            if let scoped { context.core.startObservation(scoped, observer: observer, routingID: context.routingID) }
-            return StoreObserve.Result(observer: observer)
+            let core = context.core
+            let routingID = context.routingID
+            core.observers.observe(
+                ObserverRegistration(parameters: params, scoped: scoped), routingID: routingID,
+                isOpen: { core.sessions.hasSession(routingID) }, context: core, reply: reply)
         }
-        handlers.register(
-            StoreUnobserve.self, .inline, .unscoped(reason: "ends one of the session's observers: reads no rows")
-        ) { (params, context) throws(RPCError) in
-            guard context.core.sessions.removeObserver(params.observer, routingID: context.routingID) else {
-                throw .notFound("no observer '\(params.observer)' in this session", id: params.observer)
-            }
-            return Null()
+        handlers.registerOrdered(
+            StoreUnobserve.self, waitsForCommits: false,
+            .unscoped(reason: "ends one of the session's observers: reads no rows")
+        ) { (params, context, reply) throws(RPCError) in
+            context.core.observers.unobserve(
+                params.observer, routingID: context.routingID, context: context.core, reply: reply)
         }
         handlers.register(StoreHistory.self, .read, .scoped) { (params, context) throws(RPCError) in
             try context.view.history(since: params.since, limit: params.limit)

@@ -1,36 +1,72 @@
 import DepotProtocol
 import DepotStore
+import Logging
+
+/// Sends one peer a notification, counted in the statistics: all that a
+/// ``ProgressReporter`` needs of the daemon.
+protocol Notifier: Sendable {
+    /// Queues a notification for `routingID`, counted in the statistics.
+    func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters, to routingID: [UInt8])
+}
+
+/// What publishing to observers may ask of the daemon, and nothing more:
+/// notify, log, count store reads, and the model now.
+protocol ObservationContext: Notifier {
+    /// Where publishing logs.
+    var logger: Logger { get }
+    /// The store's model now (what a commit without a snapshot is evaluated under).
+    var currentSchema: Schema { get }
+    /// Counts what publishing one commit read of the store.
+    func storeReadsMade(_ reads: ServerStats.StoreReads)
+}
 
 /// Fans a committed transaction out to every `store/observe` registration as
 /// `store/didSave` (Core Data's did-save notification, across processes).
 struct ObservationCenter {
-    /// Queues the notifications for `transaction`; runs in the publish lane,
-    /// so they precede the committing request's response. Values are read
+    /// Queues the notifications for `transaction` to `observers`; runs in the
+    /// publish lane, so they precede the committing request's response.
+    /// Values come from the commit's row images where it carries them, else
     /// from `store`, a snapshot right after the commit (left out without one).
-    static func publish(_ transaction: CommittedTransaction, store: Store?, service: DepotService) {
-        let observers = service.sessions.observers(concerning: transaction)
-        guard !observers.isEmpty else { return }
+    ///
+    /// - Parameter countsCommit: whether the commit's reads (if any) count as a
+    ///   commit of their own in the statistics (`false` when the results engine counted it).
+    /// - Returns: the observers that ended (their scope could not be evaluated): remove them.
+    static func publish(
+        _ transaction: CommittedTransaction, to observers: [ObserverTable.Entry], store: Store?, countsCommit: Bool,
+        context: some ObservationContext
+    ) -> [ObserverTable.Entry] {
+        guard !observers.isEmpty else { return [] }
+        let schema = store?.schema ?? context.currentSchema
         let changes = transaction.wireChanges
-        var values: [ObjectID: JSONValue]?
+        // The values of the changed objects, by entity, taken once for the first observer that wants them.
+        var values: [String: [ObjectID: JSONValue]?] = [:]
         // Made for the first scoped observer: none, no extra work.
         var checks: ScopedObservation.Checks?
-        for (routingID, observer, registration) in observers {
-            let parameters = registration.parameters
+        var reads = ServerStats.StoreReads()
+        var ended: [ObserverTable.Entry] = []
+        defer {
+            reads.changedRows += Int64(checks?.rows.reads ?? 0)
+            reads.relationship += Int64(checks?.sqlReads ?? 0)
+            if reads.changedRows + reads.relationship + reads.include > 0 {
+                if countsCommit { (reads.commits, reads.snapshot) = (1, 1) }
+                context.storeReadsMade(reads)
+            }
+        }
+        for entry in observers {
+            let parameters = entry.registration.parameters
             var selected = changes
             // The ids a scoped key may see, to pick their values by (nil: every id of `selected`).
             var seen: Set<String>?
             // The relationships to entities a scoped key cannot read: they do not exist for it.
             var withheld: WithheldKeys?
-            if let scoped = registration.scoped {
+            if let scoped = entry.registration.scoped {
                 guard
                     let visible = scopedChanges(
-                        transaction, scoped: scoped, store: store, checks: &checks, observer: observer,
-                        routingID: routingID, service: service)
+                        transaction, scoped: scoped, store: store, schema: schema, checks: &checks, entry: entry,
+                        ended: &ended, context: context)
                 else { continue }
                 seen = Set(visible.values.flatMap { $0.inserted + $0.updated.map(\.id) })
-                if let schema = store?.schema {
-                    withheld = WithheldKeys(schema: schema, hides: scoped.scope.hides)
-                }
+                withheld = WithheldKeys(schema: schema, hides: scoped.scope.hides)
                 selected = withheld?.filter(visible) ?? visible
             } else if let entities = parameters.entities {
                 selected = changes.filter { entities.contains($0.key) }
@@ -42,11 +78,23 @@ struct ObservationCenter {
                 && transaction.changes.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count })
                     <= DeltaEncoder.largestNotification
             {
-                if values == nil, let store { values = readValues(transaction, store: store, service: service) }
+                var found: [ObjectID: JSONValue]? = [:]
+                for entity in selected.keys {
+                    if values.index(forKey: entity) == nil {
+                        values[entity] = self.values(
+                            of: entity, in: transaction, store: store, schema: schema, reads: &reads, context: context)
+                    }
+                    // An entity whose values cannot be had (no snapshot): the objects are left out.
+                    guard let entityValues = values[entity]!, found != nil else {
+                        found = nil
+                        break
+                    }
+                    found!.merge(entityValues) { first, _ in first }
+                }
                 // Ids become text here, at the wire, once.
-                objects = values.map { values in
+                objects = found.map { values in
                     Dictionary(
-                        uniqueKeysWithValues: values.filter { selected.keys.contains($0.key.entity) }.compactMap {
+                        uniqueKeysWithValues: values.compactMap {
                             let id = $0.key.description
                             guard seen.map({ $0.contains(id) }) ?? true else { return nil }
                             return (id, withheld?.filter($0.value, entity: $0.key.entity) ?? $0.value)
@@ -54,84 +102,72 @@ struct ObservationCenter {
                 }
             }
             let params = DidSave.Parameters(
-                observer: observer, transaction: transaction.number, author: transaction.author, changes: selected,
-                objects: objects)
-            service.notify(DidSave.self, params, to: routingID)
+                observer: entry.observer, transaction: transaction.number, author: transaction.author,
+                changes: selected, objects: objects)
+            context.notify(DidSave.self, params, to: entry.routingID)
         }
+        return ended
     }
 
     /// The changes of `transaction` that a scoped observer may see (`nil` when
     /// none: before its baseline, or nothing in its scope). When the scope
-    /// cannot be evaluated the observer is removed, logged, and its client gets
+    /// cannot be evaluated the observer joins `ended` (the caller removes it), it is logged, and its client gets
     /// `store/observeDidEnd`: it must not hear of objects outside its scope, nor
     /// miss what left it unnoticed.
     private static func scopedChanges(
-        _ transaction: CommittedTransaction, scoped: ScopedObservation, store: Store?,
-        checks: inout ScopedObservation.Checks?, observer: String, routingID: [UInt8], service: DepotService
+        _ transaction: CommittedTransaction, scoped: ScopedObservation, store: Store?, schema: Schema,
+        checks: inout ScopedObservation.Checks?, entry: ObserverTable.Entry, ended: inout [ObserverTable.Entry],
+        context: some ObservationContext
     ) -> [String: EntityChanges]? {
         do throws(RPCError) {
-            guard let store else { throw .internalError("no snapshot of the store after the commit") }
             // Changed in place (a copy per observer would copy what every earlier one found).
-            if checks == nil { checks = ScopedObservation.Checks(transaction, store: store) }
+            if checks == nil { checks = ScopedObservation.Checks(transaction, store: store, schema: schema) }
             return try scoped.changes(of: transaction, store: store, checks: &checks!)
         } catch {
-            _ = service.sessions.removeObserver(observer, routingID: routingID)
-            service.logger.error(
-                "store/observe \(observer) of a scoped key is removed: its scope could not be evaluated for transaction \(transaction.number): \(error.message)"
+            ended.append(entry)
+            context.logger.error(
+                "store/observe \(entry.observer) of a scoped key is removed: its scope could not be evaluated for transaction \(transaction.number): \(error.message)"
             )
             // The client depends on hearing it: its observer says nothing more from here.
-            service.notify(
+            context.notify(
                 ObserveDidEnd.self,
-                .init(observer: observer, reason: "error", message: error.message, transaction: transaction.number),
-                to: routingID)
+                .init(
+                    observer: entry.observer, reason: "error", message: error.message, transaction: transaction.number),
+                to: entry.routingID)
             return nil
         }
     }
 
-    /// The values of the objects `transaction` inserted or updated, one read per entity.
-    private static func readValues(
-        _ transaction: CommittedTransaction, store: Store, service: DepotService
-    ) -> [ObjectID: JSONValue] {
+    /// The values of the objects of `entity` that `transaction` inserted or updated: from its row
+    /// images when it carries them, else one read of `store` (counted in `reads`); `nil` when
+    /// neither has them (no snapshot was taken).
+    private static func values(
+        of entity: String, in transaction: CommittedTransaction, store: Store?, schema: Schema,
+        reads: inout ServerStats.StoreReads, context: some ObservationContext
+    ) -> [ObjectID: JSONValue]? {
+        guard let changes = transaction.changes[entity] else { return [:] }
+        let rows = changes.inserted + changes.updated.map(\.row)
+        guard !rows.isEmpty else { return [:] }
         var values: [ObjectID: JSONValue] = [:]
-        for (name, changes) in transaction.changes {
-            let rows = changes.inserted + changes.updated.map(\.row)
-            guard !rows.isEmpty, let entity = store.schema.entity(named: name) else { continue }
-            do {
-                let shape = try ObjectShape(entity: entity, properties: nil)
-                for (row, object) in try store.objects(rows: rows, shape: shape) {
-                    values[ObjectID(entity: name, row: row)] = object
-                }
-            } catch {
-                service.logger.error(
-                    "store/didSave of transaction \(transaction.number) goes without the values of \(name): \(error.message)"
-                )
+        if let images = transaction.images[entity] {
+            for row in rows {
+                if let image = images[row] { values[ObjectID(entity: entity, row: row)] = .object(image.object) }
             }
+            return values
+        }
+        guard let store else { return nil }
+        guard let described = schema.entity(named: entity) else { return [:] }
+        do throws(RPCError) {
+            reads.include += 1
+            let shape = try ObjectShape(entity: described, properties: nil)
+            for (row, object) in try store.objects(rows: rows, shape: shape) {
+                values[ObjectID(entity: entity, row: row)] = object
+            }
+        } catch {
+            context.logger.error(
+                "store/didSave of transaction \(transaction.number) goes without the values of \(entity): \(error.message)"
+            )
         }
         return values
-    }
-}
-
-extension DepotService {
-    /// Reads the baseline of a scoped observer in the publish lane, after
-    /// every commit so far (with `scope`, or the one it was made with): until
-    /// then it hears of nothing. A failure removes the observer, is logged, and
-    /// sends its client `store/observeDidEnd`.
-    func startObservation(
-        _ scoped: ScopedObservation, scope: KeyScope? = nil, observer: String, routingID: [UInt8]
-    ) {
-        afterCommits { [self] snapshot in
-            do throws(RPCError) {
-                let terms = try scoped.start(scope: scope ?? scoped.scope, store: snapshot.get())
-                sessions.file(observer, routingID: routingID, terms: terms)
-            } catch {
-                _ = sessions.removeObserver(observer, routingID: routingID)
-                logger.error(
-                    "store/observe \(observer) of a scoped key is removed: its scope could not be read: \(error.message)"
-                )
-                notify(
-                    ObserveDidEnd.self, .init(observer: observer, reason: "error", message: error.message),
-                    to: routingID)
-            }
-        }
     }
 }

@@ -9,8 +9,8 @@ import DepotStore
 ///
 /// An observer is filed once its baseline is read, and only when every entity
 /// it observes either pins a value or is hidden (`FALSEPREDICATE`); the others
-/// stay unfiled and are visited for every transaction, as before. Touched under
-/// ``SessionRegistry``'s lock for it, from publish-lane jobs and session clean-up.
+/// stay unfiled and are visited for every transaction, as before. Part of
+/// ``ObserverTable``: touched only in publish-lane jobs.
 struct ObserverFiling {
     /// One observer of one session.
     struct Ref: Hashable, Sendable {

@@ -88,11 +88,14 @@ final class ScopedObservation: Sendable {
         var rows: InMemoryRows
         /// The rows each rule matched, by entity and rule.
         var found: [Check: Set<Int64>] = [:]
+        /// How many rules were checked with a read of the store (rules that follow a relationship).
+        var sqlReads = 0
 
-        /// Checks of `transaction`'s inserted and updated rows in `store`.
-        init(_ transaction: CommittedTransaction, store: Store) {
+        /// Checks of `transaction`'s inserted and updated rows, from the values it carries
+        /// (its row images) or else read from `store`, under `schema`.
+        init(_ transaction: CommittedTransaction, store: Store?, schema: Schema) {
             rows = InMemoryRows(
-                store: store, schema: store.schema,
+                store: store, schema: schema,
                 changedRows: transaction.changes.mapValues { Set($0.inserted + $0.updated.map(\.row)) },
                 images: transaction.images)
         }
@@ -110,12 +113,14 @@ final class ScopedObservation: Sendable {
     /// when empty), advancing the baseline; `nil` before the baseline was read.
     ///
     /// - Parameters:
-    ///   - store: reads the state `transaction` left.
+    ///   - store: reads the state `transaction` left (`nil`: no snapshot was taken; only rules
+    ///     that evaluate in memory on the row images can be checked then, ``readsStore``).
     ///   - checks: what other observers found for `transaction`, shared with them.
-    func changes(of transaction: CommittedTransaction, store: Store, checks: inout Checks) throws(RPCError)
+    func changes(of transaction: CommittedTransaction, store: Store?, checks: inout Checks) throws(RPCError)
         -> [String: EntityChanges]?
     {
-        try state.withLock { (state) throws(RPCError) -> [String: EntityChanges]? in
+        let schema = checks.rows.schema
+        return try state.withLock { (state) throws(RPCError) -> [String: EntityChanges]? in
             guard state.visible != nil else { return nil }
             var changes: [String: EntityChanges] = [:]
             for (name, set) in transaction.changes {
@@ -130,7 +135,7 @@ final class ScopedObservation: Sendable {
                     after = found
                 } else if read == .constant(false) {
                     after = []
-                } else if let follow = state.inMemory[name], let entity = store.schema.entity(named: name) {
+                } else if let follow = state.inMemory[name], let entity = schema.entity(named: name) {
                     var touched = Set(set.inserted + set.updated.map(\.row))
                     if let equality = follow.equality {
                         // `owner == $keyName`: only rows holding the key's value can match (no evaluation for others).
@@ -142,6 +147,8 @@ final class ScopedObservation: Sendable {
                         ? [] : Set(try checks.rows.evaluate(follow, entity: entity, rows: touched).keys)
                     checks.found[check] = after
                 } else {
+                    guard let store else { throw .internalError("no snapshot of the store after the commit") }
+                    checks.sqlReads += 1
                     after = try Self.rows(set.inserted + set.updated.map(\.row), of: name, in: read, store: store)
                     checks.found[check] = after
                 }
@@ -176,10 +183,26 @@ final class ScopedObservation: Sendable {
     /// The scope the baseline was read with.
     var scope: KeyScope { state.withLock { $0.scope } }
 
-    /// The observed entities that have a read scope.
-    private func scopedEntities(of scope: KeyScope, schema: Schema) -> [String] {
+    /// Whether checking a transaction may read the store: before its baseline is read, or when a
+    /// rule of an observed entity does not evaluate in memory on the row images (one through a relationship).
+    var readsStore: Bool {
+        state.withLock { state in
+            guard state.visible != nil else { return true }
+            // Entities the model does not have (yet) count too: one a migration adds is read through SQL.
+            return scopedEntities(of: state.scope).contains {
+                state.inMemory[$0] == nil && state.scope.read($0) != .constant(false)
+            }
+        }
+    }
+
+    /// The observed entities whose rules evaluate in memory: what it checks on the commit's row images.
+    var imagedEntities: Set<String> { state.withLock { Set($0.inMemory.keys) } }
+
+    /// The observed entities that have a read scope (those of `schema`, when given).
+    private func scopedEntities(of scope: KeyScope, schema: Schema? = nil) -> [String] {
         scope.entities.keys.filter { name in
-            scope.read(name) != nil && (entities?.contains(name) ?? true) && schema.entity(named: name) != nil
+            scope.read(name) != nil && (entities?.contains(name) ?? true)
+                && (schema.map { $0.entity(named: name) != nil } ?? true)
         }
     }
 

@@ -8,19 +8,20 @@ import Foundation
 final class ProgressReporter: @unchecked Sendable {
     private let token: JSONValue
     private let routingID: [UInt8]
-    private let service: DepotService
+    private let notifier: any Notifier
     private var lastReport = ContinuousClock.now - .seconds(1)
     private var total: Int64?
     static let interval: Duration = .milliseconds(50)
 
-    init(token: JSONValue, routingID: [UInt8], service: DepotService) {
+    /// A reporter for the request of `routingID` that carried `token`, sending through `notifier`.
+    init(token: JSONValue, routingID: [UInt8], notifier: any Notifier) {
         self.token = token
         self.routingID = routingID
-        self.service = service
+        self.notifier = notifier
     }
 
     private func send(_ value: WorkDoneProgress) {
-        service.notify(ProgressNotification.self, .init(token: token, value: value.json), to: routingID)
+        notifier.notify(ProgressNotification.self, .init(token: token, value: value.json), to: routingID)
     }
 
     /// Starts the progress.

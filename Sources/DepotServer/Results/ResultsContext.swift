@@ -6,26 +6,18 @@ import Logging
 /// nothing more: send, check a peer's backlog, count, log, persist a cache,
 /// and schedule lane jobs (as swift-nio hands a handler its
 /// `ChannelHandlerContext` instead of the whole pipeline).
-protocol ResultsContext: Sendable {
-    /// Where the engine logs.
-    var logger: Logger { get }
+protocol ResultsContext: ObservationContext {
     /// The most subscriptions one session may hold (`--max-subscriptions-per-session`).
     var maxSubscriptionsPerSession: Int { get }
     /// Whether the daemon is shutting down (scheduled flushes are dropped).
     var isStopping: Bool { get }
-    /// The store's model now (what a commit without a snapshot is evaluated under).
-    var currentSchema: Schema { get }
 
-    /// Queues a notification for `routingID`, counted in the statistics.
-    func notify<N: NotificationMethod>(_ method: N.Type, _ params: N.Parameters, to routingID: [UInt8])
     /// Queues messages, each for its peer, in order.
     func send(_ messages: [(bytes: [UInt8], peer: [UInt8])])
     /// Whether `peer`'s outbound queue is past the slow-consumer limit.
     func isOverflowing(_ peer: [UInt8]) -> Bool
     /// Counts the `results/didChange` notifications just sent, one to each of `subscriptions`.
     func didChangeSent(to subscriptions: [String])
-    /// Counts what publishing one commit (or flushing one window) read of the store.
-    func storeReadsMade(_ reads: ServerStats.StoreReads)
     /// Writes a named results cache, on the writer, after the writes queued so far; a failure is logged.
     func persistCache(_ name: String, _ entry: ResultsCacheEntry)
     /// Runs `job` in the publish lane after every commit so far, with a store reading exactly that state.

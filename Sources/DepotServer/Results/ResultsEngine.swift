@@ -26,7 +26,7 @@ import Synchronization
 ///
 /// Guarded:
 /// - `table`, `index`, `publishedThrough`, `failure`: touched only in lane jobs
-///   (checked by `owned()` in debug builds); the lane orders each job's end
+///   (checked by `owned()`, in release builds too); the lane orders each job's end
 ///   before the next one's start.
 /// - `liveSets`, `liveSubscriptions`, `registering`: atomics read from any
 ///   thread (the writer asks whether publishing a commit must read the store).

@@ -47,6 +47,8 @@ public final class DepotService: Sendable {
     let keys: KeyRing?
     let sessions = SessionRegistry()
     let results: ResultsEngine
+    /// The `store/observe` observers, owned by the publish lane beside the results engine's subscriptions.
+    let observers: ObserverLane
     let stats = ServerStatistics()
     let handlers: HandlerRegistry
     /// Reads run here, concurrently.
@@ -101,9 +103,11 @@ public final class DepotService: Sendable {
         self.outbox = outbox
         self.keys = keys
         self.logger = logger
+        let imaging = RowImageRequests(store: store)
         results = ResultsEngine(
             lane: writes.lane, store: store, publishedThrough: try store.latestTransaction(),
-            imaging: { [store] in store.captureRowImages(of: $0) })
+            imaging: { imaging.request($0, for: .results) })
+        observers = ObserverLane(lane: writes.lane, imaging: { imaging.request($0, for: .observers) })
         var handlers = HandlerRegistry()
         Self.registerLifecycleHandlers(&handlers)
         Self.registerModelHandlers(&handlers)
@@ -146,15 +150,17 @@ public final class DepotService: Sendable {
         let limit = Duration.milliseconds(Int64(configuration.heartbeatInterval * 3000))
         for session in sessions.expire(silentFor: limit) {
             results.removeSubscriptions(of: session.routingID, context: self)
+            observers.removeObservers(of: session.routingID, context: self)
             logger.debug("session \(session.id) expired after \(limit) of silence")
         }
     }
 
     func closeSession(_ routingID: [UInt8], reason: String) {
+        // Closed first: an observer registering meanwhile finds it closed, or is removed by the job below.
+        let session = sessions.close(routingID)
         results.removeSubscriptions(of: routingID, context: self)
-        if let session = sessions.close(routingID) {
-            logger.debug("session \(session.id) closed: \(reason)")
-        }
+        observers.removeObservers(of: routingID, context: self)
+        if let session { logger.debug("session \(session.id) closed: \(reason)") }
     }
 
     // MARK: Sending
@@ -184,10 +190,9 @@ public final class DepotService: Sendable {
     /// Publishes a committed transaction to observers and subscriptions (in the publish lane).
     func publish(_ transaction: CommittedTransaction, store: Result<Store, RPCError>?) {
         let start = ContinuousClock.now
-        if results.publish(transaction, store: store, context: self) {
-            stats.recordDelta(ContinuousClock.now - start)
-        }
-        ObservationCenter.publish(transaction, store: try? store?.get(), service: self)
+        let reachedSets = results.publish(transaction, store: store, context: self)
+        if reachedSets { stats.recordDelta(ContinuousClock.now - start) }
+        observers.publish(transaction, store: try? store?.get(), countsCommit: !reachedSets, context: self)
     }
 
     /// Closes at once every session opened with one of `keyIDs` (their keys were removed).
@@ -210,11 +215,7 @@ public final class DepotService: Sendable {
             // Scoped observers read their baseline again with the new scope, in commit order (queued
             // before the invalidations go out, so a save sent after one is judged by the new scope).
             // A key that lost its scope keeps the old one there (narrower, never wider).
-            for observation in sessions.scopedObservers(of: routingIDs) {
-                let scope = observation.keyID.flatMap { keys?.key($0)?.scope }
-                startObservation(
-                    observation.scoped, scope: scope, observer: observation.observer, routingID: observation.routingID)
-            }
+            observers.rescope(routingIDs, scope: keys?.key(keyID)?.scope, context: self)
             ended += results.rescope(routingIDs, changed: { _, entity in entities.contains(entity) }, context: self)
         }
         return ended
@@ -251,21 +252,22 @@ extension DepotService {
 }
 
 extension DepotService: CommitSubscriber {
-    var publishingReads: Bool { results.mayHaveSets || sessions.mayHaveObservers }
+    var publishingReads: Bool { results.mayHaveSets || observers.mayRead }
 
     /// Whether a save may commit and be published on the thread that received it
     /// (``WriteQueue/enqueue(_:subscriber:runHereIfIdle:)``): publishing it reads nothing of the
-    /// store (no live set or observer, or sets that all follow from the commit's row images), or
-    /// at most a few rows of windows while the lane is idle, when the publish reads the store
-    /// right there, at the commit, with no snapshot and no wait for a lane reader.
+    /// store (no live set or observer that reads, or sets and observers that all follow from the
+    /// commit's row images), or at most a few rows of windows while the lane is idle, when the
+    /// publish reads the store right there, at the commit, with no snapshot and no wait for a lane reader.
     var mayPublishWhereReceived: Bool {
         guard publishingReads else { return true }
-        guard !sessions.mayHaveObservers else { return false }
+        guard observers.followsFromImagesAlone else { return false }
         return results.followsFromImagesAlone || (results.readsAtMostWindows && writes.lane.isIdle)
     }
 
     func needsSnapshot(for transactions: [CommittedTransaction]) -> Bool {
-        sessions.mayHaveObservers || results.needsSnapshot(for: transactions, modelVersion: store.schema.version)
+        observers.needsSnapshot(for: transactions)
+            || results.needsSnapshot(for: transactions, modelVersion: store.schema.version)
     }
 
     func storeWasRebuilt(_ store: Result<Store, RPCError>) {

@@ -16,13 +16,11 @@ struct Session: Sendable {
     var keyName: String? = nil
     /// When the client last sent anything.
     var lastSeen: ContinuousClock.Instant
-    /// The session's `store/observe` registrations, by observer id.
-    var observers: [String: ObserverRegistration] = [:]
     /// Requests still running, so `$/cancelRequest` can reach them.
     var inFlight: [RequestID: Cancellation] = [:]
 }
 
-/// One `store/observe` registration.
+/// One `store/observe` registration (``ObserverTable`` holds them, in the publish lane).
 struct ObserverRegistration: Sendable {
     /// What it asked for.
     var parameters: StoreObserve.Parameters

@@ -4,14 +4,10 @@ import Foundation
 import Synchronization
 
 /// Every open session, shared by the transport thread (which opens, touches
-/// and expires them) and the workers (which fan out notifications).
+/// and expires them) and the workers (which register and end requests). Their
+/// `store/observe` observers are the publish lane's (``ObserverLane``), not here.
 final class SessionRegistry: Sendable {
     private let sessions = Mutex<[[UInt8]: Session]>([:])
-    private let nextObserver = Atomic<Int>(1)
-    /// The sessions that have (or had) an observer: a publish looks at these, not at every session.
-    private let observing = Mutex<Set<[UInt8]>>([])
-    /// The scoped observers filed by their equality value.
-    private let filing = Mutex(ObserverFiling())
 
     /// Opens a session for `routingID`; `nil` if one is already open.
     func open(
@@ -52,7 +48,6 @@ final class SessionRegistry: Sendable {
     @discardableResult
     func close(_ routingID: [UInt8]) -> Session? {
         let session = sessions.withLock { $0.removeValue(forKey: routingID) }
-        if session?.observers.isEmpty == false { filing.withLock { $0.unfile(session: routingID) } }
         session?.inFlight.values.forEach { $0.cancel() }
         return session
     }
@@ -68,10 +63,6 @@ final class SessionRegistry: Sendable {
             return stale
         }
         expired.forEach { $0.inFlight.values.forEach { $0.cancel() } }
-        let observing = expired.filter { !$0.observers.isEmpty }
-        if !observing.isEmpty {
-            filing.withLock { filing in observing.forEach { filing.unfile(session: $0.routingID) } }
-        }
         return expired
     }
 
@@ -112,92 +103,6 @@ final class SessionRegistry: Sendable {
     func cancelAll() {
         sessions.withLock { $0.values.flatMap { $0.inFlight.values } }.forEach { $0.cancel() }
     }
-
-    /// Adds an observer to the session; returns its id.
-    func addObserver(_ registration: ObserverRegistration, routingID: [UInt8]) -> String? {
-        let id = "o\(nextObserver.wrappingAdd(1, ordering: .relaxed).oldValue)"
-        // Both under `observing`'s lock (then the sessions'), the order the clean-up in `observers()` takes them.
-        return observing.withLock { observing in
-            sessions.withLock { sessions in
-                guard sessions[routingID] != nil else { return nil }
-                sessions[routingID]!.observers[id] = registration
-                observing.insert(routingID)
-                return id
-            }
-        }
-    }
-
-    /// Removes an observer; `false` if the session has no such observer.
-    func removeObserver(_ id: String, routingID: [UInt8]) -> Bool {
-        filing.withLock { $0.file(ObserverFiling.Ref(routingID: routingID, observer: id), terms: nil) }
-        return sessions.withLock { $0[routingID]?.observers.removeValue(forKey: id) != nil }
-    }
-
-    /// Files a scoped observer by its equality terms (``ObserverFiling``), or unfiles it (`nil`).
-    func file(_ id: String, routingID: [UInt8], terms: [String: ObserverFiling.Term]?) {
-        let ref = ObserverFiling.Ref(routingID: routingID, observer: id)
-        // Only while it is registered: one removed meanwhile stays unfiled.
-        guard sessions.withLock({ $0[routingID]?.observers[id] != nil }) else { return }
-        filing.withLock { $0.file(ref, terms: terms) }
-    }
-
-    /// Every (session, observer id, registration) registered that `transaction`
-    /// may concern: every unfiled observer, and the filed ones under a value its
-    /// rows held (all of them when `transaction` is `nil`).
-    func observers(concerning transaction: CommittedTransaction? = nil) -> [(
-        routingID: [UInt8], observer: String, registration: ObserverRegistration
-    )] {
-        let candidates = observing.withLock { $0 }
-        guard !candidates.isEmpty else { return [] }
-        // The filed observers are skipped unless concerned: a lookup each, no visit.
-        let (filed, concerned) = filing.withLock { filing in
-            filing.isEmpty || transaction == nil ? (nil, []) : (filing, filing.concerned(by: transaction!))
-        }
-        let (found, gone) = sessions.withLock { sessions in
-            var found: [(routingID: [UInt8], observer: String, registration: ObserverRegistration)] = []
-            var gone: [[UInt8]] = []
-            for routingID in candidates {
-                guard let session = sessions[routingID], !session.observers.isEmpty else {
-                    gone.append(routingID)
-                    continue
-                }
-                for (id, registration) in session.observers {
-                    if let filed {
-                        let ref = ObserverFiling.Ref(routingID: routingID, observer: id)
-                        if filed.isFiled(ref) && !concerned.contains(ref) { continue }
-                    }
-                    found.append((routingID, id, registration))
-                }
-            }
-            return (found, gone)
-        }
-        if !gone.isEmpty {
-            // Forgotten only if still without observers: one may have been added meanwhile.
-            observing.withLock { observing in
-                for routingID in gone where sessions.withLock({ $0[routingID]?.observers.isEmpty ?? true }) {
-                    observing.remove(routingID)
-                }
-            }
-        }
-        return found
-    }
-
-    /// The scoped observers of the sessions `routingIDs`, with the session's key id.
-    func scopedObservers(of routingIDs: [[UInt8]]) -> [(
-        routingID: [UInt8], keyID: String?, observer: String, scoped: ScopedObservation
-    )] {
-        sessions.withLock { sessions in
-            routingIDs.flatMap { routingID in
-                let session = sessions[routingID]
-                return (session?.observers ?? [:]).compactMap { id, registration in
-                    registration.scoped.map { (routingID, session?.keyID, id, $0) }
-                }
-            }
-        }
-    }
-
-    /// Whether some session may have an observer (`false` means none has).
-    var mayHaveObservers: Bool { !observing.withLock { $0.isEmpty } }
 
     /// The routing ids of the sessions opened with one of `keyIDs`.
     func routingIDs(ofKeys keyIDs: Set<String>) -> [[UInt8]] {
