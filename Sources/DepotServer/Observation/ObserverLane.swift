@@ -42,7 +42,7 @@ final class ObserverLane: @unchecked Sendable {
     }
 
     /// Checks that the caller is a lane job, in every build: a lock-free table touched elsewhere
-    /// would be a data race (the check is a lock and a thread compare per job).
+    /// would be a data race (the check is one atomic load).
     private func owned() {
         precondition(lane.isRunningJob, "store/observe observers touched outside the publish lane")
     }
