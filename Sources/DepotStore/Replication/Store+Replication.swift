@@ -246,7 +246,7 @@ extension Store {
                         )
                     }
                     switch entry.content {
-                    case .data(let transaction, let changes, let changeset, _):
+                    case .data(let transaction, let changes, let changeset, let continued):
                         let expected = try Self.latestTransaction(db) + 1
                         guard transaction == expected else {
                             throw ReplicationError.diverged(
@@ -258,10 +258,15 @@ extension Store {
                         _ = try HistoryLog.insert(
                             db, number: transaction, timestamp: entry.timestamp, author: entry.author, text: changes,
                             retention: historyRetention)
-                        commits.expect(
-                            CommittedTransaction(
-                                number: transaction, author: entry.author, timestamp: entry.timestamp,
-                                changes: try HistoryCoding.decode(changes)), in: db)
+                        var committed = CommittedTransaction(
+                            number: transaction, author: entry.author, timestamp: entry.timestamp,
+                            changes: try HistoryCoding.decode(changes))
+                        // The rows as the committing daemon's lane saw them, read right after the
+                        // entry's changeset, so that the lane reads nothing more. A group's continued
+                        // entries carry no changeset (the last carries the group's): the rows are not
+                        // yet at their state and they get none, publishing them reads the store.
+                        if !continued { committed = try withImages(committed, db, schema: schema) }
+                        commits.expect(committed, in: db)
                     case .model(let entities, let removing, let transaction):
                         (schema, _) = try ModelMigrator.migrate(db, from: schema, to: entities, removing: removing)
                         checksum = try ReplicaChecksum.full(db)
