@@ -97,96 +97,30 @@ final class LogWriter: Sendable {
         }
     }
 
-    /// Appends `entries` in one statement that commits by itself, with the rows `change` says the
-    /// write left in the object tables, then releases the lock if held. A model change rebuilds
-    /// the object tables, in one transaction with its entry.
+    /// Appends `entries` in one statement that commits by itself (``AppendStatement``), with the
+    /// rows `change` says the write left in the object tables, then releases the lock if held. A
+    /// model change rebuilds the object tables, in one transaction with its entry.
     func commit(_ entries: [ReplicatedEntry], tables change: ObjectTablesChange?) throws(RPCError) -> Bool {
-        guard let first = entries.first, let last = entries.last else { return true }
+        guard let last = entries.last else { return true }
         // Without the lock, the entries also yield to a writer that holds it (a try-lock, for the
         // statement only): a write that was refused once and waits for the lock then always gets in.
-        // A number taken meanwhile by another daemon fails the whole statement (its primary key):
-        // all of a group or none of it.
-        let locked = holdsLock.withLock { $0 }
-        let tables = change.map { [$0] } ?? []
-        let rebuild = change?.model != nil ? change : nil
-        if entries.count == 1, rebuild == nil {
-            return try finishWrite(appendPrepared(first, tables: tables.first, locked: locked), last: last.number)
-        }
-        var bindings = PostgresBindings(capacity: entries.count * 5 + 1)
-        var rows: [String] = []
-        var changes: [String] = []
-        for entry in entries {
-            let base = bindings.count
-            bindings.append(entry.number)
-            bindings.append(node)
-            changes.append(String(decoding: JSONWriter.encode(PostgresReplication.encode(entry)), as: UTF8.self))
-            bindings.append(changes[changes.count - 1])
-            if case .data(_, _, let changeset, _) = entry.content, !changeset.isEmpty {
-                bindings.append(ByteBuffer(bytes: changeset))
-            } else {
-                bindings.appendNull()
-            }
-            if let checksum = entry.checksum { bindings.append(checksum) } else { bindings.appendNull() }
-            rows.append(
-                "($\(base + 1)::bigint, $\(base + 2)::text, $\(base + 3)::jsonb, $\(base + 4)::bytea, $\(base + 5)::bigint)"
-            )
-        }
-        // The rows of a data entry go in the same statement, once the entries are in.
-        var mirror = ""
-        let changedTables = rebuild == nil ? tables.flatMap(\.tables) : []
-        if !changedTables.isEmpty {
-            bindings.append(PostgresObjectTables.json(changedTables))
-            mirror = """
-                , mirrored AS (
-                    SELECT \(objectTables.writeFunction)($\(bindings.count)::jsonb) AS written
-                    WHERE EXISTS (SELECT 1 FROM entry))
-                """
-        }
-        // So are the ids of the saves (a snapshot carries them to a new replica).
-        let saved = tables.flatMap(\.savedIDs)
-        let forgotten = tables.flatMap(\.forgottenIDs)
-        if !saved.isEmpty {
-            // Encoded as one table's written rows (values as PostgreSQL reads them from JSON).
-            bindings.append(
-                PostgresObjectTables.json([ObjectTablesChange.Table(name: "", written: saved, deleted: [])]))
-            mirror += """
-                , saved AS (
-                    INSERT INTO \(log.saveIDs) (save_id, transaction_id, answer)
-                    SELECT r->>'save_id', (r->>'transaction_id')::bigint, r->>'answer'
-                    FROM jsonb_array_elements($\(bindings.count)::jsonb->0->'written') r
-                    WHERE EXISTS (SELECT 1 FROM entry)
-                    ON CONFLICT (save_id) DO UPDATE SET transaction_id = excluded.transaction_id, answer = excluded.answer)
-                """
-        }
-        if !forgotten.isEmpty {
-            bindings.append(String(decoding: JSONWriter.encode(.array(forgotten.map(JSONValue.string))), as: UTF8.self))
-            mirror += """
-                , forgotten AS (
-                    DELETE FROM \(log.saveIDs)
-                    WHERE save_id IN (SELECT jsonb_array_elements_text($\(bindings.count)::jsonb))
-                        AND EXISTS (SELECT 1 FROM entry))
-                """
-        }
-        // The hint carries the entries when they fit: another daemon applies them without reading the log.
-        bindings.append(LogHint.payload(for: entries, changes: changes, node: node))
-        let payload = bindings.count
-        let append = PostgresQuery(
-            unsafeSQL: """
-                WITH entry AS (
-                    INSERT INTO \(log.log) ("transaction", author, changes, changeset, checksum)
-                    SELECT * FROM (VALUES \(rows.joined(separator: ", "))) AS v
-                    WHERE (SELECT coalesce(max("transaction"), 0) FROM \(log.log)) = \(first.number - 1)
-                        AND (\(locked) OR pg_try_advisory_xact_lock(\(log.lockKey)))
-                    RETURNING "transaction")\(mirror)
-                SELECT pg_notify('\(log.channel)', $\(payload)::text)::text\(mirror.isEmpty ? "" : ", (SELECT count(*) FROM mirrored)")
-                FROM entry HAVING count(*) > 0
-                """, binds: bindings)
+        let statement = AppendStatement(
+            entries: entries, node: node, tables: change, locked: holdsLock.withLock { $0 }, log: log)
         let appended: Bool
         do {
-            if let rebuild {
-                appended = try rebuildTables(rebuild, appending: append)
+            if let change, change.model != nil {
+                appended = try rebuildTables(change, appending: statement)
             } else {
-                appended = try connection.query(append, refusingOn: "23505")?.count == 1
+                appended = try connection.run { [logger] connection in
+                    do {
+                        var rows = 0
+                        for try await _ in try await connection.execute(statement, logger: logger) { rows += 1 }
+                        return rows == 1
+                    } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+                        // Another daemon took the number first: refused, the connection kept.
+                        return false
+                    }
+                }
             }
         } catch {
             // The connection was dropped, and the lock with it.
@@ -205,49 +139,16 @@ final class LogWriter: Sendable {
         return true
     }
 
-    /// Appends one entry with its rows through ``AppendStatement``; whether it went in (`false`:
-    /// its number was taken).
-    private func appendPrepared(_ entry: ReplicatedEntry, tables: ObjectTablesChange?, locked: Bool) throws(RPCError)
+    /// Runs `append` and, if it appended, rebuilds the object tables for `change`, in one transaction.
+    private func rebuildTables(_ change: ObjectTablesChange, appending append: AppendStatement) throws(RPCError)
         -> Bool
     {
-        let changes = String(decoding: JSONWriter.encode(PostgresReplication.encode(entry)), as: UTF8.self)
-        var changeset: [UInt8] = []
-        if case .data(_, _, let bytes, _) = entry.content { changeset = bytes }
-        let saved = tables?.savedIDs ?? []
-        let forgotten = tables?.forgottenIDs ?? []
-        let statement = AppendStatement(
-            number: entry.number, node: node, changes: changes, changeset: changeset, checksum: entry.checksum,
-            locked: locked, lockKey: log.lockKey,
-            rows: tables.flatMap { $0.tables.isEmpty ? nil : PostgresObjectTables.json($0.tables) },
-            saved: saved.isEmpty
-                ? nil : PostgresObjectTables.json([ObjectTablesChange.Table(name: "", written: saved, deleted: [])]),
-            forgotten: forgotten.isEmpty
-                ? nil : String(decoding: JSONWriter.encode(.array(forgotten.map(JSONValue.string))), as: UTF8.self),
-            channel: log.channel, payload: LogHint.payload(for: [entry], changes: [changes], node: node))
-        do {
-            return try self.connection.run { [logger] connection in
-                do {
-                    var rows = 0
-                    for try await _ in try await connection.execute(statement, logger: logger) { rows += 1 }
-                    return rows == 1
-                } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
-                    // Another daemon took the number first: refused, the connection kept.
-                    return false
-                }
-            }
-        } catch {
-            // The connection was dropped, and the lock with it.
-            holdsLock.withLock { $0 = false }
-            throw error
-        }
-    }
-
-    /// Runs `append` and, if it appended, rebuilds the object tables for `change`, in one transaction.
-    private func rebuildTables(_ change: ObjectTablesChange, appending append: PostgresQuery) throws(RPCError) -> Bool {
         try self.connection.run(wait: lockTimeout) { [objectTables, logger] connection in
             try await connection.query("BEGIN", logger: logger)
             do {
-                let appended = try await connection.query(append, logger: logger).collect().count == 1
+                var rows = 0
+                for try await _ in try await connection.execute(append, logger: logger) { rows += 1 }
+                let appended = rows == 1
                 if appended { try await objectTables.rebuild(change, on: connection, logger: logger) }
                 try await connection.query(appended ? "COMMIT" : "ROLLBACK", logger: logger)
                 return appended

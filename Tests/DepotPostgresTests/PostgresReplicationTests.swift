@@ -276,6 +276,36 @@ final class PostgresReplicationTests: XCTestCase {
         XCTAssertEqual(try follower.entries(after: 2, limit: 10).map(\.number), [3, 4])
     }
 
+    /// One prepared statement appends one entry or a group's several (arrays): the log gives them
+    /// back exactly, a continued entry without changeset or checksum; a group whose first number is
+    /// taken goes in not at all, nor does one starting past the head; the next number then goes in.
+    func testOneStatementAppendsAnEntryOrAWholeGroupOrNothing() throws {
+        let server = try PostgresServer.sharedOrFail()
+        var url = server.url
+        url.schema = uniqueSchema("groups")
+        let writer = try PostgresReplication(url: url, node: "writer")
+        defer { writer.stop() }
+        func data(_ number: Int64, continued: Bool) -> ReplicatedEntry {
+            ReplicatedEntry(
+                number: number, author: "w\(number)", timestamp: 1_700_000_000.25 + Double(number),
+                content: .data(
+                    transaction: number, changes: #"{"inserted":{"Entry":[\#(number)]}}"#,
+                    changeset: continued ? [] : [1, 0, 255, UInt8(number)], continued: continued),
+                checksum: continued ? nil : -number * 1_000_003)
+        }
+        XCTAssertTrue(try writer.commitWrite([data(1, continued: false)], tables: nil))
+        let group = [data(2, continued: true), data(3, continued: true), data(4, continued: false)]
+        XCTAssertTrue(try writer.commitWrite(group, tables: nil))
+        XCTAssertEqual(try writer.entries(after: 0, limit: 10), [data(1, continued: false)] + group)
+        XCTAssertFalse(
+            try writer.commitWrite([data(4, continued: true), data(5, continued: false)], tables: nil),
+            "number 4 is taken")
+        XCTAssertFalse(try writer.commitWrite([data(6, continued: false)], tables: nil), "5 is missing")
+        XCTAssertEqual(try writer.entries(after: 4, limit: 10), [])
+        XCTAssertTrue(try writer.commitWrite([modelEntry(5), data(6, continued: false)], tables: nil))
+        XCTAssertEqual(try writer.entries(after: 4, limit: 10).map(\.number), [5, 6])
+    }
+
     /// PostgreSQL stopped under a writer and a follower: the write fails with -32603 naming
     /// PostgreSQL (no hang); once the server is back, writes resume at the next number and the
     /// follower reconnects and is told to catch up.
