@@ -39,7 +39,8 @@ final class LogFollower: Sendable {
 
     /// Starts the follower task: LISTEN for hints, and read the head every poll interval.
     ///
-    /// `newEntries` is called, on the follower's thread, whenever entries beyond what the store
+    /// `newEntries` is called, on the follower connection's event loop or task (it must not block:
+    /// it queues the store's catch-up), whenever entries beyond what the store
     /// applied (`applied`) and this daemon appended (`ownHead`) may have been committed, and after
     /// every reconnection.
     func start(
@@ -49,27 +50,38 @@ final class LogFollower: Sendable {
         let position = { @Sendable in max(applied(), ownHead()) }
         let running = Task { [log, logger, pollInterval, statementTimeout, hinted, node, following] in
             await following.run { connection in
-                // Whatever was committed while this daemon was away or disconnected, from the log.
                 hinted.reset()
+                // A hint is handled where it arrives, on the connection's event loop: its header and
+                // entries are read there and the store's catch-up is queued from there (straight onto
+                // its writer), with no hop to a task in between.
+                let listening = connection.addListener(channel: log.channel) { _, notification in
+                    guard let (head, author) = LogHint.header(of: notification.payload) else {
+                        // Not one of ours: read the log.
+                        return newEntries()
+                    }
+                    // Its own appends were applied by its writes (one whose local commit failed is
+                    // found by the poll): no catch-up racing the append's answer, and no round trip
+                    // to find nothing.
+                    guard head > position(), author != node else { return }
+                    hinted.hear(head: head, entries: LogHint.entries(in: notification.payload), after: applied())
+                    newEntries()
+                }
+                defer { listening.stop() }
+                // The listener sent its own LISTEN first: once this one answers, hints arrive (a
+                // LISTEN that fails fails this, and the connection is made again).
+                try await withTimeout(statementTimeout) {
+                    try await connection.query(PostgresQuery(unsafeSQL: #"LISTEN "\#(log.channel)""#), logger: logger)
+                }
+                // Whatever was committed while this daemon was away or disconnected, from the log.
                 newEntries()
+                // The listener does not say when the connection goes: this stream ends then.
+                let (closed, closing) = AsyncStream<Void>.makeStream()
+                connection.closeFuture.whenComplete { _ in closing.finish() }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
-                        try await connection.listen(on: log.channel) { notifications in
-                            for try await notification in notifications {
-                                guard let (head, author) = LogHint.header(of: notification.payload) else {
-                                    // Not one of ours: read the log.
-                                    newEntries()
-                                    continue
-                                }
-                                // Its own appends were applied by its writes (one whose local
-                                // commit failed is found by the poll): no catch-up racing the
-                                // append's answer, and no round trip to find nothing.
-                                guard head > position(), author != node else { continue }
-                                hinted.hear(
-                                    head: head, entries: LogHint.entries(in: notification.payload), after: applied())
-                                newEntries()
-                            }
-                        }
+                        for await _ in closed {}
+                        try Task.checkCancellation()
+                        throw ChangeLogError.database("the follower's connection closed")
                     }
                     group.addTask {
                         // NOTIFY is a hint only: the head is read at least every poll interval.
