@@ -686,7 +686,6 @@ class ResyncingOracle:
 
     def __init__(self, client: depot.Client) -> None:
         self.client = client
-        self.request = REQUEST
         self.invalidations: List[Any] = []
         self.failures: List[str] = []
         self.seqs: List[int] = []
@@ -711,20 +710,8 @@ class ResyncingOracle:
         assert not self.failures, self.failures
         if self.seqs:
             assert self.seqs == list(range(self.seqs[0], self.seqs[0] + len(self.seqs))), "seq without gaps"
-        fresh = self.client.fetch(self.request)["objects"]
-        assert self.view() == fresh, "deltas applied == a fresh fetch"
-
-    def view(self) -> List[Dict[str, Any]]:
-        """The objects the deltas applied so far give, in order."""
-        return [self.state.values[i] for i in self.state.ids]
-
-    def settle(self) -> None:
-        """Waits until the deltas give a fresh fetch (a daemon that followed every save publishes
-        them after its fetch may already see them), then checks the seqs and the deltas' health."""
-        wait_until(lambda: self.view() == self.client.fetch(self.request)["objects"],
-                   f"deltas of {self.request} to give a fresh fetch")
-        assert not self.failures, self.failures
-        assert self.seqs == list(range(self.seqs[0], self.seqs[0] + len(self.seqs))) if self.seqs else True
+        fresh = self.client.fetch(REQUEST)["objects"]
+        assert [self.state.values[i] for i in self.state.ids] == fresh, "deltas applied == a fresh fetch"
 
 
 def wait_until(condition: Any, what: str, timeout: float = 20) -> None:
