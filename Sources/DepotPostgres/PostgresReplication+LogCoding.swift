@@ -1,6 +1,7 @@
 import DepotProtocol
 import DepotStore
 import Foundation
+import PostgresNIO
 
 /// Entries as the log stores them: the `changes` column of `depot_log` (the changeset has its own).
 extension PostgresReplication {
@@ -63,6 +64,20 @@ extension PostgresReplication {
                 content: .model(entities: decoded, removing: removing, transaction: transaction))
         default:
             throw malformed("unknown kind '\(kind)'")
+        }
+    }
+
+    /// The entries of rows of `("transaction", changes, changeset, checksum)`.
+    static func entries(in rows: [PostgresRow]) throws(RPCError) -> [ReplicatedEntry] {
+        do {
+            return try rows.map { row in
+                let (number, json, changeset, checksum) = try row.decode((Int64, String, Data?, Int64?).self)
+                var entry = try decode(number: number, json: json, changeset: changeset)
+                entry.checksum = checksum
+                return entry
+            }
+        } catch {
+            throw .internalError("the cluster's log cannot be read: \(ChangeLogError.wrapping(error))")
         }
     }
 }

@@ -402,7 +402,9 @@ private final class WatchedReplication: StoreReplication, @unchecked Sendable {
         try replication.beginWrite(after: position, locked: locked)
     }
 
-    func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool { try replication.commitWrite(entries) }
+    func commitWrite(_ entries: [ReplicatedEntry], tables: ObjectTablesChange?) throws(RPCError) -> Bool {
+        try replication.commitWrite(entries, tables: tables)
+    }
 
     func abandonWrite() { replication.abandonWrite() }
 

@@ -177,15 +177,15 @@ final class PostgresReplicationTests: XCTestCase {
         // Hinted: the poll is 10 minutes, so only NOTIFY can wake the listener.
         for number in Int64(1)...5 {
             let before = heard.hints
-            XCTAssertTrue(try writer.commitWrite([modelEntry(number)]))
+            XCTAssertTrue(try writer.commitWrite([modelEntry(number)], tables: nil))
             try await waitUntil("the hint of entry \(number)", timeout: .seconds(5)) { heard.hints > before }
             heard.position = number
         }
         // Its own entry counts as applied (a hint for it may still race the append's answer); the
         // next one from elsewhere wakes it.
-        XCTAssertTrue(try listener.commitWrite([modelEntry(6)]))
+        XCTAssertTrue(try listener.commitWrite([modelEntry(6)], tables: nil))
         let beforeOther = heard.hints
-        XCTAssertTrue(try writer.commitWrite([modelEntry(7)]))
+        XCTAssertTrue(try writer.commitWrite([modelEntry(7)], tables: nil))
         try await waitUntil("the hint of entry 7") { heard.hints > beforeOther }
 
         // No hint at all: entries inserted without NOTIFY are found by the poll.
@@ -239,7 +239,7 @@ final class PostgresReplicationTests: XCTestCase {
         }
         let small = data(1, bytes: 100)
         var before = record.hints
-        XCTAssertTrue(try writer.commitWrite([small]))
+        XCTAssertTrue(try writer.commitWrite([small], tables: nil))
         try await waitUntil("the hint of entry 1") { record.hints > before }
         let table = "\"\(url.schema)\".change_log"
         // The row changed behind the cluster's back: what the follower answers came from the payload.
@@ -257,7 +257,7 @@ final class PostgresReplicationTests: XCTestCase {
         // Too big to carry: the hint names the head only, and the log gives the entry.
         let big = data(2, bytes: 9_000)
         before = record.hints
-        XCTAssertTrue(try writer.commitWrite([big]))
+        XCTAssertTrue(try writer.commitWrite([big], tables: nil))
         try await waitUntil("the hint of entry 2") { record.hints > before }
         XCTAssertEqual(try follower.entries(after: 1, limit: 10), [big])
         record.position = 2
@@ -271,9 +271,39 @@ final class PostgresReplicationTests: XCTestCase {
                 """, logger: logger)
         }
         before = record.hints
-        XCTAssertTrue(try writer.commitWrite([data(4, bytes: 10)]))
+        XCTAssertTrue(try writer.commitWrite([data(4, bytes: 10)], tables: nil))
         try await waitUntil("the hint of entry 4") { record.hints > before }
         XCTAssertEqual(try follower.entries(after: 2, limit: 10).map(\.number), [3, 4])
+    }
+
+    /// One prepared statement appends one entry or a group's several (arrays): the log gives them
+    /// back exactly, a continued entry without changeset or checksum; a group whose first number is
+    /// taken goes in not at all, nor does one starting past the head; the next number then goes in.
+    func testOneStatementAppendsAnEntryOrAWholeGroupOrNothing() throws {
+        let server = try PostgresServer.sharedOrFail()
+        var url = server.url
+        url.schema = uniqueSchema("groups")
+        let writer = try PostgresReplication(url: url, node: "writer")
+        defer { writer.stop() }
+        func data(_ number: Int64, continued: Bool) -> ReplicatedEntry {
+            ReplicatedEntry(
+                number: number, author: "w\(number)", timestamp: 1_700_000_000.25 + Double(number),
+                content: .data(
+                    transaction: number, changes: #"{"inserted":{"Entry":[\#(number)]}}"#,
+                    changeset: continued ? [] : [1, 0, 255, UInt8(number)], continued: continued),
+                checksum: continued ? nil : -number * 1_000_003)
+        }
+        XCTAssertTrue(try writer.commitWrite([data(1, continued: false)], tables: nil))
+        let group = [data(2, continued: true), data(3, continued: true), data(4, continued: false)]
+        XCTAssertTrue(try writer.commitWrite(group, tables: nil))
+        XCTAssertEqual(try writer.entries(after: 0, limit: 10), [data(1, continued: false)] + group)
+        XCTAssertFalse(
+            try writer.commitWrite([data(4, continued: true), data(5, continued: false)], tables: nil),
+            "number 4 is taken")
+        XCTAssertFalse(try writer.commitWrite([data(6, continued: false)], tables: nil), "5 is missing")
+        XCTAssertEqual(try writer.entries(after: 4, limit: 10), [])
+        XCTAssertTrue(try writer.commitWrite([modelEntry(5), data(6, continued: false)], tables: nil))
+        XCTAssertEqual(try writer.entries(after: 4, limit: 10).map(\.number), [5, 6])
     }
 
     /// PostgreSQL stopped under a writer and a follower: the write fails with -32603 naming
@@ -290,7 +320,7 @@ final class PostgresReplicationTests: XCTestCase {
         defer { [writer, follower].forEach { $0.stop() } }
         let record = FollowerRecord()
         follower.startFollowing(position: { record.position }) { record.hint() }
-        for number in Int64(1)...3 { XCTAssertTrue(try writer.commitWrite([modelEntry(number)])) }
+        for number in Int64(1)...3 { XCTAssertTrue(try writer.commitWrite([modelEntry(number)], tables: nil)) }
         try await waitUntil("the follower to see 3") { record.hints >= 2 }
         record.position = 3
 
@@ -298,7 +328,7 @@ final class PostgresReplicationTests: XCTestCase {
         let clock = ContinuousClock()
         let started = clock.now
         do {
-            _ = try writer.commitWrite([modelEntry(4)])
+            _ = try writer.commitWrite([modelEntry(4)], tables: nil)
             XCTFail("a write with PostgreSQL stopped must fail")
         } catch {
             XCTAssertEqual(error.code, .internalError)
@@ -310,7 +340,7 @@ final class PostgresReplicationTests: XCTestCase {
         let hintsBefore = record.hints
         // The writer's connection comes back after its backoff (at most 2 s); it fails fast meanwhile.
         try await waitUntil("a write after the restart", timeout: .seconds(15)) {
-            (try? writer.commitWrite([modelEntry(4)])) == true
+            (try? writer.commitWrite([modelEntry(4)], tables: nil)) == true
         }
         try await waitUntil("the follower to catch up after the restart", timeout: .seconds(15)) {
             record.hints > hintsBefore

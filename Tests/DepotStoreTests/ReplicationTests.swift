@@ -321,7 +321,7 @@ private final class MemoryLog: StoreReplication {
         }
     }
 
-    func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool {
+    func commitWrite(_ entries: [ReplicatedEntry], tables: ObjectTablesChange?) throws(RPCError) -> Bool {
         let outcome: Bool? = state.withLock { state in
             defer { state.locked = false }
             guard !state.refuseCommit else {

@@ -116,7 +116,8 @@ extension Store {
                 let session = model == nil ? try ChangeSession(on: db.sqliteConnection!) : nil
                 let latest = try Self.latestTransaction(db)
                 let value = try body(db)
-                let entries = try entries(db, after: head, latest: latest, session: session, model: model)
+                let (entries, tables) = try entries(
+                    db, after: head, latest: latest, session: session, model: model)
                 guard let last = entries.last else {
                     open = false
                     replication.abandonWrite()
@@ -130,7 +131,7 @@ extension Store {
                 open = false
                 let appended: Bool
                 do {
-                    appended = try replication.commitWrite(entries)
+                    appended = try replication.commitWrite(entries, tables: tables)
                 } catch {
                     throw AttemptFailure.atCommit(Self.rpcError(error))
                 }
@@ -155,13 +156,14 @@ extension Store {
 
     /// The log entries of the write just run: its model change, or one per history row it
     /// recorded (a group commit records several), the changeset on the last, the others marked
-    /// as continued; none when it changed nothing.
+    /// as continued; none when it changed nothing. With them, what the write left in the object
+    /// tables (everything, for a model change).
     private func entries(
         _ db: Database, after head: Int64, latest: Int64, session: ChangeSession?, model: ModelChange?
-    ) throws -> [ReplicatedEntry] {
+    ) throws -> (entries: [ReplicatedEntry], tables: ObjectTablesChange?) {
         let offset = try Self.storedChecksum(db)?.offset ?? 0
         if let model {
-            guard model.changed else { return [] }
+            guard model.changed else { return ([], nil) }
             let checksum = try ReplicaChecksum.full(db)
             try Self.saveChecksum(db, checksum)
             // A migration's history row (``Store/defineModel(_:removing:)``) gives the entry its
@@ -171,13 +173,11 @@ extension Store {
                     try Double.fetchOne(
                         db, sql: "SELECT timestamp FROM depot_transaction WHERE id = ?", arguments: [$0])
                 } ?? Date.now.timeIntervalSince1970
-            return [
-                ReplicatedEntry(
-                    number: head + 1, author: nil, timestamp: timestamp,
-                    content: .model(entities: model.entities, removing: model.removing, transaction: model.transaction),
-                    tables: try ObjectTablesChange.everything(db, schema: ModelMigrator.loadSchema(db)),
-                    checksum: Int64(bitPattern: checksum ^ offset))
-            ]
+            let entry = ReplicatedEntry(
+                number: head + 1, author: nil, timestamp: timestamp,
+                content: .model(entities: model.entities, removing: model.removing, transaction: model.transaction),
+                checksum: Int64(bitPattern: checksum ^ offset))
+            return ([entry], try ObjectTablesChange.everything(db, schema: ModelMigrator.loadSchema(db)))
         }
         let changeset = try session?.changeset() ?? []
         let rows = try Row.fetchAll(
@@ -194,22 +194,23 @@ extension Store {
             guard changeset.isEmpty else {
                 throw RPCError.internalError("a write changed objects but recorded no transaction")
             }
-            return []
+            return ([], nil)
         }
         // The changeset is read once, for the object tables and the checksum.
         let changedRows = try ChangeSession.changedRows(changeset)
         let tables = try ObjectTablesChange.rows(db, changedRows: changedRows)
         let checksum = try (Self.storedChecksum(db)?.checksum ?? 0) ^ ReplicaChecksum.delta(db, rows: changedRows)
         try Self.saveChecksum(db, checksum)
-        return rows.enumerated().map { index, row in
+        let entries = rows.enumerated().map { index, row in
             let isLast = index == rows.count - 1
             return ReplicatedEntry(
                 number: head + 1 + Int64(index), author: row["author"], timestamp: row["timestamp"],
                 content: .data(
                     transaction: row["id"], changes: row["changes"], changeset: isLast ? changeset : [],
                     continued: !isLast),
-                tables: isLast ? tables : nil, checksum: isLast ? Int64(bitPattern: checksum ^ offset) : nil)
+                checksum: isLast ? Int64(bitPattern: checksum ^ offset) : nil)
         }
+        return (entries, tables)
     }
 
     /// Applies `entries` (the log's, in order, from right after this replica's position) in one
@@ -246,7 +247,7 @@ extension Store {
                         )
                     }
                     switch entry.content {
-                    case .data(let transaction, let changes, let changeset, _):
+                    case .data(let transaction, let changes, let changeset, let continued):
                         let expected = try Self.latestTransaction(db) + 1
                         guard transaction == expected else {
                             throw ReplicationError.diverged(
@@ -258,10 +259,15 @@ extension Store {
                         _ = try HistoryLog.insert(
                             db, number: transaction, timestamp: entry.timestamp, author: entry.author, text: changes,
                             retention: historyRetention)
-                        commits.expect(
-                            CommittedTransaction(
-                                number: transaction, author: entry.author, timestamp: entry.timestamp,
-                                changes: try HistoryCoding.decode(changes)), in: db)
+                        var committed = CommittedTransaction(
+                            number: transaction, author: entry.author, timestamp: entry.timestamp,
+                            changes: try HistoryCoding.decode(changes))
+                        // The rows as the committing daemon's lane saw them, read right after the
+                        // entry's changeset, so that the lane reads nothing more. A group's continued
+                        // entries carry no changeset (the last carries the group's): the rows are not
+                        // yet at their state and they get none, publishing them reads the store.
+                        if !continued { committed = try withImages(committed, db, schema: schema) }
+                        commits.expect(committed, in: db)
                     case .model(let entities, let removing, let transaction):
                         (schema, _) = try ModelMigrator.migrate(db, from: schema, to: entities, removing: removing)
                         checksum = try ReplicaChecksum.full(db)

@@ -22,8 +22,10 @@ public protocol StoreReplication: AnyObject, Sendable {
     /// held; returns whether they were appended (`false`: another store took
     /// the number first). When it throws, they are not known to be committed:
     /// the store rolls back its own write, and learns from the log later
-    /// whether they made it.
-    func commitWrite(_ entries: [ReplicatedEntry]) throws(RPCError) -> Bool
+    /// whether they made it. `tables` is what the write left in the object
+    /// tables, for a log that keeps the objects as tables and writes them with
+    /// the entries (others ignore it); `nil` when it tells nothing.
+    func commitWrite(_ entries: [ReplicatedEntry], tables: ObjectTablesChange?) throws(RPCError) -> Bool
 
     /// Ends a write that appends nothing, releasing the lock.
     func abandonWrite()
@@ -77,24 +79,16 @@ public struct ReplicatedEntry: Sendable, Equatable {
     public var timestamp: Double
     /// What it did.
     public var content: Content
-    /// What the write left in the object tables, on the last entry of the store's own write
-    /// (a log that keeps the objects as tables writes them with the entry); `nil` on entries
-    /// read from the log.
-    public var tables: ObjectTablesChange?
     /// The checksum of the objects the entry leaves (``ReplicaChecksum``, as a bit pattern), on the
     /// last entry of a write; `nil` on the others, and on entries written before checksums.
     public var checksum: Int64?
 
     /// An entry.
-    public init(
-        number: Int64, author: String?, timestamp: Double, content: Content, tables: ObjectTablesChange? = nil,
-        checksum: Int64? = nil
-    ) {
+    public init(number: Int64, author: String?, timestamp: Double, content: Content, checksum: Int64? = nil) {
         self.number = number
         self.author = author
         self.timestamp = timestamp
         self.content = content
-        self.tables = tables
         self.checksum = checksum
     }
 }

@@ -117,15 +117,18 @@ extension Store {
     }
 
     /// `transaction` with the images of its changed rows of the entities ``captureRowImages(of:)``
-    /// named, read on the writer's connection `db` (the pages it just wrote).
-    private func withImages(_ transaction: CommittedTransaction, _ db: Database) throws -> CommittedTransaction {
+    /// named, read on the writer's connection `db` (the pages it just wrote) under `schema` (the
+    /// store's, unless a replica's catch-up migrated it in the same transaction).
+    func withImages(_ transaction: CommittedTransaction, _ db: Database, schema: Schema? = nil) throws
+        -> CommittedTransaction
+    {
         let entities = commits.imagedEntities.withLock { $0 }
         guard !entities.isEmpty else { return transaction }
         let wanted = transaction.changes.filter { entities.contains($0.key) }
         guard !wanted.isEmpty,
             wanted.values.reduce(0, { $0 + $1.inserted.count + $1.updated.count }) <= Self.largestImagedTransaction
         else { return transaction }
-        let schema = schema
+        let schema = schema ?? self.schema
         var transaction = transaction
         for (name, changes) in wanted {
             guard let entity = schema.entity(named: name) else { continue }

@@ -20,7 +20,7 @@ import time
 import urllib.parse
 import uuid
 from contextlib import closing
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -58,9 +58,11 @@ def cluster() -> Iterator[List[Daemon]]:
 class Oracle:
     """A subscription's own mirror: its first state, then every delta applied strictly in seq order."""
 
-    def __init__(self, client: depot.Client) -> None:
+    def __init__(self, client: depot.Client, request: Dict[str, Any] = REQUEST,
+                 section: Optional[str] = "qualifyingZone") -> None:
         self.client = client
-        self.results = client.subscribe(REQUEST, section_key_path="qualifyingZone", include="all")
+        self.request = request
+        self.results = client.subscribe(request, section_key_path=section, include="all")
         self.state = self.results.state
         self.seqs: List[int] = []
         self.failures: List[str] = []
@@ -78,8 +80,20 @@ class Oracle:
         assert self.results.wait_for_transaction(transaction, timeout=20), f"no delta for transaction {transaction}"
         assert not self.failures, self.failures
         assert self.seqs == list(range(self.seqs[0], self.seqs[0] + len(self.seqs))), "seq without gaps"
-        fresh = self.client.fetch(REQUEST)["objects"]
-        assert [self.state.values[i] for i in self.state.ids] == fresh, "deltas applied == a fresh fetch"
+        fresh = self.client.fetch(self.request)["objects"]
+        assert self.view() == fresh, "deltas applied == a fresh fetch"
+
+    def view(self) -> List[Dict[str, Any]]:
+        """The objects the deltas applied so far give, in order."""
+        return [self.state.values[i] for i in self.state.ids]
+
+    def settle(self) -> None:
+        """Waits until the deltas give a fresh fetch (a daemon that followed every save publishes
+        them after its fetch may already see them), then checks the seqs and the deltas' health."""
+        wait_until(lambda: self.view() == self.client.fetch(self.request)["objects"],
+                   f"deltas of {self.request} to give a fresh fetch")
+        assert not self.failures, self.failures
+        assert self.seqs == list(range(self.seqs[0], self.seqs[0] + len(self.seqs))) if self.seqs else True
 
 
 def random_save(rng: random.Random, ids: List[str], tag: str) -> Dict[str, Any]:
@@ -157,6 +171,82 @@ def test_random_transactions_through_three_daemons_give_every_subscription_exact
     finally:
         for client in clients:
             client.close()
+
+
+# Requests whose sets follow from a commit's row images alone (plain, filtered, sectioned), and a
+# window, which reads the store.
+IMAGED = [(REQUEST, None),
+          ({"entity": "Team", "predicate": "wins >= 5", "sort": [{"key": "wins"}, {"key": "teamName"}]}, None),
+          (REQUEST, "qualifyingZone")]
+WINDOW = {"entity": "Team", "sort": [{"key": "wins", "ascending": False}, {"key": "teamName"}],
+          "offset": 2, "limit": 6}
+
+
+def store_reads(client: depot.Client) -> Dict[str, int]:
+    """``server/stats`` ``storeReads``: what publishing commits read of the store."""
+    return client.call("server/stats", {}).get("storeReads") or {}
+
+
+def test_followers_publish_from_row_images_the_deltas_of_the_committing_daemon() -> None:
+    """Three daemons, each with subscribers to the same plain, filtered and sectioned requests. Saves
+    one at a time, each through the next daemon: every daemon, committing or following, publishes
+    them from the commits' row images (``storeReads.snapshot`` stays where it was, while ``commits``
+    grows), and every subscription's deltas give a fresh fetch, the same on every daemon. Then a
+    window joins on every daemon and all three daemons save at once (group commits, whose continued
+    entries carry no images and are published from a snapshot): every subscription still follows
+    exactly, every daemon agrees, and the histories are equal (one order)."""
+    _, daemons = start_cluster(3)
+    clients = [d.client() for d in daemons]
+    try:
+        oracles = [[Oracle(c, request, section) for request, section in IMAGED] for c in clients]
+        ids: List[str] = []
+        lock = threading.Lock()
+        last = [0]
+        errors: List[str] = []
+
+        def round_robin(first_seed: int, steps: int) -> None:
+            for step in range(steps):
+                saver(daemons[step % 3], first_seed + step, 1, ids, lock, last, errors)
+            for client in clients:
+                wait_until(lambda: client.call("store/history", {"since": 0, "limit": 1})["latest"] >= last[0],
+                           "every daemon to follow the last save")
+            for row in oracles:
+                for oracle in row:
+                    oracle.settle()
+
+        round_robin(3000, 6)  # Every lane has followed a commit under the model (no snapshot owed).
+        before = [store_reads(c) for c in clients]
+        round_robin(3100, 30)
+        after = [store_reads(c) for c in clients]
+        assert not errors, errors
+        for index, (was, now) in enumerate(zip(before, after)):
+            assert now.get("commits", 0) >= was.get("commits", 0) + 20, f"daemon {index} published: {was} {now}"
+            assert now.get("snapshot", 0) == was.get("snapshot", 0), f"daemon {index} read no snapshot: {was} {now}"
+            assert now.get("changedRows", 0) == was.get("changedRows", 0), f"daemon {index}: {was} {now}"
+        for column in range(len(IMAGED)):
+            assert oracles[0][column].view() == oracles[1][column].view() == oracles[2][column].view()
+
+        for row, client in zip(oracles, clients):
+            row.append(Oracle(client, WINDOW, None))
+        threads = [threading.Thread(target=saver, args=(d, 3200 + i, 20, ids, lock, last, errors))
+                   for i, d in enumerate(daemons)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        round_robin(3300, 3)
+        assert not errors, errors
+        for column in range(len(IMAGED) + 1):
+            views = [row[column].view() for row in oracles]
+            assert views[0] == views[1] == views[2], f"every daemon's deltas agree ({oracles[0][column].request})"
+        histories = [c.call("store/history", {"since": 0, "limit": 10000})["transactions"] for c in clients]
+        assert histories[0] == histories[1] == histories[2], "one order everywhere"
+        assert len(histories[0]) >= 40
+    finally:
+        for client in clients:
+            client.close()
+        for running in daemons:
+            running.stop()
 
 
 def test_did_save_reaches_observers_on_the_other_daemons(cluster: List[Daemon]) -> None:
