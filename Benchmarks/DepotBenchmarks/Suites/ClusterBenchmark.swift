@@ -156,12 +156,18 @@ struct ClusterBenchmark: Benchmark {
             suite.note("apply-cost", "skipped: no /proc/PID/stat to read the daemons' CPU from")
             return
         }
+        // With DEPOT_BENCH_PERF set: where each side's CPU goes (`perf report -i DIR/cluster.apply-cost.*.data`).
+        let profiles = [
+            PerfRecorder(pid: committer.pid, label: "cluster.apply-cost.committer"),
+            PerfRecorder(pid: applier.pid, label: "cluster.apply-cost.applier"),
+        ]
         let start = ContinuousClock.now
         for index in 0..<saves {
             _ = try await writer.call(
                 StoreSave.self, .init(inserted: [ItemSeed.object("applied \(index)", index: index)]))
         }
         try await applied()
+        profiles.forEach { $0.stop() }
         let seconds = (ContinuousClock.now - start).seconds
         let committing = ((CPUTime.process(committer.pid) ?? committerStart) - committerStart) / Double(saves)
         let applying = ((CPUTime.process(applier.pid) ?? applierStart) - applierStart) / Double(saves)
