@@ -8,7 +8,7 @@ import XCTest
 
 /// Deltas from the commit itself (issue 34), in memory: random transactions
 /// over plain, some-properties, filtered (own keys, an equality, through a
-/// relationship), sectioned, windowed and grouped subscriptions. After every transaction each subscription's results
+/// relationship), sectioned, windowed, grouped and scoped (a key's row-level rule) subscriptions. After every transaction each subscription's results
 /// (its first answer with every `results/didChange` applied) equal a fresh
 /// fetch (the delta oracle). The sets evaluated in memory follow from the
 /// commits' row images with no store read at all; the test reports how many
@@ -41,14 +41,30 @@ final class RowImagePropertyTests: XCTestCase {
         #"{"request": {"entity": "Play", "groupBy": ["club.region"], "aggregates": [{"name": "n", "function": "count"}], "sort": [{"key": "club.region"}]}, "include": "all"}"#,
     ]
 
-    /// What a client holds of one subscription, and the params it subscribed with.
+    /// A key whose scope lets it read the plays of its zone (its name, `A`) and the high scores:
+    /// its sets follow that row-level rule from the row images too.
+    static let scopedKey = CoreKeys.publicKey(1)
+    static let keys = "\(scopedKey) member A"
+    static let policy = #"""
+        {"roles": {"member": {"base": "read", "entities": {"Play": {"read": "zone == $keyName OR score >= 4"}}}}}
+        """#
+    /// Subscribe params of the scoped key's sets, which follow from row images alone too.
+    static let scopedInMemory = [
+        #"{"request": {"entity": "Play", "sort": [{"key": "score"}, {"key": "name"}]}, "include": "all"}"#,
+        #"{"request": {"entity": "Play", "predicate": "score >= 1", "sort": [{"key": "name"}]}, "sectionKeyPath": "name", "include": "all"}"#,
+    ]
+
+    /// What a client holds of one subscription, the params it subscribed with, and the key it
+    /// subscribed as (`nil`: unscoped).
     struct Held {
         let params: String
+        let key: String?
         var results: HeldResults
 
-        /// What the answer to subscribing with `params` holds.
-        init(params: String, answer: JSONValue) {
+        /// What the answer to subscribing with `params` as `key` holds.
+        init(params: String, key: String? = nil, answer: JSONValue) {
             self.params = params
+            self.key = key
             results = HeldResults(answer: answer)
         }
     }
@@ -59,9 +75,17 @@ final class RowImagePropertyTests: XCTestCase {
 
     private func run(seed: UInt64) throws {
         let peer: [UInt8] = [1]
-        let core = try CoreCaller(model: Self.model, name: "images", peers: [peer])
+        let scopedPeer: [UInt8] = [2]
+        let core = try CoreCaller(
+            model: Self.model, name: "images", keys: Self.keys, policy: Self.policy, peers: [peer],
+            label: "seed \(seed)")
+        _ = try core.call(scopedPeer, key: Self.scopedKey, "initialize", #"{"protocolVersion": "1"}"#)
         let (service, outbox) = (core.service, core.outbox)
         func call(_ method: String, _ params: String) throws -> JSONValue { try core.call(peer, method, params) }
+        /// A request as the unscoped peer, or as the scoped key's.
+        func call(as key: String?, _ method: String, _ params: String) throws -> JSONValue {
+            key == nil ? try call(method, params) : try core.call(scopedPeer, key: key, method, params)
+        }
         _ = try call(
             "store/save",
             #"{"inserted": [{"entity": "Club", "values": {"name": "c1", "region": "North"}}, {"entity": "Club", "values": {"name": "c2", "region": "South"}}, {"entity": "Club", "values": {"name": "c3"}}]}"#
@@ -110,26 +134,31 @@ final class RowImagePropertyTests: XCTestCase {
             )
             live += result["ids"]?.objectValue?.values.compactMap(\.stringValue) ?? []
         }
-        func subscribe(_ params: String) throws -> Held {
-            Held(params: params, answer: try call("results/subscribe", params))
+        func subscribe(_ params: String, as key: String? = nil) throws -> Held {
+            Held(params: params, key: key, answer: try call(as: key, "results/subscribe", params))
         }
         func check(_ held: inout [Held], step: Int) throws {
-            let messages = outbox.received(by: peer).filter { $0["method"] == "results/didChange" }
             for index in held.indices {
+                let messages = outbox.received(by: held[index].key == nil ? peer : scopedPeer).filter {
+                    $0["method"] == "results/didChange"
+                }
                 if let problem = held[index].results.catchUp(with: messages) {
                     XCTFail("seed \(seed) step \(step): \(problem)")
                 }
                 let state = held[index]
                 let params = try JSONParser.parse(Array(state.params.utf8))
                 let fresh =
-                    try call("store/fetch", String(decoding: JSONWriter.encode(params["request"]!), as: UTF8.self))[
-                        "objects"]?.arrayValue ?? []
+                    try call(
+                        as: state.key, "store/fetch",
+                        String(decoding: JSONWriter.encode(params["request"]!), as: UTF8.self)
+                    )["objects"]?.arrayValue ?? []
                 let rows = state.results.objects.map(Self.withoutGroupID)
                 XCTAssertEqual(rows, fresh, "seed \(seed) step \(step): \(state.params)")
                 if params["sectionKeyPath"] != nil {
                     var names: [String] = []
-                    for row in fresh where names.last != (row["zone"]?.stringValue ?? "") {
-                        names.append(row["zone"]?.stringValue ?? "")
+                    let key = params["sectionKeyPath"]?.stringValue ?? ""
+                    for row in fresh where names.last != (row[key]?.stringValue ?? "") {
+                        names.append(row[key]?.stringValue ?? "")
                     }
                     XCTAssertEqual(state.results.names, names, "seed \(seed) step \(step): sections")
                 }
@@ -139,7 +168,8 @@ final class RowImagePropertyTests: XCTestCase {
 
         for _ in 0..<6 { try randomSave() }
         // Phase one: only sets evaluated in memory. No snapshot, no read, whatever the transaction.
-        var held = try Self.evaluatedInMemory.map(subscribe)
+        var held = try Self.evaluatedInMemory.map { try subscribe($0) }
+        held += try Self.scopedInMemory.map { try subscribe($0, as: Self.scopedKey) }
         let start = try reads()
         for step in 0..<40 {
             try randomSave()
@@ -150,7 +180,7 @@ final class RowImagePropertyTests: XCTestCase {
         XCTAssertEqual(inMemory.reads, start.reads, "seed \(seed): sets evaluated in memory read nothing: \(inMemory)")
 
         // Phase two: a window, a set through a relationship and groups join; they read, and say why.
-        held += try Self.readingTheStore.map(subscribe)
+        held += try Self.readingTheStore.map { try subscribe($0) }
         for step in 40..<80 {
             try randomSave()
             try check(&held, step: step)
