@@ -283,6 +283,11 @@ class Client:
                 try:
                     self._initialize()
                     break
+                except ConnectionClosedError:
+                    # Closed while its session was being reopened: nothing is left to recover.
+                    return
+                except DepotTimeoutError as error:
+                    logger.info("depot: reopening the session timed out (%s); retrying", error)
                 except DepotError as error:
                     # Still initialized (an earlier attempt got through): that session will do.
                     if error.code == -32600:
