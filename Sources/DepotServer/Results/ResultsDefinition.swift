@@ -63,9 +63,11 @@ struct ResultsDefinition: Sendable {
                 keyPaths: grouped.memberKeyPaths, predicate: request.predicate,
                 arguments: grouped.shape.predicateArguments, scope: scopePredicate, entity: plan.entity,
                 schema: schema)
-            let ownKeys = Set(plan.entity.columnKeys)
+            // Key names compare by their bytes, as the model looks them up.
+            let ownKeys = plan.entity.columnKeys
+            let allOwn = grouped.memberKeyPaths.allSatisfy { key in ownKeys.contains { $0.bytesEqual(key) } }
             membersInMemory =
-                !grouped.memberKeyPaths.isEmpty && grouped.memberKeyPaths.allSatisfy(ownKeys.contains)
+                !grouped.memberKeyPaths.isEmpty && allOwn
                 ? InMemoryFollow(
                     request: members, scope: scopePredicate,
                     sort: grouped.memberKeyPaths.map { SortDescriptor(key: $0) },
